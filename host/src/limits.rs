@@ -1,0 +1,161 @@
+//! Resource limits of a tool call: fuel, wall-clock deadline, memory, output
+//! size and concurrency.
+//!
+//! Every component gets the manifest's `[limits]` defaults, overridden key by
+//! key by its own `limits = { … }`.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The limits one call of a tool runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time for the whole call, instantiation and waiting on I/O
+    /// included. Exceeding it ends the call with `timeout`.
+    pub timeout: Duration,
+    /// Units of fuel (roughly, wasm instructions) the call may use. Running
+    /// out ends the call with `fuel_exhausted`.
+    pub fuel: u64,
+    /// Bytes of linear memory and table storage for the whole instance, all
+    /// memories together. A refused growth ends the call with
+    /// `memory_exhausted` if the tool fails because of it.
+    pub memory: u64,
+    /// Bytes of output (content and structured each) sent on to the model;
+    /// longer output is truncated with a visible marker.
+    pub max_output: usize,
+    /// Calls of this component that may run at once; more wait their turn.
+    pub max_concurrency: usize,
+}
+
+impl Default for Limits {
+    /// Defaults that let an ordinary tool run and stop a runaway one quickly:
+    /// 5 s, 2e9 fuel (about a second of compute), 64 MiB, 32 KiB of output,
+    /// 16 concurrent calls.
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(5),
+            fuel: 2_000_000_000,
+            memory: 64 * 1024 * 1024,
+            max_output: 32 * 1024,
+            max_concurrency: 16,
+        }
+    }
+}
+
+/// `[limits]` or a tool's `limits = { … }` as written: every key optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimits {
+    pub timeout: Option<String>,
+    pub fuel: Option<u64>,
+    pub memory: Option<ByteSize>,
+    pub max_output: Option<ByteSize>,
+    pub max_concurrency: Option<usize>,
+}
+
+/// A size written as a number of bytes or a string like `"64MiB"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum ByteSize {
+    Bytes(u64),
+    Text(String),
+}
+
+impl ByteSize {
+    fn bytes(&self) -> Result<u64, String> {
+        match self {
+            Self::Bytes(n) => Ok(*n),
+            Self::Text(text) => text
+                .parse::<bytesize::ByteSize>()
+                .map(|size| size.as_u64())
+                .map_err(|_| format!("{text:?} is not a size; write e.g. \"64MiB\" or \"32KiB\"")),
+        }
+    }
+}
+
+impl Limits {
+    /// These limits with the keys set in `raw` replaced. Errors name the key.
+    pub(crate) fn overridden_by(&self, raw: &RawLimits) -> Result<Self, (&'static str, String)> {
+        let mut limits = *self;
+        if let Some(timeout) = &raw.timeout {
+            limits.timeout = humantime::parse_duration(timeout).map_err(|_| {
+                ("timeout", format!("{timeout:?} is not a duration; write e.g. \"5s\" or \"500ms\""))
+            })?;
+            if limits.timeout.is_zero() {
+                return Err(("timeout", "must be longer than zero".into()));
+            }
+        }
+        if let Some(fuel) = raw.fuel {
+            if fuel == 0 {
+                return Err(("fuel", "must be at least 1".into()));
+            }
+            limits.fuel = fuel;
+        }
+        if let Some(memory) = &raw.memory {
+            limits.memory = memory.bytes().map_err(|e| ("memory", e))?;
+            if limits.memory < MIN_MEMORY {
+                return Err(("memory", format!("must be at least {MIN_MEMORY} bytes (one wasm page)")));
+            }
+            if limits.memory > MAX_MEMORY {
+                return Err(("memory", format!("must be at most {MAX_MEMORY} bytes (4 GiB)")));
+            }
+        }
+        if let Some(max_output) = &raw.max_output {
+            let bytes = max_output.bytes().map_err(|e| ("max_output", e))?;
+            limits.max_output = usize::try_from(bytes)
+                .ok()
+                .filter(|&n| n >= MIN_OUTPUT)
+                .ok_or(("max_output", format!("must be between {MIN_OUTPUT} bytes and the address space")))?;
+        }
+        if let Some(max_concurrency) = raw.max_concurrency {
+            if max_concurrency == 0 {
+                return Err(("max_concurrency", "must be at least 1".into()));
+            }
+            limits.max_concurrency = max_concurrency;
+        }
+        Ok(limits)
+    }
+}
+
+/// One wasm page: no instance with a memory can run in less.
+const MIN_MEMORY: u64 = 64 * 1024;
+/// The most a 32-bit linear memory can address.
+const MAX_MEMORY: u64 = 4 * 1024 * 1024 * 1024;
+/// Room for the truncation marker and a little text.
+const MIN_OUTPUT: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(toml: &str) -> RawLimits {
+        toml::from_str(toml).unwrap()
+    }
+
+    #[test]
+    fn overrides_only_the_keys_given() {
+        let limits = Limits::default()
+            .overridden_by(&raw(r#"timeout = "250ms"
+memory = "128MiB"
+max_output = 1024"#))
+            .unwrap();
+        assert_eq!(limits.timeout, Duration::from_millis(250));
+        assert_eq!(limits.memory, 128 * 1024 * 1024);
+        assert_eq!(limits.max_output, 1024);
+        assert_eq!(limits.fuel, Limits::default().fuel);
+    }
+
+    #[test]
+    fn bad_values_name_the_key_and_the_fix() {
+        let err = Limits::default().overridden_by(&raw(r#"timeout = "soon""#)).unwrap_err();
+        assert_eq!(err.0, "timeout");
+        assert!(err.1.contains("\"5s\""), "{}", err.1);
+        let err = Limits::default().overridden_by(&raw(r#"memory = "lots""#)).unwrap_err();
+        assert_eq!(err.0, "memory");
+        let err = Limits::default().overridden_by(&raw("max_concurrency = 0")).unwrap_err();
+        assert_eq!(err.0, "max_concurrency");
+        let err = Limits::default().overridden_by(&raw(r#"memory = "8GiB""#)).unwrap_err();
+        assert!(err.1.contains("4 GiB"));
+    }
+}

@@ -1,0 +1,361 @@
+//! `toolhost.toml`: the model endpoint, default limits, and each component
+//! with its grants and limits.
+//!
+//! Parsed once, at load, into validated types; unknown keys, missing
+//! components, malformed hosts and missing directories are errors that name
+//! the file, the tool and the key. Relative paths are relative to the
+//! manifest's directory.
+//!
+//! ```toml
+//! [limits]
+//! timeout = "5s"
+//! memory = "64MiB"
+//!
+//! [[tool]]
+//! component = "fetch.wasm"
+//! allow_hosts = ["https://example.org"]
+//! files = [{ host = "./data", guest = "/data", mode = "read-only" }]
+//! env = { UNITS = "metric" }
+//! config = { api_key = { env = "WEATHER_KEY" } }
+//! approval = "never"
+//! limits = { timeout = "2s" }
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::grants::{FileMode, Grants};
+use crate::limits::{Limits, RawLimits};
+
+/// The manifest's file name, looked for in the working directory.
+pub const DEFAULT_FILE: &str = "toolhost.toml";
+
+/// A validated manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// The `[model]` table, for `toolhost run`.
+    pub model: Option<ModelConfig>,
+    /// The `[limits]` defaults.
+    pub limits: Limits,
+    /// The `[[tool]]` entries, in order.
+    pub components: Vec<ComponentConfig>,
+}
+
+/// One `[[tool]]` entry: a component and what it may do.
+#[derive(Debug, Clone)]
+pub struct ComponentConfig {
+    /// The component file.
+    pub path: PathBuf,
+    /// What it may touch.
+    pub grants: Grants,
+    /// What it may use.
+    pub limits: Limits,
+    /// When a person must approve a call first.
+    pub approval: Approval,
+}
+
+impl ComponentConfig {
+    /// A component at `path` with no grants, default limits and no approval.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            grants: Grants::none(),
+            limits: Limits::default(),
+            approval: Approval::Never,
+        }
+    }
+
+    /// Replace the grants.
+    pub fn grants(mut self, grants: Grants) -> Self {
+        self.grants = grants;
+        self
+    }
+
+    /// Replace the limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Replace the approval policy.
+    pub fn approval(mut self, approval: Approval) -> Self {
+        self.approval = approval;
+        self
+    }
+
+    /// A short name for messages: the component's file name.
+    pub fn label(&self) -> String {
+        self.path
+            .file_name()
+            .map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    }
+}
+
+/// When a call needs a person's approval before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    /// Never ask. The default.
+    #[default]
+    Never,
+    /// Ask for every call.
+    Always,
+    /// Ask for tools whose spec carries the `destructive` hint.
+    Destructive,
+}
+
+/// Which wire format the model endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// Any OpenAI-compatible chat-completions endpoint.
+    #[default]
+    OpenAI,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+/// The `[model]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Wire format.
+    #[serde(default)]
+    pub provider: Provider,
+    /// Endpoint base URL, e.g. `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    /// Model name sent with each request.
+    pub model: String,
+    /// Environment variable holding the API key; the key itself never
+    /// appears in the manifest or the logs.
+    pub api_key_env: Option<String>,
+    /// Model calls per task before the loop gives up.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+}
+
+fn default_max_steps() -> u32 {
+    10
+}
+
+/// A manifest that cannot be loaded. The message names the file, the tool and
+/// the key, and says what to change.
+#[derive(Debug, thiserror::Error)]
+pub struct ManifestError {
+    file: PathBuf,
+    tool: Option<String>,
+    key: Option<String>,
+    message: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(tool) = &self.tool {
+            write!(f, ": {tool}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": `{key}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl ManifestError {
+    /// An error about `file` as a whole.
+    pub(crate) fn file(file: &Path, message: impl Into<String>) -> Self {
+        Self {
+            file: file.to_owned(),
+            tool: None,
+            key: None,
+            message: message.into(),
+        }
+    }
+
+    /// An error about key `key` of tool `tool` in `file`.
+    pub(crate) fn tool(file: &Path, tool: &str, key: Option<&str>, message: impl Into<String>) -> Self {
+        Self {
+            file: file.to_owned(),
+            tool: Some(tool.to_owned()),
+            key: key.map(str::to_owned),
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    model: Option<ModelConfig>,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    tool: Vec<RawTool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    component: PathBuf,
+    #[serde(default)]
+    allow_hosts: Vec<String>,
+    #[serde(default)]
+    files: Vec<RawFile>,
+    #[serde(default)]
+    env: BTreeMap<String, RawValue>,
+    #[serde(default)]
+    config: BTreeMap<String, RawValue>,
+    #[serde(default)]
+    approval: Approval,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    host: PathBuf,
+    guest: String,
+    #[serde(default)]
+    mode: FileMode,
+}
+
+/// A literal value, or `{ env = "NAME" }` to read it from the host's
+/// environment at load (a secret: masked in logs and output).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawValue {
+    Literal(String),
+    FromEnv(FromEnv),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FromEnv {
+    env: String,
+}
+
+impl Manifest {
+    /// Read and validate the manifest at `path`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ManifestError`] naming file, tool and key when the file cannot be
+    /// read or any entry is invalid.
+    pub fn load(path: &Path) -> Result<Self, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ManifestError::file(
+                path,
+                format!("cannot read it ({e}); pass --config or create {DEFAULT_FILE}"),
+            )
+        })?;
+        Self::parse(path, &text, &|name| std::env::var(name).ok())
+    }
+
+    /// Validate manifest `text` as if read from `path`, taking `{ env = … }`
+    /// values from `lookup_env`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Manifest::load`].
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        lookup_env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ManifestError> {
+        let raw: RawManifest = toml::from_str(text)
+            .map_err(|e| ManifestError::file(path, e.to_string().trim_end().to_owned()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let limits = Limits::default()
+            .overridden_by(&raw.limits)
+            .map_err(|(key, e)| ManifestError::file(path, format!("`limits.{key}`: {e}")))?;
+        let components = raw
+            .tool
+            .into_iter()
+            .enumerate()
+            .map(|(i, tool)| tool.validate(path, base, i, &limits, lookup_env))
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            path: path.to_owned(),
+            model: raw.model,
+            limits,
+            components,
+        })
+    }
+}
+
+impl RawTool {
+    fn validate(
+        self,
+        file: &Path,
+        base: &Path,
+        index: usize,
+        defaults: &Limits,
+        lookup_env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ComponentConfig, ManifestError> {
+        let component = base.join(&self.component);
+        let name = format!("tool #{} ({})", index + 1, self.component.display());
+        let err = |key: &str, message: String| ManifestError::tool(file, &name, Some(key), message);
+        if !component.is_file() {
+            return Err(err(
+                "component",
+                format!(
+                    "{} does not exist; build it (scripts/build-tools.sh) or fix the path, which is relative to the manifest",
+                    component.display()
+                ),
+            ));
+        }
+        let mut grants = Grants::none();
+        for (i, pattern) in self.allow_hosts.iter().enumerate() {
+            grants = grants
+                .allow_host(pattern)
+                .map_err(|e| err(&format!("allow_hosts[{i}]"), e.to_string()))?;
+        }
+        for (i, f) in self.files.iter().enumerate() {
+            grants = grants
+                .file(base.join(&f.host), &f.guest, f.mode)
+                .map_err(|e| err(&format!("files[{i}]"), e.to_string()))?;
+        }
+        for (key, value) in self.env {
+            let (value, _) = value
+                .resolve(lookup_env)
+                .map_err(|e| err(&format!("env.{key}"), e))?;
+            grants = grants.env(key, value);
+        }
+        for (key, value) in self.config {
+            let (value, secret) = value
+                .resolve(lookup_env)
+                .map_err(|e| err(&format!("config.{key}"), e))?;
+            grants = grants.config(key, value, secret);
+        }
+        let limits = defaults
+            .overridden_by(&self.limits)
+            .map_err(|(key, e)| err(&format!("limits.{key}"), e))?;
+        Ok(ComponentConfig {
+            path: component,
+            grants,
+            limits,
+            approval: self.approval,
+        })
+    }
+}
+
+impl RawValue {
+    /// The value and whether it is a secret.
+    fn resolve(self, lookup_env: &dyn Fn(&str) -> Option<String>) -> Result<(String, bool), String> {
+        match self {
+            Self::Literal(value) => Ok((value, false)),
+            Self::FromEnv(FromEnv { env }) => lookup_env(&env)
+                .map(|value| (value, true))
+                .ok_or_else(|| format!("environment variable {env} is not set; export it before starting toolhost")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,305 @@
+//! How a tool call ended, and the ToolMessage each outcome becomes.
+//!
+//! Every call ends in exactly one [`Outcome`]: success, or an [`ErrorType`]
+//! from the taxonomy below. The mapping to wire formats is here and nowhere
+//! else.
+//!
+//! | `error.type` | retryable | when |
+//! |---|---|---|
+//! | `tool_error` | as the tool says | the tool returned `err` |
+//! | `invalid_arguments` | yes | arguments not JSON, or not valid against the input schema |
+//! | `unknown_tool` | yes | no loaded tool has that name |
+//! | `capability_denied` | no | the host refused a request the tool made, and the call failed |
+//! | `timeout` | yes | the wall-clock limit was hit, also while waiting on I/O |
+//! | `fuel_exhausted` | no | the fuel limit was hit |
+//! | `memory_exhausted` | no | the memory limit refused growth, and the call failed |
+//! | `trap` | no | panic, `unreachable`, stack overflow, other wasm trap |
+//! | `denied_by_user` | no | a person or policy refused the call |
+//! | `internal` | yes | a host fault; never a crash of the batch |
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// The typed reason a call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorType {
+    /// The tool returned an error of its own.
+    ToolError,
+    /// The arguments are not JSON or do not fit the input schema.
+    InvalidArguments,
+    /// No loaded tool has the name.
+    UnknownTool,
+    /// The host refused something the tool asked for, and the call failed.
+    CapabilityDenied,
+    /// The wall-clock limit was reached.
+    Timeout,
+    /// The fuel limit was reached.
+    FuelExhausted,
+    /// The memory limit refused growth and the call failed.
+    MemoryExhausted,
+    /// The tool trapped: panic, `unreachable`, stack overflow and the like.
+    Trap,
+    /// A person or policy refused the call.
+    DeniedByUser,
+    /// A fault in the host.
+    Internal,
+}
+
+impl ErrorType {
+    /// The `error.type` string on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ToolError => "tool_error",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::UnknownTool => "unknown_tool",
+            Self::CapabilityDenied => "capability_denied",
+            Self::Timeout => "timeout",
+            Self::FuelExhausted => "fuel_exhausted",
+            Self::MemoryExhausted => "memory_exhausted",
+            Self::Trap => "trap",
+            Self::DeniedByUser => "denied_by_user",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed call, as the model will be told.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallError {
+    /// The typed reason.
+    #[serde(rename = "type")]
+    pub kind: ErrorType,
+    /// Short and actionable, e.g. `timed out after 2s`. Never contains
+    /// secrets or host paths beyond what the tool was granted.
+    pub message: String,
+    /// Whether calling again can help.
+    pub retryable: bool,
+    /// For `tool_error`: the tool's own class, e.g. `not_found`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_kind: Option<String>,
+}
+
+impl CallError {
+    /// An error of `kind` with its default retry hint.
+    pub fn new(kind: ErrorType, message: impl Into<String>) -> Self {
+        let retryable = matches!(
+            kind,
+            ErrorType::InvalidArguments | ErrorType::UnknownTool | ErrorType::Timeout | ErrorType::Internal
+        );
+        Self {
+            kind,
+            message: message.into(),
+            retryable,
+            tool_kind: None,
+        }
+    }
+}
+
+/// A successful result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// Text for the model, already cut to the output limit.
+    pub content: String,
+    /// Structured JSON, if the tool gave one and it fit the limit.
+    pub structured: Option<serde_json::Value>,
+    /// For the application only.
+    pub artifact: Option<String>,
+}
+
+/// Measurements of one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallStats {
+    /// Wall-clock time from dispatch to outcome, queueing included.
+    pub duration: Duration,
+    /// Fuel the tool used (0 when it never ran).
+    pub fuel_used: u64,
+}
+
+/// How one tool call ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The `tool_call_id` this answers.
+    pub call_id: String,
+    /// The tool's name as the model wrote it.
+    pub tool: String,
+    /// Success or the typed failure.
+    pub result: Result<ToolOutput, CallError>,
+    /// Time and fuel.
+    pub stats: CallStats,
+}
+
+impl Outcome {
+    /// A failed outcome.
+    pub fn error(call_id: impl Into<String>, tool: impl Into<String>, error: CallError) -> Self {
+        Self {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            result: Err(error),
+            stats: CallStats::default(),
+        }
+    }
+
+    /// Whether the call failed.
+    pub fn is_error(&self) -> bool {
+        self.result.is_err()
+    }
+
+    /// The text the model reads: the tool's content, or `Error: tool 'x' …`.
+    pub fn content(&self) -> String {
+        match &self.result {
+            Ok(output) => output.content.clone(),
+            Err(error) => format!("Error: tool '{}' {}", self.tool, error_phrase(error)),
+        }
+    }
+
+    /// The LangChain-compatible ToolMessage, with the typed error.
+    pub fn to_message(&self) -> ToolMessage {
+        let (error, artifact, structured) = match &self.result {
+            Ok(output) => (None, output.artifact.clone(), output.structured.clone()),
+            Err(error) => (Some(error.clone()), None, None),
+        };
+        ToolMessage {
+            role: "tool",
+            tool_call_id: self.call_id.clone(),
+            name: self.tool.clone(),
+            content: self.content(),
+            is_error: self.is_error(),
+            status: if self.is_error() { "error" } else { "success" },
+            error,
+            structured,
+            artifact,
+        }
+    }
+}
+
+/// How an error reads after "tool 'x' ".
+fn error_phrase(error: &CallError) -> String {
+    let m = &error.message;
+    match error.kind {
+        ErrorType::ToolError => match &error.tool_kind {
+            Some(kind) => format!("failed ({kind}): {m}"),
+            None => format!("failed: {m}"),
+        },
+        ErrorType::InvalidArguments => format!("got invalid arguments: {m}. Fix them and call again"),
+        ErrorType::UnknownTool => format!("does not exist: {m}"),
+        ErrorType::CapabilityDenied => format!("was refused: {m}"),
+        ErrorType::Timeout | ErrorType::FuelExhausted | ErrorType::MemoryExhausted => m.clone(),
+        ErrorType::Trap => format!("crashed: {m}"),
+        ErrorType::DeniedByUser => format!("was not run: {m}"),
+        ErrorType::Internal => format!("could not run because of a host error: {m}"),
+    }
+}
+
+/// A ToolMessage: LangChain's shape plus the typed error.
+///
+/// ```json
+/// {"role":"tool","tool_call_id":"call_7","name":"fetch","content":"Error: tool 'fetch' timed out after 2s",
+///  "is_error":true,"status":"error","error":{"type":"timeout","message":"timed out after 2s","retryable":true},
+///  "artifact":null}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolMessage {
+    /// Always `tool`.
+    pub role: &'static str,
+    /// The call this answers.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// What the model reads.
+    pub content: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// `success` or `error`, as LangChain spells it.
+    pub status: &'static str,
+    /// The typed error, when the call failed.
+    pub error: Option<CallError>,
+    /// Structured output, when the tool gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured: Option<serde_json::Value>,
+    /// For the application, never for the model.
+    pub artifact: Option<String>,
+}
+
+/// Cut `text` to at most `limit` bytes on a character boundary, with a marker
+/// saying how much was cut. Returns the text unchanged when it fits.
+pub(crate) fn truncate(text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let total = text.len();
+    let marker = format!("\n[output truncated: {total} bytes, limit {limit}]");
+    let mut cut = limit.saturating_sub(marker.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut out = text;
+    out.truncate(cut);
+    out + &marker
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_message_matches_the_documented_shape() {
+        let outcome = Outcome::error(
+            "call_7",
+            "fetch",
+            CallError::new(ErrorType::Timeout, "timed out after 2s"),
+        );
+        let json = serde_json::to_value(outcome.to_message()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"role":"tool","tool_call_id":"call_7","name":"fetch",
+                "content":"Error: tool 'fetch' timed out after 2s","is_error":true,"status":"error",
+                "error":{"type":"timeout","message":"timed out after 2s","retryable":true},"artifact":null})
+        );
+    }
+
+    #[test]
+    fn success_carries_structured_output_and_artifact() {
+        let outcome = Outcome {
+            call_id: "c".into(),
+            tool: "calc".into(),
+            result: Ok(ToolOutput {
+                content: "42".into(),
+                structured: Some(serde_json::json!({"value": 42.0})),
+                artifact: Some("raw".into()),
+            }),
+            stats: CallStats::default(),
+        };
+        let json = serde_json::to_value(outcome.to_message()).unwrap();
+        assert_eq!(json["status"], "success");
+        assert_eq!(json["error"], serde_json::Value::Null);
+        assert_eq!(json["structured"]["value"], 42.0);
+        assert_eq!(json["artifact"], "raw");
+    }
+
+    #[test]
+    fn retry_hints_follow_the_taxonomy() {
+        assert!(CallError::new(ErrorType::InvalidArguments, "").retryable);
+        assert!(CallError::new(ErrorType::Timeout, "").retryable);
+        assert!(!CallError::new(ErrorType::FuelExhausted, "").retryable);
+        assert!(!CallError::new(ErrorType::CapabilityDenied, "").retryable);
+        assert!(!CallError::new(ErrorType::Trap, "").retryable);
+    }
+
+    #[test]
+    fn truncation_is_visible_and_respects_char_boundaries() {
+        assert_eq!(truncate("short".into(), 300), "short");
+        let long = "é".repeat(1000);
+        let cut = truncate(long, 300);
+        assert!(cut.len() <= 300, "{}", cut.len());
+        assert!(cut.ends_with("[output truncated: 2000 bytes, limit 300]"), "{cut}");
+    }
+}

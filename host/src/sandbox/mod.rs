@@ -1,0 +1,387 @@
+//! Running tool components: the engine, the compile cache, and one fresh,
+//! limited, capability-scoped instance per call.
+//!
+//! The only module that touches `wasmtime-wasi` and `wasmtime-wasi-http`, so
+//! that a wasmtime upgrade is one module's change.
+//!
+//! How each limit is enforced:
+//! - fuel: wasmtime's fuel metering; running out traps with `OutOfFuel`.
+//! - deadline: the whole call (instantiation, the guest, every host call it
+//!   waits on) runs under a tokio timeout. A guest burning CPU yields to the
+//!   scheduler at every epoch tick, so the timeout and other calls get to run.
+//! - memory: a limiter counts every memory of the instance against one limit.
+//! - concurrency: the dispatcher's semaphores, sized below the pool.
+
+mod bindings;
+mod cache;
+mod state;
+mod stdio;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::error::Context as _;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+
+pub use cache::{CacheStatus, default_dir as default_cache_dir};
+
+use self::bindings::ToolboxPre;
+use self::bindings::toolhost::tool::types as wit;
+use self::state::{CallInfo, State, mask_secrets};
+use crate::grants::Grants;
+use crate::limits::Limits;
+use crate::manifest::ComponentConfig;
+use crate::outcome::{CallError, ErrorType, ToolOutput, truncate};
+
+/// How often the epoch advances. Each tick, a guest running CPU-bound code
+/// yields to the scheduler: this bounds how late a timeout fires and how long
+/// a busy tool can keep a worker thread from other calls.
+const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Engine-wide settings.
+#[derive(Debug, Clone)]
+pub struct SandboxOptions {
+    /// Where compiled components are cached; `None` compiles every time.
+    pub cache_dir: Option<PathBuf>,
+    /// Instances that may exist at once, across all components. The pooling
+    /// allocator reserves address space for this many up front.
+    pub max_instances: u32,
+    /// The largest memory limit of any component (the pool's slot size).
+    pub max_memory: u64,
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        Self {
+            cache_dir: Some(default_cache_dir()),
+            max_instances: 1000,
+            max_memory: Limits::default().memory,
+        }
+    }
+}
+
+/// The engine and linker shared by every call.
+pub(crate) struct Sandbox {
+    engine: Engine,
+    linker: Linker<State>,
+    cache: Option<cache::Cache>,
+    _ticker: EpochTicker,
+}
+
+impl Sandbox {
+    pub(crate) fn new(options: &SandboxOptions) -> wasmtime::Result<Self> {
+        let engine = Engine::new(&engine_config(options)).context("creating the wasm engine")?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        bindings::toolhost::tool::host::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        Ok(Self {
+            _ticker: EpochTicker::start(engine.clone()),
+            cache: options.cache_dir.clone().map(cache::Cache::new),
+            engine,
+            linker,
+        })
+    }
+
+    /// Compile (or load from the cache) and link one component. Blocking:
+    /// compiling a large component takes seconds.
+    pub(crate) fn load(&self, config: &ComponentConfig) -> wasmtime::Result<LoadedComponent> {
+        let label = config.label();
+        let bytes = std::fs::read(&config.path).with_context(|| format!("reading {}", config.path.display()))?;
+        let (component, cache) = match &self.cache {
+            Some(cache) => cache.load(&self.engine, &bytes, &label)?,
+            None => (
+                wasmtime::component::Component::new(&self.engine, &bytes)
+                    .with_context(|| format!("{label} is not a valid component"))?,
+                CacheStatus::Disabled,
+            ),
+        };
+        let pre = self.linker.instantiate_pre(&component).with_context(|| {
+            format!("{label} imports something toolhost does not provide (it offers WASI 0.2 and the toolbox world in wit/)")
+        })?;
+        let pre = ToolboxPre::new(pre).with_context(|| {
+            format!("{label} does not export toolhost:tool/tool@0.1.0; build it against the toolbox world in wit/")
+        })?;
+        Ok(LoadedComponent {
+            engine: self.engine.clone(),
+            pre,
+            grants: Arc::new(config.grants.clone()),
+            limits: config.limits,
+            label: label.into(),
+            cache,
+        })
+    }
+}
+
+fn engine_config(options: &SandboxOptions) -> Config {
+    let instances = options.max_instances;
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(instances)
+        // Guests built by componentize-py and componentize-js are several
+        // core modules, each with its memories and tables.
+        .total_core_instances(instances * 8)
+        .total_memories(instances * 2)
+        .total_tables(instances * 8)
+        .total_stacks(instances)
+        .max_core_instances_per_component(64)
+        .max_memories_per_component(16)
+        .max_tables_per_component(32)
+        .max_component_instance_size(1 << 20)
+        .max_core_instance_size(1 << 20)
+        .table_elements(200_000)
+        .max_memory_size(usize::try_from(options.max_memory).unwrap_or(usize::MAX))
+        // Keep a little of each slot mapped between instances: resetting it is
+        // cheaper than faulting it in again on the next call.
+        .linear_memory_keep_resident(64 * 1024)
+        .table_keep_resident(16 * 1024);
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    config
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("toolhost-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch thread");
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A tool spec as the component declared it.
+pub(crate) struct RawSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: String,
+    pub output_schema: Option<String>,
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+/// A compiled, linked component, ready to instantiate for each call.
+pub(crate) struct LoadedComponent {
+    engine: Engine,
+    pre: ToolboxPre<State>,
+    grants: Arc<Grants>,
+    limits: Limits,
+    pub(crate) label: Arc<str>,
+    pub(crate) cache: CacheStatus,
+}
+
+impl LoadedComponent {
+    /// Ask a fresh instance which tools the component provides.
+    pub(crate) async fn tools(&self) -> Result<Vec<RawSpec>, CallError> {
+        let mut store = self.new_store("tools", "load")?;
+        let run = async {
+            let toolbox = self.pre.instantiate_async(&mut store).await?;
+            toolbox.toolhost_tool_tool().call_tools(&mut store).await
+        };
+        let specs = match tokio::time::timeout(self.limits.timeout, run).await {
+            Err(_) => return Err(self.timed_out()),
+            Ok(Err(trap)) => return Err(self.classify(trap, &store)),
+            Ok(Ok(specs)) => specs,
+        };
+        Ok(specs
+            .into_iter()
+            .map(|spec| RawSpec {
+                read_only: spec.hints.contains(wit::Hints::READ_ONLY),
+                destructive: spec.hints.contains(wit::Hints::DESTRUCTIVE),
+                idempotent: spec.hints.contains(wit::Hints::IDEMPOTENT),
+                open_world: spec.hints.contains(wit::Hints::OPEN_WORLD),
+                name: spec.name,
+                description: spec.description,
+                input_schema: spec.input_schema,
+                output_schema: spec.output_schema,
+            })
+            .collect())
+    }
+
+    /// Run tool `name` in a fresh instance. Returns the result and the fuel
+    /// used.
+    pub(crate) async fn call(&self, name: &str, arguments: &str, call_id: &str) -> (Result<ToolOutput, CallError>, u64) {
+        let mut store = match self.new_store(name, call_id) {
+            Ok(store) => store,
+            Err(e) => return (Err(e), 0),
+        };
+        let context = wit::CallContext {
+            call_id: call_id.to_owned(),
+            deadline_ms: u64::try_from(self.limits.timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+        let run = async {
+            let toolbox = self.pre.instantiate_async(&mut store).await?;
+            toolbox
+                .toolhost_tool_tool()
+                .call_call(&mut store, name, arguments, &context)
+                .await
+        };
+        let result = tokio::time::timeout(self.limits.timeout, run).await;
+        let fuel_used = self.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let result = match result {
+            Err(_) => Err(self.timed_out()),
+            Ok(Err(trap)) => Err(self.classify(trap, &store)),
+            Ok(Ok(Err(error))) => Err(self.tool_error(error, &store)),
+            Ok(Ok(Ok(output))) => Ok(self.output(output)),
+        };
+        (result, fuel_used)
+    }
+
+    fn new_store(&self, tool: &str, call_id: &str) -> Result<Store<State>, CallError> {
+        let info = CallInfo {
+            component: self.label.clone(),
+            tool: tool.to_owned(),
+            call_id: call_id.to_owned(),
+        };
+        let state = State::new(self.grants.clone(), self.limits.memory, info).map_err(|e| {
+            tracing::error!(component = &*self.label, error = %e, "cannot set up the tool's grants");
+            CallError::new(ErrorType::Internal, "the host could not set up the tool's granted files")
+        })?;
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        store
+            .set_fuel(self.limits.fuel)
+            .expect("fuel is enabled in the engine config");
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_async_yield_and_update(1);
+        Ok(store)
+    }
+
+    fn timed_out(&self) -> CallError {
+        CallError::new(
+            ErrorType::Timeout,
+            format!("timed out after {}", humantime::format_duration(self.limits.timeout)),
+        )
+    }
+
+    /// Turn a trap or instantiation failure into the outcome the model sees;
+    /// the details go to the log.
+    fn classify(&self, error: wasmtime::Error, store: &Store<State>) -> CallError {
+        let state = store.data();
+        let trap = error.downcast_ref::<Trap>().copied();
+        let stderr = state.stderr.contents();
+        let call_error = if trap == Some(Trap::OutOfFuel) {
+            CallError::new(
+                ErrorType::FuelExhausted,
+                format!("ran out of fuel (limit {} units)", self.limits.fuel),
+            )
+        } else if let Some(denial) = state.denials.first() {
+            CallError::new(ErrorType::CapabilityDenied, denial)
+        } else if state.limiter.refused {
+            CallError::new(
+                ErrorType::MemoryExhausted,
+                format!(
+                    "ran out of memory (limit {})",
+                    bytesize::ByteSize::b(self.limits.memory).display().iec()
+                ),
+            )
+        } else if let Some(trap) = trap {
+            let what = match trap {
+                Trap::StackOverflow => "stack overflow".to_owned(),
+                Trap::UnreachableCodeReached if stderr.contains("panicked") => "panicked".to_owned(),
+                other => format!("wasm trap: {other}"),
+            };
+            CallError::new(ErrorType::Trap, what)
+        } else if error.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() {
+            tracing::error!(component = &*self.label, error = format!("{error:#}"), "instance pool exhausted");
+            CallError::new(ErrorType::Internal, "the host is at its instance limit; retry shortly")
+        } else {
+            CallError::new(ErrorType::Trap, format!("failed to run: {}", root_cause(&error)))
+        };
+        tracing::warn!(
+            component = &*self.label,
+            outcome = %call_error.kind,
+            error = format!("{error:?}"),
+            stderr_tail = %mask_secrets(&self.grants, stderr),
+            "tool failed"
+        );
+        call_error
+    }
+
+    fn tool_error(&self, error: wit::ToolError, store: &Store<State>) -> CallError {
+        let state = store.data();
+        if let Some(denial) = state.denials.first() {
+            return CallError::new(ErrorType::CapabilityDenied, denial);
+        }
+        if state.limiter.refused {
+            return CallError::new(
+                ErrorType::MemoryExhausted,
+                format!(
+                    "ran out of memory (limit {})",
+                    bytesize::ByteSize::b(self.limits.memory).display().iec()
+                ),
+            );
+        }
+        CallError {
+            kind: ErrorType::ToolError,
+            message: truncate(mask_secrets(&self.grants, error.message), self.limits.max_output),
+            retryable: error.retryable,
+            tool_kind: Some(error.kind),
+        }
+    }
+
+    /// Mask secrets and apply the output limit.
+    fn output(&self, output: wit::ToolOutput) -> ToolOutput {
+        let limit = self.limits.max_output;
+        let mut content = mask_secrets(&self.grants, output.content);
+        let structured = output.structured.and_then(|text| {
+            if text.len() > limit {
+                content.push_str(&format!(
+                    "\n[structured output dropped: {} bytes, limit {limit}]",
+                    text.len()
+                ));
+                return None;
+            }
+            match serde_json::from_str(&mask_secrets(&self.grants, text)) {
+                Ok(value) => Some(value),
+                Err(e) => {
+                    tracing::warn!(component = &*self.label, error = %e, "tool returned structured output that is not JSON; dropped");
+                    None
+                }
+            }
+        });
+        ToolOutput {
+            content: truncate(content, limit),
+            structured,
+            artifact: output.artifact,
+        }
+    }
+}
+
+fn root_cause(error: &wasmtime::Error) -> String {
+    error.root_cause().to_string()
+}

@@ -1,0 +1,71 @@
+//! The compile cache: used when valid, rebuilt when stale or damaged.
+
+use serde_json::json;
+use toolhost::{CacheStatus, ComponentConfig, SandboxOptions, ToolHost};
+
+use crate::util::*;
+
+async fn load(cache: &std::path::Path) -> (ToolHost, CacheStatus) {
+    let options = SandboxOptions {
+        cache_dir: Some(cache.to_owned()),
+        max_instances: 16,
+        ..SandboxOptions::default()
+    };
+    let host = ToolHost::load_components(vec![ComponentConfig::new(component("calc"))], options)
+        .await
+        .unwrap();
+    let status = host.components().next().unwrap().2;
+    (host, status)
+}
+
+fn only_entry(cache: &std::path::Path) -> std::path::PathBuf {
+    let entries: Vec<_> = std::fs::read_dir(cache).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    entries[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compiled_code_is_reused_across_loads() {
+    let cache = tempfile::tempdir().unwrap();
+    assert_eq!(load(cache.path()).await.1, CacheStatus::Miss);
+    let (host, status) = load(cache.path()).await;
+    assert_eq!(status, CacheStatus::Hit);
+    assert_eq!(ok(&call(&host, "calc", json!({"expression": "6*7"})).await), "42");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupted_entry_is_detected_and_rebuilt() {
+    let cache = tempfile::tempdir().unwrap();
+    load(cache.path()).await;
+    let entry = only_entry(cache.path());
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&entry, &bytes).unwrap();
+
+    let (host, status) = load(cache.path()).await;
+    assert_eq!(status, CacheStatus::Rebuilt);
+    assert_eq!(ok(&call(&host, "calc", json!({"expression": "6*7"})).await), "42");
+    assert_eq!(load(cache.path()).await.1, CacheStatus::Hit, "the rebuilt entry is valid");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_or_foreign_file_is_rebuilt() {
+    let cache = tempfile::tempdir().unwrap();
+    load(cache.path()).await;
+    let entry = only_entry(cache.path());
+    for junk in [&b""[..], b"toolhost-cwasm-1", b"\x7fELF some other program"] {
+        std::fs::write(&entry, junk).unwrap();
+        assert_eq!(load(cache.path()).await.1, CacheStatus::Rebuilt);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_cache_only_costs_speed() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, "").unwrap();
+    let (host, status) = load(&not_a_dir).await;
+    assert_eq!(status, CacheStatus::Miss);
+    assert_eq!(ok(&call(&host, "calc", json!({"expression": "1"})).await), "1");
+}

@@ -1,0 +1,133 @@
+//! The `toolhost` binary: commands, output and exit status.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use crate::util::root;
+
+fn toolhost(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(args)
+        .current_dir(root())
+        .env("TOOLHOST_CACHE_DIR", root().join("target/test-cache"))
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the toolhost binary runs");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn stdout_json(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("stdout is JSON")
+}
+
+const EXAMPLES: &str = "example-tools/toolhost.toml";
+
+#[test]
+fn call_prints_one_tool_message() {
+    let output = toolhost(&["call", "--config", EXAMPLES, "calc", r#"{"expression":"6*7"}"#], None);
+    let message = stdout_json(&output);
+    assert_eq!(message["content"], "42");
+    assert_eq!(message["role"], "tool");
+    assert_eq!(message["is_error"], false);
+}
+
+#[test]
+fn a_failed_call_still_exits_zero() {
+    let output = toolhost(&["call", "--config", EXAMPLES, "calc", "{not json"], None);
+    let message = stdout_json(&output);
+    assert_eq!(message["is_error"], true);
+    assert_eq!(message["error"]["type"], "invalid_arguments");
+}
+
+#[test]
+fn batch_from_stdin_answers_every_id_in_order() {
+    let batch = r#"[
+        {"id":"a","type":"function","function":{"name":"calc","arguments":"{\"expression\":\"1+1\"}"}},
+        {"id":"b","name":"nope","args":{}},
+        {"id":"c","name":"convert_units","args":{"value":0,"from":"C","to":"F"}},
+        {"id":"d","name":"word_count","args":{"text":"a b"}}
+    ]"#;
+    let output = toolhost(&["call", "--config", EXAMPLES, "--batch", "-"], Some(batch));
+    let messages = stdout_json(&output);
+    let ids: Vec<&str> = messages.as_array().unwrap().iter().map(|m| m["tool_call_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["a", "b", "c", "d"]);
+    assert_eq!(messages[0]["content"], "2");
+    assert_eq!(messages[1]["error"]["type"], "unknown_tool");
+    assert_eq!(messages[2]["content"], "0 C = 32 F");
+    assert_eq!(messages[3]["is_error"], false);
+}
+
+#[test]
+fn tools_prints_definitions_in_each_format() {
+    let openai = stdout_json(&toolhost(&["tools", "--config", EXAMPLES], None));
+    let names: Vec<&str> = openai.as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["calc", "http_get", "read_file", "list_dir", "write_file", "word_count", "slugify", "convert_units"]);
+    let anthropic = stdout_json(&toolhost(&["tools", "--config", EXAMPLES, "--format", "anthropic"], None));
+    assert_eq!(anthropic[0]["input_schema"]["type"], "object");
+    let mcp = stdout_json(&toolhost(&["tools", "--config", EXAMPLES, "--format", "mcp"], None));
+    assert_eq!(mcp[4]["annotations"]["destructiveHint"], true);
+}
+
+#[test]
+fn check_prints_what_each_tool_may_touch() {
+    let output = toolhost(&["check", "--config", EXAMPLES], None);
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("grants: none (computes only"), "{text}");
+    assert!(text.contains("http: may request https://example.org"), "{text}");
+    assert!(text.contains("files: may read ") && text.contains(" as /data"), "{text}");
+    assert!(text.contains("approval: asked before destructive tools"), "{text}");
+}
+
+#[test]
+fn a_bad_manifest_exits_one_naming_file_tool_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[[tool]]\ncomponent = \"{}\"\nallow_hosts = [\"example.org\"]\n",
+            crate::util::component("calc").display()
+        ),
+    )
+    .unwrap();
+    let output = toolhost(&["tools", "--config", manifest.to_str().unwrap()], None);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("toolhost.toml: tool #1"), "{stderr}");
+    assert!(stderr.contains("`allow_hosts[0]`") && stderr.contains(r#"write "https://example.org""#), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_two() {
+    let output = toolhost(&["call", "--config", EXAMPLES], None);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn a_trap_logs_the_guests_stderr_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(&manifest, format!("[[tool]]\ncomponent = \"{}\"\n", crate::util::component("probe").display())).unwrap();
+    let output = toolhost(&["call", "--config", manifest.to_str().unwrap(), "panic"], None);
+    let message = stdout_json(&output);
+    assert_eq!(message["error"]["type"], "trap");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("probe: about to panic"), "{stderr}");
+    assert!(stderr.contains("probe panicked on purpose"), "{stderr}");
+}

@@ -1,0 +1,10 @@
+//! Integration tests of the host against real components built from
+//! `example-tools/` and `tests/probe/` by `scripts/build-tools.sh`.
+
+mod batch;
+mod cache;
+mod cli;
+mod contract;
+mod grants;
+mod limits;
+mod util;

@@ -1,0 +1,147 @@
+//! Helpers shared by the integration tests: component paths, hosts with
+//! chosen grants and limits, and HTTP servers on 127.0.0.1.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+use toolhost::grants::Grants;
+use toolhost::limits::Limits;
+use toolhost::outcome::ErrorType;
+use toolhost::{ComponentConfig, Outcome, SandboxOptions, ToolCall, ToolHost};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A component built by `scripts/build-tools.sh`.
+pub fn component(name: &str) -> PathBuf {
+    let path = root().join("target/tools").join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/build-tools.sh before the tests (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// Options for test hosts: a cache shared by the test run, so each component
+/// compiles once, and a small pool.
+pub fn options() -> SandboxOptions {
+    SandboxOptions {
+        cache_dir: Some(root().join("target/test-cache")),
+        max_instances: 200,
+        ..SandboxOptions::default()
+    }
+}
+
+/// Limits short enough for tests to fail fast.
+pub fn quick_limits() -> Limits {
+    Limits {
+        timeout: Duration::from_secs(5),
+        fuel: 500_000_000,
+        memory: 32 << 20,
+        max_output: 32 << 10,
+        max_concurrency: 64,
+    }
+}
+
+/// A host with the probe component under `grants` and `limits`.
+pub async fn probe_host(grants: Grants, limits: Limits) -> ToolHost {
+    host(vec![ComponentConfig::new(component("probe")).grants(grants).limits(limits)]).await
+}
+
+pub async fn host(components: Vec<ComponentConfig>) -> ToolHost {
+    ToolHost::load_components(components, options())
+        .await
+        .expect("test components load")
+}
+
+/// Call `tool` with `args` and return the outcome.
+pub async fn call(host: &ToolHost, tool: &str, args: Value) -> Outcome {
+    host.call(ToolCall::new("call_test", tool, args)).await
+}
+
+/// The content of a successful outcome; panics with the error otherwise.
+#[track_caller]
+pub fn ok(outcome: &Outcome) -> String {
+    match &outcome.result {
+        Ok(output) => output.content.clone(),
+        Err(e) => panic!("expected success, got {e:?}"),
+    }
+}
+
+/// The error type of a failed outcome; panics on success.
+#[track_caller]
+pub fn err(outcome: &Outcome) -> ErrorType {
+    match &outcome.result {
+        Ok(output) => panic!("expected an error, got success: {:?}", output.content),
+        Err(e) => e.kind,
+    }
+}
+
+/// The error message of a failed outcome.
+#[track_caller]
+pub fn message(outcome: &Outcome) -> String {
+    outcome.result.as_ref().expect_err("expected an error").message.clone()
+}
+
+/// An HTTP server on 127.0.0.1 that counts requests.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub hits: Arc<AtomicUsize>,
+}
+
+impl Server {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+/// Serve `router` on a free port of 127.0.0.1, counting requests.
+pub async fn serve(router: axum::Router) -> Server {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    let router = router.layer(axum::middleware::from_fn(move |req, next: axum::middleware::Next| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async move { next.run(req).await }
+    }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Server { addr, hits }
+}
+
+/// A server that answers `GET /` with `body`.
+pub async fn text_server(body: &'static str) -> Server {
+    serve(axum::Router::new().route("/", axum::routing::get(move || async move { body }))).await
+}
+
+/// A TCP listener on 127.0.0.1 that accepts connections and never answers;
+/// counts the connections it accepted.
+pub async fn silent_server() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            open.push(socket); // Hold it open, say nothing.
+        }
+    });
+    (addr, accepted)
+}

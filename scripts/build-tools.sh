@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build every example tool and the test probe into target/tools/NAME.wasm.
+#
+#   scripts/build-tools.sh          # Rust, Python and JavaScript tools
+#   scripts/build-tools.sh --rust   # Rust tools and the probe only
+#
+# Needs the wasm32-wasip2 target; Python and JavaScript tools also need
+# componentize-py and Node.js (scripts/setup.sh installs all of it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=target/tools
+mkdir -p "$out"
+
+rust_tools=(calc http-get files probe)
+cargo build --quiet --target wasm32-wasip2 --profile guest $(printf -- '-p %s ' "${rust_tools[@]}")
+for tool in "${rust_tools[@]}"; do
+    cp "target/wasm32-wasip2/guest/${tool//-/_}.wasm" "$out/$tool.wasm"
+done
+echo "built ${rust_tools[*]} -> $out/"
+
+[ "${1:-}" = "--rust" ] && exit 0
+
+for dir in example-tools/text-py example-tools/units-js; do
+    name=$(basename "$dir")
+    # Rebuild only when a source file is newer than the component: the
+    # Python and JavaScript toolchains take several seconds each.
+    if [ -f "$out/$name.wasm" ] && [ -z "$(find "$dir" wit -newer "$out/$name.wasm" -type f -not -path '*/node_modules/*' | head -1)" ]; then
+        echo "$name is up to date"
+        continue
+    fi
+    "$dir/build.sh" "$out/$name.wasm"
+    echo "built $name -> $out/$name.wasm"
+done
