@@ -180,7 +180,9 @@ impl Request {
             };
             url = resolve(&url, &location)?;
             // 303 always, and 301/302 after POST by long-standing practice, become GET.
-            if response.status == 303 || (response.status != 307 && response.status != 308 && method == "POST") {
+            if response.status == 303
+                || (response.status != 307 && response.status != 308 && method == "POST")
+            {
                 method = "GET".into();
                 body.clear();
             }
@@ -189,10 +191,12 @@ impl Request {
     }
 
     fn send_once(&self, method: &str, url: &str, body: &[u8]) -> Result<Response, Error> {
-        let uri: Uri = url.parse().map_err(|e: http::uri::InvalidUri| Error::InvalidUrl {
-            url: url.into(),
-            reason: e.to_string(),
-        })?;
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| Error::InvalidUrl {
+                url: url.into(),
+                reason: e.to_string(),
+            })?;
         let scheme = match uri.scheme_str() {
             Some("http") => Scheme::Http,
             Some("https") => Scheme::Https,
@@ -235,8 +239,12 @@ impl Request {
             url: url.into(),
             reason: format!("the host refused the {what}"),
         };
-        request.set_method(&wasi_method).map_err(|()| invalid("method"))?;
-        request.set_scheme(Some(&scheme)).map_err(|()| invalid("scheme"))?;
+        request
+            .set_method(&wasi_method)
+            .map_err(|()| invalid("method"))?;
+        request
+            .set_scheme(Some(&scheme))
+            .map_err(|()| invalid("scheme"))?;
         request
             .set_authority(Some(authority.as_str()))
             .map_err(|()| invalid("host"))?;
@@ -265,8 +273,8 @@ impl Request {
             let _ = options.set_first_byte_timeout(Some(nanos));
         }
 
-        let pending = outgoing_handler::handle(request, Some(options))
-            .map_err(|e| error_code(&origin, e))?;
+        let pending =
+            outgoing_handler::handle(request, Some(options)).map_err(|e| error_code(&origin, e))?;
         pending.subscribe().block();
         let response = pending
             .get()
@@ -305,7 +313,10 @@ fn read_body(incoming: &IncomingBody, limit: usize) -> Result<Vec<u8>, Error> {
             }
             Err(StreamError::Closed) => return Ok(body),
             Err(StreamError::LastOperationFailed(e)) => {
-                return Err(transport(format!("reading the body: {}", e.to_debug_string())));
+                return Err(transport(format!(
+                    "reading the body: {}",
+                    e.to_debug_string()
+                )));
             }
         }
     }
@@ -399,9 +410,15 @@ mod tests {
     #[test]
     fn redirects_resolve_like_browsers() {
         let base = "http://a.test:8080/dir/page?q=1";
-        assert_eq!(resolve(base, "https://b.test/x").unwrap(), "https://b.test/x");
+        assert_eq!(
+            resolve(base, "https://b.test/x").unwrap(),
+            "https://b.test/x"
+        );
         assert_eq!(resolve(base, "//c.test/y").unwrap(), "http://c.test/y");
         assert_eq!(resolve(base, "/root").unwrap(), "http://a.test:8080/root");
-        assert_eq!(resolve(base, "next").unwrap(), "http://a.test:8080/dir/next");
+        assert_eq!(
+            resolve(base, "next").unwrap(),
+            "http://a.test:8080/dir/next"
+        );
     }
 }

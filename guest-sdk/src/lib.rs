@@ -262,8 +262,11 @@ pub struct Tool {
     hints: wit::Hints,
     input_schema: fn() -> serde_json::Value,
     output_schema: Option<fn() -> serde_json::Value>,
-    run: Box<dyn Fn(&str, &Context) -> Result<Output, ToolError>>,
+    run: Box<RunFn>,
 }
+
+/// Deserializes the arguments JSON and runs the handler.
+type RunFn = dyn Fn(&str, &Context) -> Result<Output, ToolError>;
 
 impl fmt::Debug for Tool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

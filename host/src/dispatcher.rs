@@ -91,7 +91,11 @@ pub enum LoadError {
 pub trait Approver: Send + Sync {
     /// `Ok(())` to run the call, `Err(reason)` to refuse it with
     /// `denied_by_user`.
-    fn approve<'a>(&'a self, call: &'a ToolCall, spec: &'a ToolSpec) -> BoxFuture<'a, Result<(), String>>;
+    fn approve<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        spec: &'a ToolSpec,
+    ) -> BoxFuture<'a, Result<(), String>>;
 }
 
 /// Refuses every call that needs approval: the safe default when nobody can
@@ -100,7 +104,11 @@ pub trait Approver: Send + Sync {
 pub struct RefuseAll;
 
 impl Approver for RefuseAll {
-    fn approve<'a>(&'a self, _: &'a ToolCall, _: &'a ToolSpec) -> BoxFuture<'a, Result<(), String>> {
+    fn approve<'a>(
+        &'a self,
+        _: &'a ToolCall,
+        _: &'a ToolSpec,
+    ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async {
             Err("it needs a person's approval and none could be asked (the operator can pass --yes)".to_owned())
         })
@@ -112,7 +120,11 @@ impl Approver for RefuseAll {
 pub struct ApproveAll;
 
 impl Approver for ApproveAll {
-    fn approve<'a>(&'a self, _: &'a ToolCall, _: &'a ToolSpec) -> BoxFuture<'a, Result<(), String>> {
+    fn approve<'a>(
+        &'a self,
+        _: &'a ToolCall,
+        _: &'a ToolSpec,
+    ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Ok(()) })
     }
 }
@@ -176,14 +188,18 @@ impl ToolHost {
     /// A [`LoadError`] when a component cannot be compiled or linked, its
     /// `tools()` fails, a tool name is invalid or taken twice, or a schema is
     /// not valid JSON Schema.
-    pub async fn load_components(components: Vec<ComponentConfig>, mut options: SandboxOptions) -> Result<Self, LoadError> {
+    pub async fn load_components(
+        components: Vec<ComponentConfig>,
+        mut options: SandboxOptions,
+    ) -> Result<Self, LoadError> {
         options.max_memory = components
             .iter()
             .map(|c| c.limits.memory)
             .chain([options.max_memory])
             .max()
             .unwrap_or_default();
-        let sandbox = Arc::new(Sandbox::new(&options).map_err(|e| LoadError::Engine(format!("{e:#}")))?);
+        let sandbox =
+            Arc::new(Sandbox::new(&options).map_err(|e| LoadError::Engine(format!("{e:#}")))?);
         let compiled = futures::future::join_all(components.iter().cloned().map(|config| {
             let sandbox = sandbox.clone();
             tokio::task::spawn_blocking(move || {
@@ -203,7 +219,8 @@ impl ToolHost {
                 component: label.clone(),
                 message,
             };
-            let (loaded, elapsed) = joined.map_err(|e| component_error(format!("loading panicked: {e}")))?;
+            let (loaded, elapsed) =
+                joined.map_err(|e| component_error(format!("loading panicked: {e}")))?;
             let loaded = loaded.map_err(|e| component_error(format!("{e:#}")))?;
             tracing::info!(component = %label, cache = ?loaded.cache, ms = elapsed.as_millis() as u64, "component loaded");
             let raw_specs = loaded
@@ -255,7 +272,10 @@ impl ToolHost {
 
     /// The spec of tool `name`.
     pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
-        self.inner.by_name.get(name).map(|&i| &self.inner.entries[i].spec)
+        self.inner
+            .by_name
+            .get(name)
+            .map(|&i| &self.inner.entries[i].spec)
     }
 
     /// Each loaded component: its configuration, the names of its tools, and
@@ -298,7 +318,11 @@ impl ToolHost {
     }
 
     /// [`ToolHost::call_batch`] with an approver for calls that need one.
-    pub async fn call_batch_with(&self, calls: Vec<ToolCall>, approver: Arc<dyn Approver>) -> Vec<Outcome> {
+    pub async fn call_batch_with(
+        &self,
+        calls: Vec<ToolCall>,
+        approver: Arc<dyn Approver>,
+    ) -> Vec<Outcome> {
         let tasks: Vec<_> = calls
             .into_iter()
             .map(|call| {
@@ -313,7 +337,11 @@ impl ToolHost {
         for (id, name, task) in tasks {
             outcomes.push(task.await.unwrap_or_else(|e| {
                 tracing::error!(call_id = %id, tool = %name, error = %e, "tool call task failed");
-                Outcome::error(id, name, CallError::new(ErrorType::Internal, "the host's task for this call failed"))
+                Outcome::error(
+                    id,
+                    name,
+                    CallError::new(ErrorType::Internal, "the host's task for this call failed"),
+                )
             }));
         }
         outcomes
@@ -344,7 +372,10 @@ impl ToolHost {
     async fn run(&self, call: &ToolCall, approver: &dyn Approver) -> Outcome {
         let fail = |error: CallError| Outcome::error(call.id.clone(), call.name.clone(), error);
         let Some(&index) = self.inner.by_name.get(&call.name) else {
-            return fail(CallError::new(ErrorType::UnknownTool, self.unknown_tool_message(&call.name)));
+            return fail(CallError::new(
+                ErrorType::UnknownTool,
+                self.unknown_tool_message(&call.name),
+            ));
         };
         let entry = &self.inner.entries[index];
         let arguments = match call.arguments.parse() {
@@ -361,9 +392,17 @@ impl ToolHost {
         }
         let slot = &self.inner.slots[entry.component];
         // Semaphores are never closed, so acquiring cannot fail.
-        let _global = self.inner.in_flight.acquire().await.expect("semaphore open");
+        let _global = self
+            .inner
+            .in_flight
+            .acquire()
+            .await
+            .expect("semaphore open");
         let _local = slot.permits.acquire().await.expect("semaphore open");
-        let (result, fuel_used) = slot.loaded.call(&call.name, &arguments.to_string(), &call.id).await;
+        let (result, fuel_used) = slot
+            .loaded
+            .call(&call.name, &arguments.to_string(), &call.id)
+            .await;
         Outcome {
             call_id: call.id.clone(),
             tool: call.name.clone(),
@@ -378,7 +417,10 @@ impl ToolHost {
     fn unknown_tool_message(&self, name: &str) -> String {
         let mut names: Vec<&str> = self.inner.by_name.keys().map(String::as_str).collect();
         names.sort_unstable();
-        format!("no tool is named {name:?}; available tools: {}", names.join(", "))
+        format!(
+            "no tool is named {name:?}; available tools: {}",
+            names.join(", ")
+        )
     }
 }
 
@@ -406,7 +448,10 @@ fn check_arguments(validator: &jsonschema::Validator, arguments: &Value) -> Resu
 
 /// Names OpenAI and Anthropic both accept.
 fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 fn validate_spec(raw: RawSpec, component: usize) -> Result<Entry, String> {
@@ -417,7 +462,8 @@ fn validate_spec(raw: RawSpec, component: usize) -> Result<Entry, String> {
         ));
     }
     let parse = |what: &str, text: &str| -> Result<Value, String> {
-        serde_json::from_str(text).map_err(|e| format!("tool {:?}: its {what} is not JSON: {e}", raw.name))
+        serde_json::from_str(text)
+            .map_err(|e| format!("tool {:?}: its {what} is not JSON: {e}", raw.name))
     };
     let input_schema = parse("input-schema", &raw.input_schema)?;
     if input_schema.get("type").and_then(Value::as_str) != Some("object") {
@@ -426,8 +472,12 @@ fn validate_spec(raw: RawSpec, component: usize) -> Result<Entry, String> {
             raw.name
         ));
     }
-    let validator = jsonschema::validator_for(&input_schema)
-        .map_err(|e| format!("tool {:?}: its input-schema is not valid JSON Schema: {e}", raw.name))?;
+    let validator = jsonschema::validator_for(&input_schema).map_err(|e| {
+        format!(
+            "tool {:?}: its input-schema is not valid JSON Schema: {e}",
+            raw.name
+        )
+    })?;
     let output_schema = raw
         .output_schema
         .as_deref()
@@ -476,9 +526,16 @@ mod tests {
         let validator = jsonschema::validator_for(&schema).unwrap();
         assert!(check_arguments(&validator, &serde_json::json!({"expression": "1"})).is_ok());
         let message = check_arguments(&validator, &serde_json::json!({"times": 0})).unwrap_err();
-        assert!(message.contains("\"expression\" is a required property"), "{message}");
+        assert!(
+            message.contains("\"expression\" is a required property"),
+            "{message}"
+        );
         assert!(message.contains("at /times"), "{message}");
-        let message = check_arguments(&validator, &serde_json::json!({"expression": 5})).unwrap_err();
-        assert!(message.contains("at /expression") && message.contains("string"), "{message}");
+        let message =
+            check_arguments(&validator, &serde_json::json!({"expression": 5})).unwrap_err();
+        assert!(
+            message.contains("at /expression") && message.contains("string"),
+            "{message}"
+        );
     }
 }

@@ -73,8 +73,14 @@ mod tests {
 
     #[test]
     fn each_format_has_its_own_shape() {
-        assert_eq!(tool_definition(&spec(), Format::OpenAI)["function"]["parameters"]["type"], "object");
-        assert_eq!(tool_definition(&spec(), Format::Anthropic)["input_schema"]["type"], "object");
+        assert_eq!(
+            tool_definition(&spec(), Format::OpenAI)["function"]["parameters"]["type"],
+            "object"
+        );
+        assert_eq!(
+            tool_definition(&spec(), Format::Anthropic)["input_schema"]["type"],
+            "object"
+        );
         let mcp = tool_definition(&spec(), Format::Mcp);
         assert_eq!(mcp["annotations"]["readOnlyHint"], true);
         assert_eq!(mcp["outputSchema"]["type"], "object");

@@ -59,7 +59,12 @@ impl Grants {
     ///
     /// When `host` is not an existing directory, `guest` is not an absolute
     /// path, or `guest` is granted twice.
-    pub fn file(mut self, host: impl AsRef<Path>, guest: &str, mode: FileMode) -> Result<Self, GrantError> {
+    pub fn file(
+        mut self,
+        host: impl AsRef<Path>,
+        guest: &str,
+        mode: FileMode,
+    ) -> Result<Self, GrantError> {
         let host = host.as_ref();
         if !host.is_dir() {
             return Err(GrantError(format!(
@@ -97,7 +102,12 @@ impl Grants {
 
     /// Make `value` readable through the `config(key)` import. A `secret`
     /// value is masked wherever the host logs or returns tool text.
-    pub fn config(mut self, key: impl Into<String>, value: impl Into<String>, secret: bool) -> Self {
+    pub fn config(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+        secret: bool,
+    ) -> Self {
         self.config.insert(
             key.into(),
             ConfigValue {
@@ -143,7 +153,10 @@ impl Grants {
 
     /// Whether this grants nothing: the tool can only compute.
     pub fn is_none(&self) -> bool {
-        self.files.is_empty() && self.hosts.0.is_empty() && self.env.is_empty() && self.config.is_empty()
+        self.files.is_empty()
+            && self.hosts.0.is_empty()
+            && self.env.is_empty()
+            && self.config.is_empty()
     }
 }
 
@@ -251,7 +264,10 @@ impl HostPattern {
         {
             return false;
         }
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
         match &self.host {
             HostMatch::Any => true,
             HostMatch::Exact(name) => *name == host,
@@ -311,9 +327,15 @@ impl std::str::FromStr for HostPattern {
             }
             HostMatch::Subdomains(format!(".{suffix}"))
         } else if host.is_empty() || host.contains('*') {
-            return Err(fail("the host must be a name, an IP address, *.domain or *"));
+            return Err(fail(
+                "the host must be a name, an IP address, *.domain or *",
+            ));
         } else {
-            HostMatch::Exact(host.trim_start_matches('[').trim_end_matches(']').to_owned())
+            HostMatch::Exact(
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned(),
+            )
         };
         Ok(Self {
             scheme,
@@ -381,9 +403,15 @@ mod tests {
     #[test]
     fn files_must_exist_and_guest_paths_be_absolute_and_unique() {
         let dir = tempfile::tempdir().unwrap();
-        let err = Grants::none().file(dir.path().join("nope"), "/data", FileMode::ReadOnly).unwrap_err();
+        let err = Grants::none()
+            .file(dir.path().join("nope"), "/data", FileMode::ReadOnly)
+            .unwrap_err();
         assert!(err.0.contains("not an existing directory"));
-        assert!(Grants::none().file(dir.path(), "data", FileMode::ReadOnly).is_err());
+        assert!(
+            Grants::none()
+                .file(dir.path(), "data", FileMode::ReadOnly)
+                .is_err()
+        );
         let twice = Grants::none()
             .file(dir.path(), "/data/", FileMode::ReadOnly)
             .unwrap()
@@ -393,7 +421,9 @@ mod tests {
 
     #[test]
     fn secrets_are_not_printed_by_debug() {
-        let grants = Grants::none().config("key", "hunter2", true).config("units", "metric", false);
+        let grants = Grants::none()
+            .config("key", "hunter2", true)
+            .config("units", "metric", false);
         let debug = format!("{grants:?}");
         assert!(!debug.contains("hunter2"), "{debug}");
         assert!(debug.contains("metric"));

@@ -32,7 +32,7 @@ pub mod outcome;
 pub mod sandbox;
 pub mod tool_call;
 
-pub use dispatcher::{Approver, ApproveAll, Hints, LoadError, RefuseAll, ToolHost, ToolSpec};
+pub use dispatcher::{ApproveAll, Approver, Hints, LoadError, RefuseAll, ToolHost, ToolSpec};
 pub use grants::Grants;
 pub use limits::Limits;
 pub use manifest::{ComponentConfig, Manifest};

@@ -80,7 +80,10 @@ impl Limits {
         let mut limits = *self;
         if let Some(timeout) = &raw.timeout {
             limits.timeout = humantime::parse_duration(timeout).map_err(|_| {
-                ("timeout", format!("{timeout:?} is not a duration; write e.g. \"5s\" or \"500ms\""))
+                (
+                    "timeout",
+                    format!("{timeout:?} is not a duration; write e.g. \"5s\" or \"500ms\""),
+                )
             })?;
             if limits.timeout.is_zero() {
                 return Err(("timeout", "must be longer than zero".into()));
@@ -95,10 +98,16 @@ impl Limits {
         if let Some(memory) = &raw.memory {
             limits.memory = memory.bytes().map_err(|e| ("memory", e))?;
             if limits.memory < MIN_MEMORY {
-                return Err(("memory", format!("must be at least {MIN_MEMORY} bytes (one wasm page)")));
+                return Err((
+                    "memory",
+                    format!("must be at least {MIN_MEMORY} bytes (one wasm page)"),
+                ));
             }
             if limits.memory > MAX_MEMORY {
-                return Err(("memory", format!("must be at most {MAX_MEMORY} bytes (4 GiB)")));
+                return Err((
+                    "memory",
+                    format!("must be at most {MAX_MEMORY} bytes (4 GiB)"),
+                ));
             }
         }
         if let Some(max_output) = &raw.max_output {
@@ -106,7 +115,10 @@ impl Limits {
             limits.max_output = usize::try_from(bytes)
                 .ok()
                 .filter(|&n| n >= MIN_OUTPUT)
-                .ok_or(("max_output", format!("must be between {MIN_OUTPUT} bytes and the address space")))?;
+                .ok_or((
+                    "max_output",
+                    format!("must be between {MIN_OUTPUT} bytes and the address space"),
+                ))?;
         }
         if let Some(max_concurrency) = raw.max_concurrency {
             if max_concurrency == 0 {
@@ -148,14 +160,22 @@ max_output = 1024"#))
 
     #[test]
     fn bad_values_name_the_key_and_the_fix() {
-        let err = Limits::default().overridden_by(&raw(r#"timeout = "soon""#)).unwrap_err();
+        let err = Limits::default()
+            .overridden_by(&raw(r#"timeout = "soon""#))
+            .unwrap_err();
         assert_eq!(err.0, "timeout");
         assert!(err.1.contains("\"5s\""), "{}", err.1);
-        let err = Limits::default().overridden_by(&raw(r#"memory = "lots""#)).unwrap_err();
+        let err = Limits::default()
+            .overridden_by(&raw(r#"memory = "lots""#))
+            .unwrap_err();
         assert_eq!(err.0, "memory");
-        let err = Limits::default().overridden_by(&raw("max_concurrency = 0")).unwrap_err();
+        let err = Limits::default()
+            .overridden_by(&raw("max_concurrency = 0"))
+            .unwrap_err();
         assert_eq!(err.0, "max_concurrency");
-        let err = Limits::default().overridden_by(&raw(r#"memory = "8GiB""#)).unwrap_err();
+        let err = Limits::default()
+            .overridden_by(&raw(r#"memory = "8GiB""#))
+            .unwrap_err();
         assert!(err.1.contains("4 GiB"));
     }
 }

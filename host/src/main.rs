@@ -95,7 +95,9 @@ fn main() -> ExitCode {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -116,11 +118,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 FormatArg::Anthropic => Format::Anthropic,
                 FormatArg::Mcp => Format::Mcp,
             };
-            let definitions: Vec<_> = host.specs().map(|s| formats::tool_definition(s, format)).collect();
+            let definitions: Vec<_> = host
+                .specs()
+                .map(|s| formats::tool_definition(s, format))
+                .collect();
             println!("{}", serde_json::to_string_pretty(&definitions)?);
         }
-        Command::Call { name, args, batch, yes } => {
-            let approver: Arc<dyn Approver> = if yes { Arc::new(ApproveAll) } else { Arc::new(RefuseAll) };
+        Command::Call {
+            name,
+            args,
+            batch,
+            yes,
+        } => {
+            let approver: Arc<dyn Approver> = if yes {
+                Arc::new(ApproveAll)
+            } else {
+                Arc::new(RefuseAll)
+            };
             match (name, batch) {
                 (Some(name), None) => {
                     let call = ToolCall::with_raw_arguments("call_1", name, args);
@@ -128,7 +142,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     println!("{}", serde_json::to_string_pretty(&outcome.to_message())?);
                 }
                 (None, Some(source)) => {
-                    let calls = toolhost::tool_call::parse_batch(&read_batch(&source)?).map_err(anyhow::Error::msg)?;
+                    let calls = toolhost::tool_call::parse_batch(&read_batch(&source)?)
+                        .map_err(anyhow::Error::msg)?;
                     let outcomes = host.call_batch_with(calls, approver).await;
                     let messages: Vec<_> = outcomes.iter().map(|o| o.to_message()).collect();
                     println!("{}", serde_json::to_string_pretty(&messages)?);
@@ -147,7 +162,9 @@ fn read_batch(source: &str) -> anyhow::Result<String> {
             eprintln!("reading a JSON array of tool calls from stdin (end with Ctrl-D)");
         }
         let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).context("reading stdin")?;
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading stdin")?;
         Ok(text)
     } else {
         std::fs::read_to_string(source).with_context(|| format!("reading {source}"))
@@ -169,7 +186,11 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
                 FileMode::ReadOnly => "read",
                 FileMode::ReadWrite => "read and write",
             };
-            println!("  files: may {access} {} as {}", file.host.display(), file.guest);
+            println!(
+                "  files: may {access} {} as {}",
+                file.host.display(),
+                file.guest
+            );
         }
         for pattern in grants.hosts().patterns() {
             println!("  http: may request {pattern}");
@@ -181,7 +202,14 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
             println!("  env: sees {name}");
         }
         for (key, secret) in grants.config_keys() {
-            println!("  config: may read {key}{}", if secret { " (secret, masked in output and logs)" } else { "" });
+            println!(
+                "  config: may read {key}{}",
+                if secret {
+                    " (secret, masked in output and logs)"
+                } else {
+                    ""
+                }
+            );
         }
         let limits = &config.limits;
         println!(
@@ -189,7 +217,9 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
             humantime::format_duration(limits.timeout),
             limits.fuel,
             bytesize::ByteSize::b(limits.memory).display().iec(),
-            bytesize::ByteSize::b(limits.max_output as u64).display().iec(),
+            bytesize::ByteSize::b(limits.max_output as u64)
+                .display()
+                .iec(),
             limits.max_concurrency
         );
         let approval = match config.approval {

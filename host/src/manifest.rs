@@ -90,9 +90,10 @@ impl ComponentConfig {
 
     /// A short name for messages: the component's file name.
     pub fn label(&self) -> String {
-        self.path
-            .file_name()
-            .map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())
+        self.path.file_name().map_or_else(
+            || self.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
     }
 }
 
@@ -178,7 +179,12 @@ impl ManifestError {
     }
 
     /// An error about key `key` of tool `tool` in `file`.
-    pub(crate) fn tool(file: &Path, tool: &str, key: Option<&str>, message: impl Into<String>) -> Self {
+    pub(crate) fn tool(
+        file: &Path,
+        tool: &str,
+        key: Option<&str>,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             file: file.to_owned(),
             tool: Some(tool.to_owned()),
@@ -347,12 +353,19 @@ impl RawTool {
 
 impl RawValue {
     /// The value and whether it is a secret.
-    fn resolve(self, lookup_env: &dyn Fn(&str) -> Option<String>) -> Result<(String, bool), String> {
+    fn resolve(
+        self,
+        lookup_env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(String, bool), String> {
         match self {
             Self::Literal(value) => Ok((value, false)),
-            Self::FromEnv(FromEnv { env }) => lookup_env(&env)
-                .map(|value| (value, true))
-                .ok_or_else(|| format!("environment variable {env} is not set; export it before starting toolhost")),
+            Self::FromEnv(FromEnv { env }) => {
+                lookup_env(&env).map(|value| (value, true)).ok_or_else(|| {
+                    format!(
+                        "environment variable {env} is not set; export it before starting toolhost"
+                    )
+                })
+            }
         }
     }
 }

@@ -93,7 +93,10 @@ impl CallError {
     pub fn new(kind: ErrorType, message: impl Into<String>) -> Self {
         let retryable = matches!(
             kind,
-            ErrorType::InvalidArguments | ErrorType::UnknownTool | ErrorType::Timeout | ErrorType::Internal
+            ErrorType::InvalidArguments
+                | ErrorType::UnknownTool
+                | ErrorType::Timeout
+                | ErrorType::Internal
         );
         Self {
             kind,
@@ -189,7 +192,9 @@ fn error_phrase(error: &CallError) -> String {
             Some(kind) => format!("failed ({kind}): {m}"),
             None => format!("failed: {m}"),
         },
-        ErrorType::InvalidArguments => format!("got invalid arguments: {m}. Fix them and call again"),
+        ErrorType::InvalidArguments => {
+            format!("got invalid arguments: {m}. Fix them and call again")
+        }
         ErrorType::UnknownTool => format!("does not exist: {m}"),
         ErrorType::CapabilityDenied => format!("was refused: {m}"),
         ErrorType::Timeout | ErrorType::FuelExhausted | ErrorType::MemoryExhausted => m.clone(),
@@ -300,6 +305,9 @@ mod tests {
         let long = "é".repeat(1000);
         let cut = truncate(long, 300);
         assert!(cut.len() <= 300, "{}", cut.len());
-        assert!(cut.ends_with("[output truncated: 2000 bytes, limit 300]"), "{cut}");
+        assert!(
+            cut.ends_with("[output truncated: 2000 bytes, limit 300]"),
+            "{cut}"
+        );
     }
 }

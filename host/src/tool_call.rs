@@ -33,7 +33,11 @@ impl ToolCall {
 
     /// A call with arguments as JSON text, as OpenAI sends them; the text is
     /// checked when the call runs, so bad JSON becomes `invalid_arguments`.
-    pub fn with_raw_arguments(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn with_raw_arguments(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         Self {
             id: id.into(),
             name: name.into(),
@@ -62,9 +66,8 @@ impl Arguments {
         match self {
             Self::Json(value) => Ok(value.clone()),
             Self::Text(text) if text.trim().is_empty() => Ok(Value::Object(Default::default())),
-            Self::Text(text) => {
-                serde_json::from_str(text).map_err(|e| format!("arguments are not valid JSON ({e})"))
-            }
+            Self::Text(text) => serde_json::from_str(text)
+                .map_err(|e| format!("arguments are not valid JSON ({e})")),
         }
     }
 }
@@ -100,10 +103,13 @@ struct WireFunction {
 /// When the input is not JSON, or an element is neither shape; the message
 /// names the element.
 pub fn parse_batch(json: &str) -> Result<Vec<ToolCall>, String> {
-    let value: Value = serde_json::from_str(json).map_err(|e| format!("the batch is not JSON: {e}"))?;
+    let value: Value =
+        serde_json::from_str(json).map_err(|e| format!("the batch is not JSON: {e}"))?;
     // An assistant message: take its tool_calls.
     let value = match value {
-        Value::Object(mut map) if map.contains_key("tool_calls") => map.remove("tool_calls").unwrap_or_default(),
+        Value::Object(mut map) if map.contains_key("tool_calls") => {
+            map.remove("tool_calls").unwrap_or_default()
+        }
         other => other,
     };
     let items = match value {
@@ -155,22 +161,35 @@ mod tests {
                 {"name":"calc"}]"#,
         )
         .unwrap();
-        assert_eq!(calls[0].arguments.parse().unwrap(), json!({"expression":"1+1"}));
-        assert_eq!(calls[1].arguments, Arguments::Json(json!({"expression":"2"})));
+        assert_eq!(
+            calls[0].arguments.parse().unwrap(),
+            json!({"expression":"1+1"})
+        );
+        assert_eq!(
+            calls[1].arguments,
+            Arguments::Json(json!({"expression":"2"}))
+        );
         assert_eq!(calls[2].id, "call_3");
         assert_eq!(calls[2].arguments.parse().unwrap(), json!({}));
     }
 
     #[test]
     fn an_assistant_message_yields_its_tool_calls() {
-        let calls = parse_batch(r#"{"role":"assistant","tool_calls":[{"id":"x","name":"t","args":{}}]}"#).unwrap();
+        let calls =
+            parse_batch(r#"{"role":"assistant","tool_calls":[{"id":"x","name":"t","args":{}}]}"#)
+                .unwrap();
         assert_eq!(calls.len(), 1);
     }
 
     #[test]
     fn bad_json_arguments_are_reported_when_parsed() {
         let call = ToolCall::with_raw_arguments("a", "calc", "{not json");
-        assert!(call.arguments.parse().unwrap_err().contains("not valid JSON"));
+        assert!(
+            call.arguments
+                .parse()
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
         assert!(parse_batch("[1]").unwrap_err().contains("#1"));
         assert!(parse_batch("nope").is_err());
     }

@@ -223,7 +223,10 @@ mod tests {
     fn reports_where_the_expression_is_wrong() {
         assert_eq!(eval("2 +").unwrap_err(), "the expression ends too early");
         assert_eq!(eval("(1").unwrap_err(), "missing ')' at position 3");
-        assert_eq!(eval("foo(1)").unwrap_err(), "unknown function or constant \"foo\"");
+        assert_eq!(
+            eval("foo(1)").unwrap_err(),
+            "unknown function or constant \"foo\""
+        );
         assert_eq!(eval("1)").unwrap_err(), "unexpected ')' at position 2");
     }
 

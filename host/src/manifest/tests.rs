@@ -11,7 +11,10 @@ fn env(name: &str) -> Option<String> {
 }
 
 fn describe(manifest: &Manifest) -> String {
-    let mut out = format!("limits: {:?}\nmodel: {:?}\n", manifest.limits, manifest.model);
+    let mut out = format!(
+        "limits: {:?}\nmodel: {:?}\n",
+        manifest.limits, manifest.model
+    );
     for c in &manifest.components {
         out += &format!(
             "tool {}: approval {:?}, timeout {:?}, memory {}\n  hosts: {:?}\n  files: {:?}\n  env: {:?}\n  config: {:?}\n",
@@ -19,8 +22,17 @@ fn describe(manifest: &Manifest) -> String {
             c.approval,
             c.limits.timeout,
             c.limits.memory,
-            c.grants.hosts().patterns().iter().map(ToString::to_string).collect::<Vec<_>>(),
-            c.grants.files().iter().map(|f| (f.guest.as_str(), f.mode.to_string())).collect::<Vec<_>>(),
+            c.grants
+                .hosts()
+                .patterns()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            c.grants
+                .files()
+                .iter()
+                .map(|f| (f.guest.as_str(), f.mode.to_string()))
+                .collect::<Vec<_>>(),
             c.grants.env_vars(),
             c.grants.config_keys().collect::<Vec<_>>(),
         );
@@ -38,7 +50,11 @@ fn manifests_load_or_fail_as_expected() {
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect::<Vec<_>>();
     cases.sort();
-    assert!(cases.len() >= 8, "golden cases went missing from {}", dir.display());
+    assert!(
+        cases.len() >= 8,
+        "golden cases went missing from {}",
+        dir.display()
+    );
     let mut failures = Vec::new();
     for case in cases {
         let text = std::fs::read_to_string(&case).unwrap();

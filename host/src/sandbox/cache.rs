@@ -13,11 +13,11 @@ use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use wasmtime::error::Context as _;
-use wasmtime::Engine;
 #[cfg(test)]
 use wasmtime::Config;
+use wasmtime::Engine;
 use wasmtime::component::Component;
+use wasmtime::error::Context as _;
 
 /// Marks the file format; bump it when the layout changes.
 const MAGIC: &[u8; 16] = b"toolhost-cwasm-1";
@@ -64,7 +64,12 @@ impl Cache {
     ///
     /// When `bytes` is not a valid component. A cache that cannot be written
     /// is logged and otherwise ignored.
-    pub(crate) fn load(&self, engine: &Engine, bytes: &[u8], label: &str) -> wasmtime::Result<(Component, CacheStatus)> {
+    pub(crate) fn load(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        label: &str,
+    ) -> wasmtime::Result<(Component, CacheStatus)> {
         let path = self.entry_path(engine, bytes);
         let status = match std::fs::read(&path) {
             Ok(entry) => match deserialize(engine, &entry) {
@@ -76,11 +81,14 @@ impl Cache {
             },
             Err(_) => CacheStatus::Miss,
         };
-        let compiled = engine.precompile_component(bytes).with_context(|| format!("{label} is not a valid component"))?;
+        let compiled = engine
+            .precompile_component(bytes)
+            .with_context(|| format!("{label} is not a valid component"))?;
         if let Err(e) = store(&path, &compiled) {
             tracing::warn!(entry = %path.display(), error = %e, "cannot write the compile cache; continuing without it");
         }
-        let component = deserialize_trusted(engine, &compiled).context("reading freshly compiled code")?;
+        let component =
+            deserialize_trusted(engine, &compiled).context("reading freshly compiled code")?;
         Ok((component, status))
     }
 }
@@ -94,9 +102,15 @@ fn with_header(compiled: &[u8]) -> Vec<u8> {
 }
 
 fn deserialize(engine: &Engine, entry: &[u8]) -> wasmtime::Result<Component> {
-    wasmtime::ensure!(entry.len() > HEADER && entry.starts_with(MAGIC), "not a toolhost cache entry");
+    wasmtime::ensure!(
+        entry.len() > HEADER && entry.starts_with(MAGIC),
+        "not a toolhost cache entry"
+    );
     let (checksum, compiled) = entry[MAGIC.len()..].split_at(blake3::OUT_LEN);
-    wasmtime::ensure!(blake3::hash(compiled).as_bytes() == checksum, "checksum mismatch");
+    wasmtime::ensure!(
+        blake3::hash(compiled).as_bytes() == checksum,
+        "checksum mismatch"
+    );
     deserialize_trusted(engine, compiled)
 }
 
@@ -114,7 +128,9 @@ fn deserialize_trusted(engine: &Engine, compiled: &[u8]) -> wasmtime::Result<Com
 }
 
 fn store(path: &Path, compiled: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().expect("cache entries live in the cache directory");
+    let dir = path
+        .parent()
+        .expect("cache entries live in the cache directory");
     std::fs::create_dir_all(dir)?;
     let mut file = tempfile::NamedTempFile::new_in(dir)?;
     file.write_all(&with_header(compiled))?;
@@ -145,7 +161,8 @@ mod tests {
     /// A component built by `scripts/build-tools.sh`.
     fn calc() -> Vec<u8> {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/calc.wasm");
-        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}; run scripts/build-tools.sh first", path.display()))
+        std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}; run scripts/build-tools.sh first", path.display()))
     }
 
     #[test]

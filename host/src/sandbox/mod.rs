@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::error::Context as _;
 use wasmtime::component::{HasSelf, Linker};
+use wasmtime::error::Context as _;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 pub use cache::{CacheStatus, default_dir as default_cache_dir};
@@ -91,7 +91,8 @@ impl Sandbox {
     /// compiling a large component takes seconds.
     pub(crate) fn load(&self, config: &ComponentConfig) -> wasmtime::Result<LoadedComponent> {
         let label = config.label();
-        let bytes = std::fs::read(&config.path).with_context(|| format!("reading {}", config.path.display()))?;
+        let bytes = std::fs::read(&config.path)
+            .with_context(|| format!("reading {}", config.path.display()))?;
         let (component, cache) = match &self.cache {
             Some(cache) => cache.load(&self.engine, &bytes, &label)?,
             None => (
@@ -234,7 +235,12 @@ impl LoadedComponent {
 
     /// Run tool `name` in a fresh instance. Returns the result and the fuel
     /// used.
-    pub(crate) async fn call(&self, name: &str, arguments: &str, call_id: &str) -> (Result<ToolOutput, CallError>, u64) {
+    pub(crate) async fn call(
+        &self,
+        name: &str,
+        arguments: &str,
+        call_id: &str,
+    ) -> (Result<ToolOutput, CallError>, u64) {
         let mut store = match self.new_store(name, call_id) {
             Ok(store) => store,
             Err(e) => return (Err(e), 0),
@@ -251,7 +257,10 @@ impl LoadedComponent {
                 .await
         };
         let result = tokio::time::timeout(self.limits.timeout, run).await;
-        let fuel_used = self.limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let fuel_used = self
+            .limits
+            .fuel
+            .saturating_sub(store.get_fuel().unwrap_or(0));
         let result = match result {
             Err(_) => Err(self.timed_out()),
             Ok(Err(trap)) => Err(self.classify(trap, &store)),
@@ -284,7 +293,10 @@ impl LoadedComponent {
     fn timed_out(&self) -> CallError {
         CallError::new(
             ErrorType::Timeout,
-            format!("timed out after {}", humantime::format_duration(self.limits.timeout)),
+            format!(
+                "timed out after {}",
+                humantime::format_duration(self.limits.timeout)
+            ),
         )
     }
 
@@ -312,15 +324,30 @@ impl LoadedComponent {
         } else if let Some(trap) = trap {
             let what = match trap {
                 Trap::StackOverflow => "stack overflow".to_owned(),
-                Trap::UnreachableCodeReached if stderr.contains("panicked") => "panicked".to_owned(),
+                Trap::UnreachableCodeReached if stderr.contains("panicked") => {
+                    "panicked".to_owned()
+                }
                 other => format!("wasm trap: {other}"),
             };
             CallError::new(ErrorType::Trap, what)
-        } else if error.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() {
-            tracing::error!(component = &*self.label, error = format!("{error:#}"), "instance pool exhausted");
-            CallError::new(ErrorType::Internal, "the host is at its instance limit; retry shortly")
+        } else if error
+            .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+            .is_some()
+        {
+            tracing::error!(
+                component = &*self.label,
+                error = format!("{error:#}"),
+                "instance pool exhausted"
+            );
+            CallError::new(
+                ErrorType::Internal,
+                "the host is at its instance limit; retry shortly",
+            )
         } else {
-            CallError::new(ErrorType::Trap, format!("failed to run: {}", root_cause(&error)))
+            CallError::new(
+                ErrorType::Trap,
+                format!("failed to run: {}", root_cause(&error)),
+            )
         };
         tracing::warn!(
             component = &*self.label,
@@ -348,7 +375,10 @@ impl LoadedComponent {
         }
         CallError {
             kind: ErrorType::ToolError,
-            message: truncate(mask_secrets(&self.grants, error.message), self.limits.max_output),
+            message: truncate(
+                mask_secrets(&self.grants, error.message),
+                self.limits.max_output,
+            ),
             retryable: error.retryable,
             tool_kind: Some(error.kind),
         }

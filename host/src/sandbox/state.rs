@@ -35,7 +35,11 @@ impl Denials {
 
     /// The first refusal, if any.
     pub(crate) fn first(&self) -> Option<String> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).first().cloned()
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .first()
+            .cloned()
     }
 }
 
@@ -60,7 +64,11 @@ impl State {
     ///
     /// When a granted directory can no longer be opened (it was removed
     /// after load).
-    pub(crate) fn new(grants: Arc<Grants>, memory_limit: u64, info: CallInfo) -> wasmtime::Result<Self> {
+    pub(crate) fn new(
+        grants: Arc<Grants>,
+        memory_limit: u64,
+        info: CallInfo,
+    ) -> wasmtime::Result<Self> {
         let denials = Denials::default();
         let stderr = Tail::default();
         let mut wasi = WasiCtxBuilder::new();
@@ -135,11 +143,21 @@ impl host::Host for State {
         let component = &**component;
         // One macro call per level: tracing's level must be a constant.
         match level {
-            Level::Trace => tracing::trace!(target: "toolhost::guest", component, tool, call_id, "{message}"),
-            Level::Debug => tracing::debug!(target: "toolhost::guest", component, tool, call_id, "{message}"),
-            Level::Info => tracing::info!(target: "toolhost::guest", component, tool, call_id, "{message}"),
-            Level::Warn => tracing::warn!(target: "toolhost::guest", component, tool, call_id, "{message}"),
-            Level::Error => tracing::error!(target: "toolhost::guest", component, tool, call_id, "{message}"),
+            Level::Trace => {
+                tracing::trace!(target: "toolhost::guest", component, tool, call_id, "{message}")
+            }
+            Level::Debug => {
+                tracing::debug!(target: "toolhost::guest", component, tool, call_id, "{message}")
+            }
+            Level::Info => {
+                tracing::info!(target: "toolhost::guest", component, tool, call_id, "{message}")
+            }
+            Level::Warn => {
+                tracing::warn!(target: "toolhost::guest", component, tool, call_id, "{message}")
+            }
+            Level::Error => {
+                tracing::error!(target: "toolhost::guest", component, tool, call_id, "{message}")
+            }
         }
     }
 
@@ -225,7 +243,12 @@ impl MemoryLimiter {
 }
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let growth = desired.saturating_sub(current) as u64;
         if self.used + growth > self.limit {
             self.refused = true;
@@ -235,7 +258,12 @@ impl ResourceLimiter for MemoryLimiter {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, _desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        _desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         // Tables are bounded by the pooling allocator's per-table size.
         Ok(true)
     }

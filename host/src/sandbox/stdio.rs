@@ -51,7 +51,11 @@ impl StdoutStream for Tail {
 }
 
 impl AsyncWrite for Tail {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.push(buf);
         Poll::Ready(Ok(buf.len()))
     }

@@ -46,17 +46,29 @@ async fn failures_in_a_batch_leave_every_other_call_alone() {
     assert_eq!(err(&outcomes[7]), ErrorType::InvalidArguments);
     assert_eq!(ok(&outcomes[8]), "still here");
     // And the host still works afterwards.
-    assert_eq!(ok(&call(&host, "calc", json!({"expression": "1+1"})).await), "2");
+    assert_eq!(
+        ok(&call(&host, "calc", json!({"expression": "1+1"})).await),
+        "2"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_batch_runs_concurrently_and_completes() {
-    let host = host(vec![ComponentConfig::new(component("probe")).limits(quick_limits())]).await;
-    let calls: Vec<_> = (0..64).map(|i| ToolCall::new(format!("c{i}"), "sleep", json!({"n": 200}))).collect();
+    let host = host(vec![
+        ComponentConfig::new(component("probe")).limits(quick_limits()),
+    ])
+    .await;
+    let calls: Vec<_> = (0..64)
+        .map(|i| ToolCall::new(format!("c{i}"), "sleep", json!({"n": 200})))
+        .collect();
     let started = std::time::Instant::now();
     let outcomes = host.call_batch(calls).await;
     assert!(outcomes.iter().all(|o| o.result.is_ok()));
     // 64 sleeps of 200 ms, run with a concurrency limit of 64: far less than
     // the 12.8 s they would take one after another.
-    assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
 }

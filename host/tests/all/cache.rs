@@ -19,7 +19,10 @@ async fn load(cache: &std::path::Path) -> (ToolHost, CacheStatus) {
 }
 
 fn only_entry(cache: &std::path::Path) -> std::path::PathBuf {
-    let entries: Vec<_> = std::fs::read_dir(cache).unwrap().map(|e| e.unwrap().path()).collect();
+    let entries: Vec<_> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     entries[0].clone()
 }
@@ -30,7 +33,10 @@ async fn compiled_code_is_reused_across_loads() {
     assert_eq!(load(cache.path()).await.1, CacheStatus::Miss);
     let (host, status) = load(cache.path()).await;
     assert_eq!(status, CacheStatus::Hit);
-    assert_eq!(ok(&call(&host, "calc", json!({"expression": "6*7"})).await), "42");
+    assert_eq!(
+        ok(&call(&host, "calc", json!({"expression": "6*7"})).await),
+        "42"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,8 +51,15 @@ async fn a_corrupted_entry_is_detected_and_rebuilt() {
 
     let (host, status) = load(cache.path()).await;
     assert_eq!(status, CacheStatus::Rebuilt);
-    assert_eq!(ok(&call(&host, "calc", json!({"expression": "6*7"})).await), "42");
-    assert_eq!(load(cache.path()).await.1, CacheStatus::Hit, "the rebuilt entry is valid");
+    assert_eq!(
+        ok(&call(&host, "calc", json!({"expression": "6*7"})).await),
+        "42"
+    );
+    assert_eq!(
+        load(cache.path()).await.1,
+        CacheStatus::Hit,
+        "the rebuilt entry is valid"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,5 +80,8 @@ async fn an_unwritable_cache_only_costs_speed() {
     std::fs::write(&not_a_dir, "").unwrap();
     let (host, status) = load(&not_a_dir).await;
     assert_eq!(status, CacheStatus::Miss);
-    assert_eq!(ok(&call(&host, "calc", json!({"expression": "1"})).await), "1");
+    assert_eq!(
+        ok(&call(&host, "calc", json!({"expression": "1"})).await),
+        "1"
+    );
 }

@@ -19,7 +19,12 @@ fn toolhost(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .expect("the toolhost binary runs");
     if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
     }
     drop(child.stdin.take());
     child.wait_with_output().unwrap()
@@ -39,7 +44,16 @@ const EXAMPLES: &str = "example-tools/toolhost.toml";
 
 #[test]
 fn call_prints_one_tool_message() {
-    let output = toolhost(&["call", "--config", EXAMPLES, "calc", r#"{"expression":"6*7"}"#], None);
+    let output = toolhost(
+        &[
+            "call",
+            "--config",
+            EXAMPLES,
+            "calc",
+            r#"{"expression":"6*7"}"#,
+        ],
+        None,
+    );
     let message = stdout_json(&output);
     assert_eq!(message["content"], "42");
     assert_eq!(message["role"], "tool");
@@ -64,7 +78,12 @@ fn batch_from_stdin_answers_every_id_in_order() {
     ]"#;
     let output = toolhost(&["call", "--config", EXAMPLES, "--batch", "-"], Some(batch));
     let messages = stdout_json(&output);
-    let ids: Vec<&str> = messages.as_array().unwrap().iter().map(|m| m["tool_call_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["a", "b", "c", "d"]);
     assert_eq!(messages[0]["content"], "2");
     assert_eq!(messages[1]["error"]["type"], "unknown_tool");
@@ -75,11 +94,34 @@ fn batch_from_stdin_answers_every_id_in_order() {
 #[test]
 fn tools_prints_definitions_in_each_format() {
     let openai = stdout_json(&toolhost(&["tools", "--config", EXAMPLES], None));
-    let names: Vec<&str> = openai.as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["calc", "http_get", "read_file", "list_dir", "write_file", "word_count", "slugify", "convert_units"]);
-    let anthropic = stdout_json(&toolhost(&["tools", "--config", EXAMPLES, "--format", "anthropic"], None));
+    let names: Vec<&str> = openai
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "calc",
+            "http_get",
+            "read_file",
+            "list_dir",
+            "write_file",
+            "word_count",
+            "slugify",
+            "convert_units"
+        ]
+    );
+    let anthropic = stdout_json(&toolhost(
+        &["tools", "--config", EXAMPLES, "--format", "anthropic"],
+        None,
+    ));
     assert_eq!(anthropic[0]["input_schema"]["type"], "object");
-    let mcp = stdout_json(&toolhost(&["tools", "--config", EXAMPLES, "--format", "mcp"], None));
+    let mcp = stdout_json(&toolhost(
+        &["tools", "--config", EXAMPLES, "--format", "mcp"],
+        None,
+    ));
     assert_eq!(mcp[4]["annotations"]["destructiveHint"], true);
 }
 
@@ -89,9 +131,18 @@ fn check_prints_what_each_tool_may_touch() {
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.contains("grants: none (computes only"), "{text}");
-    assert!(text.contains("http: may request https://example.org"), "{text}");
-    assert!(text.contains("files: may read ") && text.contains(" as /data"), "{text}");
-    assert!(text.contains("approval: asked before destructive tools"), "{text}");
+    assert!(
+        text.contains("http: may request https://example.org"),
+        "{text}"
+    );
+    assert!(
+        text.contains("files: may read ") && text.contains(" as /data"),
+        "{text}"
+    );
+    assert!(
+        text.contains("approval: asked before destructive tools"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -110,7 +161,10 @@ fn a_bad_manifest_exits_one_naming_file_tool_and_key() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(stderr.contains("toolhost.toml: tool #1"), "{stderr}");
-    assert!(stderr.contains("`allow_hosts[0]`") && stderr.contains(r#"write "https://example.org""#), "{stderr}");
+    assert!(
+        stderr.contains("`allow_hosts[0]`") && stderr.contains(r#"write "https://example.org""#),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -123,8 +177,18 @@ fn usage_errors_exit_two() {
 fn a_trap_logs_the_guests_stderr_tail() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("toolhost.toml");
-    std::fs::write(&manifest, format!("[[tool]]\ncomponent = \"{}\"\n", crate::util::component("probe").display())).unwrap();
-    let output = toolhost(&["call", "--config", manifest.to_str().unwrap(), "panic"], None);
+    std::fs::write(
+        &manifest,
+        format!(
+            "[[tool]]\ncomponent = \"{}\"\n",
+            crate::util::component("probe").display()
+        ),
+    )
+    .unwrap();
+    let output = toolhost(
+        &["call", "--config", manifest.to_str().unwrap(), "panic"],
+        None,
+    );
     let message = stdout_json(&output);
     assert_eq!(message["error"]["type"], "trap");
     let stderr = String::from_utf8(output.stderr).unwrap();

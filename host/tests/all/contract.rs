@@ -14,7 +14,10 @@ async fn specs_carry_the_schema_derived_from_the_arguments_struct() {
     let spec = host.spec("calc").expect("calc is loaded");
     assert_eq!(spec.input_schema["type"], "object");
     assert_eq!(spec.input_schema["required"], json!(["expression"]));
-    assert_eq!(spec.input_schema["properties"]["expression"]["type"], "string");
+    assert_eq!(
+        spec.input_schema["properties"]["expression"]["type"],
+        "string"
+    );
     assert!(spec.hints.read_only && spec.hints.idempotent && !spec.hints.destructive);
     assert!(spec.output_schema.is_some());
 }
@@ -24,31 +27,55 @@ async fn unknown_tool_lists_the_available_ones() {
     let host = host(vec![ComponentConfig::new(component("calc"))]).await;
     let outcome = call(&host, "calculator", json!({})).await;
     assert_eq!(err(&outcome), ErrorType::UnknownTool);
-    assert_eq!(message(&outcome), "no tool is named \"calculator\"; available tools: calc");
+    assert_eq!(
+        message(&outcome),
+        "no tool is named \"calculator\"; available tools: calc"
+    );
     assert!(outcome.result.as_ref().unwrap_err().retryable);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arguments_that_are_not_json_are_invalid_and_never_run() {
     let host = host(vec![ComponentConfig::new(component("calc"))]).await;
-    let outcome = host.call(ToolCall::with_raw_arguments("c", "calc", "{\"expression\": 6*7}")).await;
+    let outcome = host
+        .call(ToolCall::with_raw_arguments(
+            "c",
+            "calc",
+            "{\"expression\": 6*7}",
+        ))
+        .await;
     assert_eq!(err(&outcome), ErrorType::InvalidArguments);
-    assert!(message(&outcome).starts_with("arguments are not valid JSON"), "{}", message(&outcome));
+    assert!(
+        message(&outcome).starts_with("arguments are not valid JSON"),
+        "{}",
+        message(&outcome)
+    );
     assert_eq!(outcome.stats.fuel_used, 0, "the tool must not have run");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arguments_that_break_the_schema_name_the_field() {
     let host = probe_host(Grants::none(), quick_limits()).await;
-    let outcome = call(&host, "echo", json!({"text": "hi", "times": 0, "extra": true})).await;
+    let outcome = call(
+        &host,
+        "echo",
+        json!({"text": "hi", "times": 0, "extra": true}),
+    )
+    .await;
     assert_eq!(err(&outcome), ErrorType::InvalidArguments);
     let message = message(&outcome);
-    assert!(message.contains("at /times") && message.contains("minimum of 1"), "{message}");
+    assert!(
+        message.contains("at /times") && message.contains("minimum of 1"),
+        "{message}"
+    );
     assert!(message.contains("extra"), "{message}");
     assert_eq!(outcome.stats.fuel_used, 0, "the tool must not have run");
     let missing = call(&host, "echo", json!({"times": 2})).await;
     assert!(crate::util::message(&missing).contains("\"text\" is a required property"));
-    assert_eq!(ok(&call(&host, "echo", json!({"text": "ab", "times": 2})).await), "abab");
+    assert_eq!(
+        ok(&call(&host, "echo", json!({"text": "ab", "times": 2})).await),
+        "abab"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,25 +86,36 @@ async fn tool_errors_keep_the_tools_kind_and_retry_hint() {
     let error = outcome.result.as_ref().unwrap_err();
     assert_eq!(error.tool_kind.as_deref(), Some("invalid_input"));
     assert!(error.retryable);
-    assert_eq!(outcome.content(), "Error: tool 'calc' failed (invalid_input): the expression ends too early");
+    assert_eq!(
+        outcome.content(),
+        "Error: tool 'calc' failed (invalid_input): the expression ends too early"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_call_context_reaches_the_tool() {
     let host = probe_host(Grants::none(), quick_limits()).await;
-    let outcome = host.call(ToolCall::new("call_abc", "context", json!({}))).await;
+    let outcome = host
+        .call(ToolCall::new("call_abc", "context", json!({})))
+        .await;
     assert_eq!(ok(&outcome), "call_abc 5000");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duplicate_tool_names_across_components_fail_the_load() {
     let result = ToolHost::load_components(
-        vec![ComponentConfig::new(component("calc")), ComponentConfig::new(component("calc"))],
+        vec![
+            ComponentConfig::new(component("calc")),
+            ComponentConfig::new(component("calc")),
+        ],
         options(),
     )
     .await;
     let error = result.expect_err("two components provide calc").to_string();
-    assert!(error.contains("tool name \"calc\" is already provided by calc.wasm"), "{error}");
+    assert!(
+        error.contains("tool name \"calc\" is already provided by calc.wasm"),
+        "{error}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,19 +127,30 @@ async fn a_file_that_is_not_a_component_fails_the_load() {
         .await
         .expect_err("garbage is not a component")
         .to_string();
-    assert!(error.starts_with("broken.wasm: broken.wasm is not a valid component"), "{error}");
+    assert!(
+        error.starts_with("broken.wasm: broken.wasm is not a valid component"),
+        "{error}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destructive_tools_need_approval_when_the_manifest_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let grants = Grants::none().file(dir.path(), "/data", toolhost::grants::FileMode::ReadWrite).unwrap();
+    let grants = Grants::none()
+        .file(dir.path(), "/data", toolhost::grants::FileMode::ReadWrite)
+        .unwrap();
     let config = ComponentConfig::new(component("files"))
         .grants(grants)
         .approval(toolhost::manifest::Approval::Destructive);
     let host = host(vec![config]).await;
     assert!(host.needs_approval("write_file") && !host.needs_approval("read_file"));
-    let write = || ToolCall::new("w", "write_file", json!({"path": "/data/a.txt", "content": "x"}));
+    let write = || {
+        ToolCall::new(
+            "w",
+            "write_file",
+            json!({"path": "/data/a.txt", "content": "x"}),
+        )
+    };
     let refused = host.call(write()).await;
     assert_eq!(err(&refused), ErrorType::DeniedByUser);
     assert!(!dir.path().join("a.txt").exists());
@@ -112,22 +161,46 @@ async fn destructive_tools_need_approval_when_the_manifest_says_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_javascript_tools_speak_the_same_contract() {
     let host = host(vec![
-        ComponentConfig::new(component("text-py")).limits(toolhost::Limits { memory: 256 << 20, ..quick_limits() }),
+        ComponentConfig::new(component("text-py")).limits(toolhost::Limits {
+            memory: 256 << 20,
+            ..quick_limits()
+        }),
         ComponentConfig::new(component("units-js"))
             .grants(Grants::none().config("precision", "2", false))
-            .limits(toolhost::Limits { memory: 256 << 20, ..quick_limits() }),
+            .limits(toolhost::Limits {
+                memory: 256 << 20,
+                ..quick_limits()
+            }),
     ])
     .await;
     let words = call(&host, "word_count", json!({"text": "one two three\nfour"})).await;
-    let structured = words.result.as_ref().expect("word_count succeeds").structured.clone();
+    let structured = words
+        .result
+        .as_ref()
+        .expect("word_count succeeds")
+        .structured
+        .clone();
     assert_eq!(structured.unwrap()["words"], 4);
     let slug = call(&host, "slugify", json!({"text": "Hello, World!"})).await;
     assert_eq!(ok(&slug), "hello-world");
     let empty = call(&host, "slugify", json!({"text": "!!!"})).await;
     assert_eq!(err(&empty), ErrorType::ToolError);
-    let km = ok(&call(&host, "convert_units", json!({"value": 10, "from": "km", "to": "mi"})).await);
+    let km = ok(&call(
+        &host,
+        "convert_units",
+        json!({"value": 10, "from": "km", "to": "mi"}),
+    )
+    .await);
     assert_eq!(km, "10 km = 6.21 mi");
-    let bad = call(&host, "convert_units", json!({"value": 1, "from": "kg", "to": "m"})).await;
+    let bad = call(
+        &host,
+        "convert_units",
+        json!({"value": 1, "from": "kg", "to": "m"}),
+    )
+    .await;
     assert_eq!(err(&bad), ErrorType::ToolError);
-    assert_eq!(bad.result.unwrap_err().tool_kind.as_deref(), Some("invalid_input"));
+    assert_eq!(
+        bad.result.unwrap_err().tool_kind.as_deref(),
+        Some("invalid_input")
+    );
 }

@@ -3,15 +3,20 @@
 use std::sync::atomic::Ordering;
 
 use serde_json::json;
+use toolhost::ComponentConfig;
 use toolhost::grants::{FileMode, Grants};
 use toolhost::outcome::ErrorType;
-use toolhost::ComponentConfig;
 
 use crate::util::*;
 
 async fn files_host(dir: &std::path::Path, mode: FileMode) -> toolhost::ToolHost {
     let grants = Grants::none().file(dir, "/data", mode).unwrap();
-    host(vec![ComponentConfig::new(component("files")).grants(grants).limits(quick_limits())]).await
+    host(vec![
+        ComponentConfig::new(component("files"))
+            .grants(grants)
+            .limits(quick_limits()),
+    ])
+    .await
 }
 
 /// A granted directory `work/data` with a secret beside it in `work/`.
@@ -28,7 +33,10 @@ fn sandbox_dirs() -> (tempfile::TempDir, std::path::PathBuf) {
 async fn granted_directory_can_be_read_and_listed() {
     let (_work, data) = sandbox_dirs();
     let host = files_host(&data, FileMode::ReadOnly).await;
-    assert_eq!(ok(&call(&host, "read_file", json!({"path": "/data/notes.txt"})).await), "granted text");
+    assert_eq!(
+        ok(&call(&host, "read_file", json!({"path": "/data/notes.txt"})).await),
+        "granted text"
+    );
     let listing = ok(&call(&host, "list_dir", json!({"path": "/data"})).await);
     assert!(listing.contains("notes.txt"), "{listing}");
 }
@@ -69,22 +77,39 @@ async fn read_only_grant_refuses_writes() {
     let host = files_host(&data, FileMode::ReadOnly).await;
     let approve = std::sync::Arc::new(toolhost::ApproveAll);
     for (path, append) in [("/data/new.txt", false), ("/data/notes.txt", true)] {
-        let call = toolhost::ToolCall::new("w", "write_file", json!({"path": path, "content": "x", "append": append}));
-        let outcome = host.call_batch_with(vec![call], approve.clone()).await.remove(0);
+        let call = toolhost::ToolCall::new(
+            "w",
+            "write_file",
+            json!({"path": path, "content": "x", "append": append}),
+        );
+        let outcome = host
+            .call_batch_with(vec![call], approve.clone())
+            .await
+            .remove(0);
         assert_eq!(err(&outcome), ErrorType::ToolError, "{outcome:?}");
     }
     assert!(!data.join("new.txt").exists());
-    assert_eq!(std::fs::read_to_string(data.join("notes.txt")).unwrap(), "granted text");
+    assert_eq!(
+        std::fs::read_to_string(data.join("notes.txt")).unwrap(),
+        "granted text"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_write_grant_allows_writes() {
     let (_work, data) = sandbox_dirs();
     let host = files_host(&data, FileMode::ReadWrite).await;
-    let call = toolhost::ToolCall::new("w", "write_file", json!({"path": "/data/out.txt", "content": "written"}));
+    let call = toolhost::ToolCall::new(
+        "w",
+        "write_file",
+        json!({"path": "/data/out.txt", "content": "written"}),
+    );
     let outcome = host.call_with(call, &toolhost::ApproveAll).await;
     assert_eq!(ok(&outcome), "wrote 7 bytes to /data/out.txt");
-    assert_eq!(std::fs::read_to_string(data.join("out.txt")).unwrap(), "written");
+    assert_eq!(
+        std::fs::read_to_string(data.join("out.txt")).unwrap(),
+        "written"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,7 +130,11 @@ async fn http_to_another_origin_is_capability_denied() {
     let host = probe_host(grants, quick_limits()).await;
     let outcome = call(&host, "fetch", json!({"name": other.url("/")})).await;
     assert_eq!(err(&outcome), ErrorType::CapabilityDenied, "{outcome:?}");
-    assert!(message(&outcome).contains(&format!("http://{}", other.addr)), "{}", message(&outcome));
+    assert!(
+        message(&outcome).contains(&format!("http://{}", other.addr)),
+        "{}",
+        message(&outcome)
+    );
     assert!(!outcome.result.as_ref().unwrap_err().retryable);
     assert_eq!(other.hits(), 0, "a denied request must not leave the host");
 }
@@ -142,7 +171,9 @@ async fn redirect_to_a_denied_origin_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_name_grant_does_not_cover_its_ip_literal() {
     let server = text_server("by ip").await;
-    let grants = Grants::none().allow_host(&format!("http://localhost:{}", server.addr.port())).unwrap();
+    let grants = Grants::none()
+        .allow_host(&format!("http://localhost:{}", server.addr.port()))
+        .unwrap();
     let host = probe_host(grants, quick_limits()).await;
     let outcome = call(&host, "fetch", json!({"name": server.url("/")})).await;
     assert_eq!(err(&outcome), ErrorType::CapabilityDenied);
@@ -154,38 +185,69 @@ async fn a_handled_denial_does_not_fail_the_call() {
     let server = text_server("nope").await;
     let host = probe_host(Grants::none(), quick_limits()).await;
     let content = ok(&call(&host, "fetch_or_fallback", json!({"name": server.url("/")})).await);
-    assert!(content.starts_with("fallback after: request to"), "{content}");
+    assert!(
+        content.starts_with("fallback after: request to"),
+        "{content}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_sockets_are_refused() {
     let (addr, accepted) = silent_server().await;
     // Even a tool granted HTTP to that very address gets no raw socket.
-    let grants = Grants::none().allow_host(&format!("http://{addr}")).unwrap();
+    let grants = Grants::none()
+        .allow_host(&format!("http://{addr}"))
+        .unwrap();
     let host = probe_host(grants, quick_limits()).await;
     let outcome = call(&host, "socket", json!({"name": addr.to_string()})).await;
     assert_eq!(err(&outcome), ErrorType::CapabilityDenied, "{outcome:?}");
-    assert!(message(&outcome).contains("raw socket"), "{}", message(&outcome));
+    assert!(
+        message(&outcome).contains("raw socket"),
+        "{}",
+        message(&outcome)
+    );
     assert_eq!(accepted.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_granted_environment_variables_are_visible() {
     let host = probe_host(Grants::none().env("UNITS", "metric"), quick_limits()).await;
-    assert_eq!(ok(&call(&host, "env", json!({"name": "UNITS"})).await), "metric");
-    assert!(std::env::var_os("PATH").is_some(), "the host itself has PATH");
+    assert_eq!(
+        ok(&call(&host, "env", json!({"name": "UNITS"})).await),
+        "metric"
+    );
+    assert!(
+        std::env::var_os("PATH").is_some(),
+        "the host itself has PATH"
+    );
     for name in ["PATH", "HOME", "CARGO_MANIFEST_DIR"] {
         let outcome = call(&host, "env", json!({"name": name})).await;
-        assert_eq!(err(&outcome), ErrorType::ToolError, "{name} leaked: {outcome:?}");
+        assert_eq!(
+            err(&outcome),
+            ErrorType::ToolError,
+            "{name} leaked: {outcome:?}"
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_values_are_readable_and_secrets_are_masked() {
-    let grants = Grants::none().config("region", "eu-west", false).config("api_key", "sk-very-secret", true);
+    let grants =
+        Grants::none()
+            .config("region", "eu-west", false)
+            .config("api_key", "sk-very-secret", true);
     let host = probe_host(grants, quick_limits()).await;
-    assert_eq!(ok(&call(&host, "config", json!({"name": "region"})).await), "eu-west");
+    assert_eq!(
+        ok(&call(&host, "config", json!({"name": "region"})).await),
+        "eu-west"
+    );
     // The tool may use the secret, but what it returns never carries it.
-    assert_eq!(ok(&call(&host, "config", json!({"name": "api_key"})).await), "[redacted]");
-    assert_eq!(err(&call(&host, "config", json!({"name": "missing"})).await), ErrorType::ToolError);
+    assert_eq!(
+        ok(&call(&host, "config", json!({"name": "api_key"})).await),
+        "[redacted]"
+    );
+    assert_eq!(
+        err(&call(&host, "config", json!({"name": "missing"})).await),
+        ErrorType::ToolError
+    );
 }

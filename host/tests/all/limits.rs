@@ -16,7 +16,9 @@ async fn no_state_survives_between_calls() {
     for _ in 0..3 {
         assert_eq!(ok(&call(&host, "counter", json!({})).await), "1");
     }
-    let calls = (0..8).map(|i| toolhost::ToolCall::new(format!("c{i}"), "counter", json!({}))).collect();
+    let calls = (0..8)
+        .map(|i| toolhost::ToolCall::new(format!("c{i}"), "counter", json!({})))
+        .collect();
     for outcome in host.call_batch(calls).await {
         assert_eq!(ok(&outcome), "1");
     }
@@ -24,7 +26,11 @@ async fn no_state_survives_between_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fuel_exhaustion_is_fuel_exhausted() {
-    let limits = Limits { fuel: 5_000_000, timeout: Duration::from_secs(30), ..quick_limits() };
+    let limits = Limits {
+        fuel: 5_000_000,
+        timeout: Duration::from_secs(30),
+        ..quick_limits()
+    };
     let host = probe_host(Grants::none(), limits).await;
     let outcome = call(&host, "spin", json!({})).await;
     assert_eq!(err(&outcome), ErrorType::FuelExhausted);
@@ -34,7 +40,11 @@ async fn fuel_exhaustion_is_fuel_exhausted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cpu_bound_tool_times_out_on_the_wall_clock() {
-    let limits = Limits { fuel: u64::MAX, timeout: Duration::from_millis(300), ..quick_limits() };
+    let limits = Limits {
+        fuel: u64::MAX,
+        timeout: Duration::from_millis(300),
+        ..quick_limits()
+    };
     let host = probe_host(Grants::none(), limits).await;
     let started = Instant::now();
     let outcome = call(&host, "spin", json!({})).await;
@@ -42,12 +52,19 @@ async fn cpu_bound_tool_times_out_on_the_wall_clock() {
     assert_eq!(message(&outcome), "timed out after 300ms");
     assert!(outcome.result.as_ref().unwrap_err().retryable);
     // Generous: this checks that the timeout fires at all, not how precisely.
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_sleeping_in_a_host_call_times_out() {
-    let limits = Limits { timeout: Duration::from_millis(200), ..quick_limits() };
+    let limits = Limits {
+        timeout: Duration::from_millis(200),
+        ..quick_limits()
+    };
     let host = probe_host(Grants::none(), limits).await;
     let outcome = call(&host, "sleep", json!({"n": 60_000})).await;
     assert_eq!(err(&outcome), ErrorType::Timeout);
@@ -56,23 +73,38 @@ async fn tool_sleeping_in_a_host_call_times_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_waiting_on_a_server_that_never_answers_times_out() {
     let (addr, accepted) = silent_server().await;
-    let limits = Limits { timeout: Duration::from_millis(400), ..quick_limits() };
-    let grants = Grants::none().allow_host(&format!("http://{addr}")).unwrap();
+    let limits = Limits {
+        timeout: Duration::from_millis(400),
+        ..quick_limits()
+    };
+    let grants = Grants::none()
+        .allow_host(&format!("http://{addr}"))
+        .unwrap();
     let host = probe_host(grants, limits).await;
     let outcome = call(&host, "fetch", json!({"name": format!("http://{addr}/")})).await;
     assert_eq!(err(&outcome), ErrorType::Timeout, "{outcome:?}");
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1, "the request reached the server");
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the request reached the server"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn growing_past_the_memory_limit_is_memory_exhausted() {
-    let limits = Limits { memory: 16 << 20, ..quick_limits() };
+    let limits = Limits {
+        memory: 16 << 20,
+        ..quick_limits()
+    };
     let host = probe_host(Grants::none(), limits).await;
     let outcome = call(&host, "alloc", json!({"n": 64})).await;
     assert_eq!(err(&outcome), ErrorType::MemoryExhausted, "{outcome:?}");
     assert_eq!(message(&outcome), "ran out of memory (limit 16.0 MiB)");
     // Within the limit the same tool succeeds.
-    assert_eq!(ok(&call(&host, "alloc", json!({"n": 4})).await), "allocated 4 MiB");
+    assert_eq!(
+        ok(&call(&host, "alloc", json!({"n": 4})).await),
+        "allocated 4 MiB"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,7 +115,11 @@ async fn panics_unreachable_and_stack_overflow_are_traps() {
     assert_eq!(message(&panic), "panicked");
     let unreachable = call(&host, "unreachable", json!({})).await;
     assert_eq!(err(&unreachable), ErrorType::Trap);
-    assert!(message(&unreachable).contains("unreachable"), "{}", message(&unreachable));
+    assert!(
+        message(&unreachable).contains("unreachable"),
+        "{}",
+        message(&unreachable)
+    );
     let overflow = call(&host, "overflow", json!({})).await;
     assert_eq!(err(&overflow), ErrorType::Trap);
     assert_eq!(message(&overflow), "stack overflow");
@@ -91,24 +127,40 @@ async fn panics_unreachable_and_stack_overflow_are_traps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_over_the_limit_is_truncated_visibly() {
-    let limits = Limits { max_output: 1024, ..quick_limits() };
+    let limits = Limits {
+        max_output: 1024,
+        ..quick_limits()
+    };
     let host = probe_host(Grants::none(), limits).await;
     let content = ok(&call(&host, "output", json!({"n": 100_000})).await);
     assert!(content.len() <= 1024, "{}", content.len());
-    assert!(content.ends_with("[output truncated: 100000 bytes, limit 1024]"), "{content}");
+    assert!(
+        content.ends_with("[output truncated: 100000 bytes, limit 1024]"),
+        "{content}"
+    );
     let small = ok(&call(&host, "output", json!({"n": 10})).await);
     assert_eq!(small, "x".repeat(10));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_limit_queues_calls_instead_of_failing_them() {
-    let limits = Limits { max_concurrency: 1, timeout: Duration::from_secs(10), ..quick_limits() };
+    let limits = Limits {
+        max_concurrency: 1,
+        timeout: Duration::from_secs(10),
+        ..quick_limits()
+    };
     let host = probe_host(Grants::none(), limits).await;
     let started = Instant::now();
-    let calls = (0..4).map(|i| toolhost::ToolCall::new(format!("c{i}"), "sleep", json!({"n": 100}))).collect();
+    let calls = (0..4)
+        .map(|i| toolhost::ToolCall::new(format!("c{i}"), "sleep", json!({"n": 100})))
+        .collect();
     for outcome in host.call_batch(calls).await {
         assert_eq!(ok(&outcome), "awake");
     }
     // One at a time: four 100 ms sleeps cannot overlap.
-    assert!(started.elapsed() >= Duration::from_millis(400), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -52,7 +52,12 @@ pub fn quick_limits() -> Limits {
 
 /// A host with the probe component under `grants` and `limits`.
 pub async fn probe_host(grants: Grants, limits: Limits) -> ToolHost {
-    host(vec![ComponentConfig::new(component("probe")).grants(grants).limits(limits)]).await
+    host(vec![
+        ComponentConfig::new(component("probe"))
+            .grants(grants)
+            .limits(limits),
+    ])
+    .await
 }
 
 pub async fn host(components: Vec<ComponentConfig>) -> ToolHost {
@@ -87,7 +92,12 @@ pub fn err(outcome: &Outcome) -> ErrorType {
 /// The error message of a failed outcome.
 #[track_caller]
 pub fn message(outcome: &Outcome) -> String {
-    outcome.result.as_ref().expect_err("expected an error").message.clone()
+    outcome
+        .result
+        .as_ref()
+        .expect_err("expected an error")
+        .message
+        .clone()
 }
 
 /// An HTTP server on 127.0.0.1 that counts requests.
@@ -114,10 +124,12 @@ impl Server {
 pub async fn serve(router: axum::Router) -> Server {
     let hits = Arc::new(AtomicUsize::new(0));
     let counter = hits.clone();
-    let router = router.layer(axum::middleware::from_fn(move |req, next: axum::middleware::Next| {
-        counter.fetch_add(1, Ordering::SeqCst);
-        async move { next.run(req).await }
-    }));
+    let router = router.layer(axum::middleware::from_fn(
+        move |req, next: axum::middleware::Next| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async move { next.run(req).await }
+        },
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });

@@ -38,7 +38,9 @@ fn echo(args: EchoArgs) -> Result<Output, ToolError> {
 
 /// Counts calls in a static: a fresh instance per call always answers 1.
 fn counter(_: Nothing) -> Result<Output, ToolError> {
-    Ok(Output::text((CALLS.fetch_add(1, Ordering::SeqCst) + 1).to_string()))
+    Ok(Output::text(
+        (CALLS.fetch_add(1, Ordering::SeqCst) + 1).to_string(),
+    ))
 }
 
 /// Burns CPU forever: stopped only by fuel or the deadline.
@@ -69,8 +71,12 @@ fn panic(_: Nothing) -> Result<Output, ToolError> {
     panic!("probe panicked on purpose");
 }
 
+/// Executes the `unreachable` instruction itself, not a panic.
 fn unreachable(_: Nothing) -> Result<Output, ToolError> {
-    core::arch::wasm32::unreachable()
+    #[cfg(target_arch = "wasm32")]
+    core::arch::wasm32::unreachable();
+    #[cfg(not(target_arch = "wasm32"))]
+    unreachable!("the probe runs only as wasm")
 }
 
 #[allow(unconditional_recursion)]
@@ -114,7 +120,11 @@ fn socket(args: Name) -> Result<Output, ToolError> {
 fn fetch(args: Name, cx: &Context) -> Result<Output, ToolError> {
     let budget = std::time::Duration::from_millis(cx.deadline_ms() * 10);
     let response = http::Request::get(&args.name).timeout(budget).send()?;
-    Ok(Output::text(format!("{} {}", response.status(), response.text())))
+    Ok(Output::text(format!(
+        "{} {}",
+        response.status(),
+        response.text()
+    )))
 }
 
 /// Tries a denied request, handles the error, and succeeds anyway.
@@ -127,7 +137,11 @@ fn fetch_or_fallback(args: Name) -> Result<Output, ToolError> {
 
 /// Returns the call id and deadline the host passed in.
 fn context(_: Nothing, cx: &Context) -> Result<Output, ToolError> {
-    Ok(Output::text(format!("{} {}", cx.call_id(), cx.deadline_ms())))
+    Ok(Output::text(format!(
+        "{} {}",
+        cx.call_id(),
+        cx.deadline_ms()
+    )))
 }
 
 toolhost_guest::export_tools! {

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install what building the tools needs, on a fresh machine. Idempotent:
+# each step is skipped when already done.
+#   - the wasm32-wasip2 Rust target (Rust tools)
+#   - componentize-py (Python tools), pinned
+#   - componentize-js and jco, from example-tools/units-js/package-lock.json
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+COMPONENTIZE_PY=0.25.1
+
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+    echo "setup: adding the wasm32-wasip2 target"
+    rustup target add wasm32-wasip2
+fi
+
+if [ "$(componentize-py --version 2>/dev/null | awk '{print $2}')" != "$COMPONENTIZE_PY" ]; then
+    echo "setup: installing componentize-py $COMPONENTIZE_PY"
+    python3 -m pip install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY"
+fi
+
+if [ ! -d example-tools/units-js/node_modules ]; then
+    command -v npm >/dev/null || { echo "setup: npm is missing; install Node.js 20+ (apt-get install nodejs npm)" >&2; exit 1; }
+    echo "setup: installing componentize-js (npm ci)"
+    (cd example-tools/units-js && npm ci --no-audit --no-fund --loglevel=error)
+fi
