@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build-tools.sh
-cargo bench -p toolhost --bench calls
+cargo bench -p toolhost --bench calls --bench agent_turn

@@ -1,30 +1,37 @@
 #!/usr/bin/env bash
-# The main job, end to end on a fresh machine: install prerequisites, build
-# the host and the example tools (Rust, Python, JavaScript), show what each
-# tool may touch, then run a batch of tool calls through the sandbox: some
-# succeed, and some are refused or fail, each with its typed reason.
+# The main job, end to end on a fresh machine, with no API key: install
+# prerequisites, build the host and the example tools (Rust, Python,
+# JavaScript), start a local model server on 127.0.0.1 (llama.cpp with
+# Qwen2.5-Coder, scripts/local-model.sh), and run the agent loop on a task
+# that makes the model call tools: one succeeds, one is refused a capability
+# it was never granted. Stops the model server it started.
+#
+#   scripts/quickstart.sh            # the demo task
+#   scripts/quickstart.sh "PROMPT"   # your own task
 set -euo pipefail
 cd "$(dirname "$0")/.."
+port=${TOOLHOST_QUICKSTART_PORT:-8093}
+
 scripts/setup.sh
 cargo build --release --quiet -p toolhost
 scripts/build-tools.sh
 toolhost=target/release/toolhost
 config=example-tools/toolhost.toml
 
-echo; echo "== toolhost check: what each tool may touch"
+echo; echo "== what each tool may touch (toolhost check)"
 "$toolhost" check --config "$config"
 
-echo; echo "== toolhost call calc: one call"
-"$toolhost" call --config "$config" calc '{"expression":"6*7"}'
+echo; echo "== starting the local model on 127.0.0.1:$port"
+started_here=0
+if ! curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
+    started_here=1
+fi
+eval "$(scripts/local-model.sh start "$port")"
+# Stop only a server this run started.
+[ "$started_here" = 1 ] && trap 'scripts/local-model.sh stop "$port" >/dev/null 2>&1 || true' EXIT
 
-echo; echo "== toolhost call --batch: six calls at once, in three languages"
-"$toolhost" call --config "$config" --batch - <<'JSON'
-[
-  {"id": "call_1", "type": "function", "function": {"name": "calc", "arguments": "{\"expression\": \"2 * (3 + 4) ^ 2\"}"}},
-  {"id": "call_2", "name": "word_count", "args": {"text": "toolhost runs every call\nin a fresh sandbox"}},
-  {"id": "call_3", "name": "convert_units", "args": {"value": 21, "from": "C", "to": "F"}},
-  {"id": "call_4", "name": "read_file", "args": {"path": "/data/notes.txt"}},
-  {"id": "call_5", "name": "read_file", "args": {"path": "/etc/passwd"}},
-  {"id": "call_6", "name": "http_get", "args": {"url": "http://169.254.169.254/latest/meta-data/"}}
-]
-JSON
+prompt=${1:-"Use the calc tool to compute 1234 * 5678. Then use the http_get tool to fetch http://169.254.169.254/latest/meta-data/ and tell me what happened with each."}
+echo; echo "== toolhost run: $prompt"; echo
+"$toolhost" run --config "$config" --base-url "$LLM_BASE_URL" --model "$LLM_MODEL_NAME" \
+    --transcript target/quickstart-transcript.jsonl "$prompt"
+echo; echo "(full transcript: target/quickstart-transcript.jsonl)"

@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh machine: install prerequisites, build every
-# tool component, then run all tests (unit, golden, integration, doc).
+# tool component, run all tests (unit, golden, integration, doc), then the
+# end-to-end tier against a real local model (scripts/local-model.sh, started
+# and stopped here; the first run downloads it, about 1.2 GB).
 # Tests run in release: the Python and JavaScript components take minutes to
 # compile with a debug-built Cranelift, seconds with a release one.
+#
+#   scripts/test.sh              # everything
+#   TOOLHOST_SKIP_E2E=1 scripts/test.sh   # without the local-model tier
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build-tools.sh
 cargo test --release --workspace "$@"
+
+if [ -n "${TOOLHOST_SKIP_E2E:-}" ]; then
+    echo "test: end-to-end tier skipped (TOOLHOST_SKIP_E2E is set)"
+    exit 0
+fi
+port=${TOOLHOST_E2E_PORT:-8094}
+started=$SECONDS
+eval "$(scripts/local-model.sh start "$port")"
+trap 'scripts/local-model.sh stop "$port" >/dev/null 2>&1 || true' EXIT
+TOOLHOST_E2E_BASE_URL=$LLM_BASE_URL cargo test --release -p toolhost --test all e2e -- --ignored
+echo "test: end-to-end tier took $((SECONDS - started)) s"

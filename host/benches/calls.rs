@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolhost::{Manifest, SandboxOptions, ToolCall, ToolHost};
 
-const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../example-tools/toolhost.toml");
+const MANIFEST: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../example-tools/toolhost.toml"
+);
 
 struct Case {
     language: &'static str,
@@ -39,35 +42,72 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let manifest = Manifest::load(Path::new(MANIFEST)).unwrap_or_else(|e| panic!("{e}\nrun scripts/build-tools.sh first"));
+    let manifest = Manifest::load(Path::new(MANIFEST))
+        .unwrap_or_else(|e| panic!("{e}\nrun scripts/build-tools.sh first"));
 
     // Warm start: a new host (engine, pool, components from the compile
     // cache, each asked for its tools) for the example manifest.
-    let host = runtime.block_on(ToolHost::load_components(manifest.components.clone(), SandboxOptions::default())).unwrap();
+    let host = runtime
+        .block_on(ToolHost::load_components(
+            manifest.components.clone(),
+            SandboxOptions::default(),
+        ))
+        .unwrap();
     let mut starts = Vec::new();
     for _ in 0..10 {
         let started = Instant::now();
-        let host = runtime.block_on(ToolHost::load_components(manifest.components.clone(), SandboxOptions::default())).unwrap();
+        let host = runtime
+            .block_on(ToolHost::load_components(
+                manifest.components.clone(),
+                SandboxOptions::default(),
+            ))
+            .unwrap();
         starts.push(started.elapsed());
         drop(host);
     }
     starts.sort();
 
     let cases = [
-        Case { language: "Rust", tool: "calc", args: json!({"expression": "6*7"}), target: Duration::from_micros(10), iterations: 20_000 },
-        Case { language: "Python", tool: "word_count", args: json!({"text": "one two three"}), target: Duration::from_micros(500), iterations: 2_000 },
-        Case { language: "JavaScript", tool: "convert_units", args: json!({"value": 10, "from": "km", "to": "mi"}), target: Duration::from_micros(250), iterations: 2_000 },
+        Case {
+            language: "Rust",
+            tool: "calc",
+            args: json!({"expression": "6*7"}),
+            target: Duration::from_micros(10),
+            iterations: 20_000,
+        },
+        Case {
+            language: "Python",
+            tool: "word_count",
+            args: json!({"text": "one two three"}),
+            target: Duration::from_micros(500),
+            iterations: 2_000,
+        },
+        Case {
+            language: "JavaScript",
+            tool: "convert_units",
+            args: json!({"value": 10, "from": "km", "to": "mi"}),
+            target: Duration::from_micros(250),
+            iterations: 2_000,
+        },
     ];
 
-    println!("toolhost benchmark: {} cores, example manifest", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!(
+        "toolhost benchmark: {} cores, example manifest",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
     println!();
-    println!("{:<28} {:>12} {:>12} {:>12} {:>14}", "fresh-instance call", "p50", "p99", "target p50", "p50 / target");
+    println!(
+        "{:<28} {:>12} {:>12} {:>12} {:>14}",
+        "fresh-instance call", "p50", "p99", "target p50", "p50 / target"
+    );
     for case in &cases {
         let mut samples = Vec::with_capacity(case.iterations);
         runtime.block_on(async {
             // Warm-up: fault in the pool slots and code pages.
             for _ in 0..case.iterations / 10 {
-                let outcome = host.call(ToolCall::new("w", case.tool, case.args.clone())).await;
+                let outcome = host
+                    .call(ToolCall::new("w", case.tool, case.args.clone()))
+                    .await;
                 assert!(outcome.result.is_ok(), "{outcome:?}");
             }
             for _ in 0..case.iterations {

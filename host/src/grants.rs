@@ -151,6 +151,19 @@ impl Grants {
             .map(|c| c.value.as_str())
     }
 
+    /// `text` with every secret value replaced by `[redacted]`: applied to
+    /// tool output, tool logs and logged arguments.
+    pub fn mask(&self, mut text: String) -> String {
+        for secret in self.secrets() {
+            // Very short values would mask ordinary text; they are not
+            // secrets worth the name.
+            if secret.len() >= 4 && text.contains(secret) {
+                text = text.replace(secret, "[redacted]");
+            }
+        }
+        text
+    }
+
     /// Whether this grants nothing: the tool can only compute.
     pub fn is_none(&self) -> bool {
         self.files.is_empty()

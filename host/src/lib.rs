@@ -23,11 +23,13 @@
 
 #![deny(missing_docs)]
 
+pub mod agent;
 pub mod dispatcher;
 pub mod formats;
 pub mod grants;
 pub mod limits;
 pub mod manifest;
+pub mod model;
 pub mod outcome;
 pub mod sandbox;
 pub mod tool_call;

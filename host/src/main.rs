@@ -2,7 +2,8 @@
 //! decides the exit status.
 //!
 //! Exit status: 0 when every call produced a ToolMessage (even one with
-//! `is_error`), 1 for a manifest or load error, 2 for a usage error.
+//! `is_error`), 1 for a manifest or load error (and for `run`, a model
+//! endpoint that failed for good), 2 for a usage error.
 
 use std::io::{IsTerminal as _, Read as _};
 use std::path::PathBuf;
@@ -11,9 +12,11 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
 use toolhost::formats::{self, Format};
 use toolhost::grants::FileMode;
-use toolhost::manifest::{Approval, DEFAULT_FILE};
+use toolhost::manifest::{Approval, DEFAULT_FILE, ModelConfig, Provider};
+use toolhost::model::{self, Message};
 use toolhost::{ApproveAll, Approver, Manifest, RefuseAll, SandboxOptions, ToolCall, ToolHost};
 
 /// Run LLM tool calls in fresh, capability-scoped WebAssembly sandboxes.
@@ -58,6 +61,33 @@ enum Command {
     },
     /// Validate the manifest and components; print what each tool may touch.
     Check,
+    /// The agent loop: ask the model, run its tool calls in sandboxes, repeat.
+    /// With PROMPT, one task; without, an interactive chat.
+    Run {
+        /// The task. Omit for an interactive chat.
+        prompt: Option<String>,
+        /// Model endpoint base URL (overrides [model] base_url).
+        #[arg(long)]
+        base_url: Option<String>,
+        /// Model name (overrides [model] model).
+        #[arg(long)]
+        model: Option<String>,
+        /// Wire format (overrides [model] provider).
+        #[arg(long, value_enum)]
+        provider: Option<Provider>,
+        /// Write the transcript as JSON lines on stdout instead of the display.
+        #[arg(long)]
+        json: bool,
+        /// Also save the transcript as JSON lines to FILE.
+        #[arg(long, value_name = "FILE")]
+        transcript: Option<PathBuf>,
+        /// Approve calls that need approval without asking.
+        #[arg(long)]
+        yes: bool,
+        /// A system prompt.
+        #[arg(long)]
+        system: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -84,7 +114,7 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -104,7 +134,7 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let manifest = Manifest::load(&cli.config)?;
     let mut options = SandboxOptions::default();
     if cli.no_cache {
@@ -152,8 +182,270 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Check => print_check(&manifest, &host),
+        Command::Run {
+            prompt,
+            base_url,
+            model,
+            provider,
+            json,
+            transcript,
+            yes,
+            system,
+        } => {
+            let mut config = match (manifest.model.clone(), &base_url, &model) {
+                (Some(config), _, _) => config,
+                (None, Some(base_url), Some(model)) => ModelConfig::openai(base_url, model),
+                (None, _, _) => anyhow::bail!(
+                    "{} has no [model] table; add one (see example-tools/toolhost.toml) or pass --base-url and --model",
+                    manifest.path.display()
+                ),
+            };
+            if let Some(base_url) = base_url {
+                config.base_url = base_url;
+            }
+            if let Some(model) = model {
+                config.model = model;
+            }
+            if let Some(provider) = provider {
+                config.provider = provider;
+            }
+            let client = model::client_for(&config).map_err(anyhow::Error::msg)?;
+            let interactive = std::io::stdin().is_terminal();
+            let approver: Arc<dyn Approver> = if yes {
+                Arc::new(ApproveAll)
+            } else if interactive {
+                Arc::new(TerminalApprover::default())
+            } else {
+                Arc::new(RefuseAll)
+            };
+            let agent = Agent::new(
+                Arc::from(client),
+                host,
+                approver,
+                AgentPolicy::from_config(&config),
+            );
+            let mut sink = TranscriptSink::new(json, transcript.as_deref())?;
+            let mut messages: Vec<Message> = system.into_iter().map(Message::system).collect();
+            return match prompt {
+                Some(prompt) => {
+                    messages.push(Message::user(prompt));
+                    let end = run_task(&agent, messages, &mut sink).await?.0;
+                    Ok(if matches!(end, RunEnd::ModelFailed { .. }) {
+                        ExitCode::FAILURE
+                    } else {
+                        ExitCode::SUCCESS
+                    })
+                }
+                None => chat(&agent, messages, &mut sink)
+                    .await
+                    .map(|()| ExitCode::SUCCESS),
+            };
+        }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where events go: the human display, or JSON lines; and optionally a file.
+struct TranscriptSink {
+    json: bool,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+impl TranscriptSink {
+    fn new(json: bool, path: Option<&std::path::Path>) -> anyhow::Result<Self> {
+        let file = path
+            .map(|p| {
+                std::fs::File::create(p)
+                    .with_context(|| format!("creating the transcript {}", p.display()))
+            })
+            .transpose()?
+            .map(std::io::BufWriter::new);
+        Ok(Self { json, file })
+    }
+
+    fn event(&mut self, event: &AgentEvent) -> anyhow::Result<()> {
+        use std::io::Write as _;
+        let is_delta = matches!(event, AgentEvent::TextDelta { .. });
+        if !is_delta {
+            let line = serde_json::to_string(event)?;
+            if self.json {
+                println!("{line}");
+            }
+            if let Some(file) = &mut self.file {
+                writeln!(file, "{line}")?;
+                file.flush()?;
+            }
+        }
+        if !self.json {
+            display(event);
+        }
+        Ok(())
+    }
+}
+
+/// The human view of a run, as it happens.
+fn display(event: &AgentEvent) {
+    use std::io::Write as _;
+    match event {
+        AgentEvent::TextDelta { text } => {
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+        }
+        AgentEvent::ToolCallStarted {
+            name, arguments, ..
+        } => {
+            let arguments = serde_json::from_str::<serde_json::Value>(arguments)
+                .map_or_else(|_| arguments.clone(), |v| v.to_string());
+            println!("\n→ {name} {}", clip(&arguments, 300));
+        }
+        AgentEvent::ToolResult {
+            message,
+            duration_ms,
+            ..
+        } => {
+            let first_line = message.content.lines().next().unwrap_or_default();
+            match &message.error {
+                None => println!(
+                    "← {} ✓ {duration_ms:.1} ms: {}",
+                    message.name,
+                    clip(first_line, 300)
+                ),
+                Some(error) => println!(
+                    "← {} ✗ {} {duration_ms:.1} ms: {}",
+                    message.name,
+                    error.kind,
+                    clip(first_line, 300)
+                ),
+            }
+        }
+        AgentEvent::ModelRetry {
+            attempt,
+            error,
+            delay_ms,
+            ..
+        } => {
+            eprintln!(
+                "(model call failed: {error}; retry {attempt} in {:.1} s)",
+                *delay_ms as f64 / 1e3
+            );
+        }
+        AgentEvent::Finished {
+            end,
+            final_text,
+            usage,
+            steps,
+            duration_ms,
+        } => {
+            println!();
+            match end {
+                RunEnd::Answered => {}
+                RunEnd::StepBudget | RunEnd::ModelFailed { .. } => eprintln!("{final_text}"),
+            }
+            eprintln!(
+                "({steps} model calls, {} tokens in, {} out, {:.1} s)",
+                usage.input_tokens,
+                usage.output_tokens,
+                duration_ms / 1e3
+            );
+        }
+        AgentEvent::RunStarted { .. }
+        | AgentEvent::ModelCall { .. }
+        | AgentEvent::Message { .. } => {}
+    }
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        text.chars().take(max).collect::<String>() + "…"
+    }
+}
+
+/// Run one task, showing events as they come; returns how it ended and the
+/// conversation.
+async fn run_task(
+    agent: &Agent,
+    messages: Vec<Message>,
+    sink: &mut TranscriptSink,
+) -> anyhow::Result<(RunEnd, Vec<Message>)> {
+    let (mut events, task) = agent.run_stream(messages);
+    while let Some(event) = events.recv().await {
+        sink.event(&event)?;
+    }
+    let transcript = task.await.context("the agent task failed")?;
+    Ok((transcript.end, transcript.messages))
+}
+
+/// An interactive chat: each line is a turn; the conversation carries over.
+async fn chat(
+    agent: &Agent,
+    mut messages: Vec<Message>,
+    sink: &mut TranscriptSink,
+) -> anyhow::Result<()> {
+    eprintln!("toolhost chat: type a message; /exit or Ctrl-D ends");
+    loop {
+        eprint!("\nyou> ");
+        let Some(line) = read_line().await? else {
+            return Ok(());
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line == "/exit" {
+            return Ok(());
+        }
+        messages.push(Message::user(line));
+        messages = run_task(agent, messages, sink).await?.1;
+    }
+}
+
+/// A line from stdin, or `None` at end of input.
+async fn read_line() -> anyhow::Result<Option<String>> {
+    tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        let read = std::io::stdin().read_line(&mut line)?;
+        Ok(if read == 0 { None } else { Some(line) })
+    })
+    .await
+    .context("reading stdin")?
+}
+
+/// Asks the person at the terminal, one call at a time.
+#[derive(Default)]
+struct TerminalApprover {
+    one_at_a_time: tokio::sync::Mutex<()>,
+}
+
+impl Approver for TerminalApprover {
+    fn approve<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        spec: &'a toolhost::ToolSpec,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let _turn = self.one_at_a_time.lock().await;
+            let arguments = match &call.arguments {
+                toolhost::tool_call::Arguments::Text(text) => text.clone(),
+                toolhost::tool_call::Arguments::Json(value) => value.to_string(),
+            };
+            let why = if spec.hints.destructive {
+                " (it may delete or overwrite data)"
+            } else {
+                ""
+            };
+            eprint!(
+                "\nRun {}{why} with {}? [y/N] ",
+                call.name,
+                clip(&arguments, 500)
+            );
+            match read_line().await {
+                Ok(Some(answer)) if matches!(answer.trim(), "y" | "Y" | "yes") => Ok(()),
+                _ => Err("the user refused it".to_owned()),
+            }
+        })
+    }
 }
 
 fn read_batch(source: &str) -> anyhow::Result<String> {

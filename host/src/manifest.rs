@@ -24,6 +24,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -111,37 +112,113 @@ pub enum Approval {
 }
 
 /// Which wire format the model endpoint speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
     /// Any OpenAI-compatible chat-completions endpoint.
     #[default]
+    #[value(name = "openai")]
     OpenAI,
     /// The Anthropic Messages API.
     Anthropic,
 }
 
-/// The `[model]` table.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The `[model]` table, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelConfig {
     /// Wire format.
-    #[serde(default)]
     pub provider: Provider,
     /// Endpoint base URL, e.g. `http://127.0.0.1:8080/v1`.
     pub base_url: String,
     /// Model name sent with each request.
     pub model: String,
     /// Environment variable holding the API key; the key itself never
-    /// appears in the manifest or the logs.
+    /// appears in the manifest, the logs or the transcript.
     pub api_key_env: Option<String>,
-    /// Model calls per task before the loop gives up.
-    #[serde(default = "default_max_steps")]
+    /// Model calls per task before the loop gives up (default 10).
     pub max_steps: u32,
+    /// Tokens the model may generate per call (default 1024).
+    pub max_tokens: u32,
+    /// Stream answers over SSE (default true).
+    pub stream: bool,
+    /// Per attempt: how long to wait for the whole answer, or, streaming,
+    /// for the next byte (default 120 s).
+    pub timeout: Duration,
+    /// Retries of a model call after a transient failure (default 4).
+    pub max_retries: u32,
 }
 
-fn default_max_steps() -> u32 {
-    10
+impl ModelConfig {
+    /// An OpenAI-compatible endpoint with the defaults.
+    pub fn openai(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            provider: Provider::OpenAI,
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key_env: None,
+            max_steps: 10,
+            max_tokens: 1024,
+            stream: true,
+            timeout: Duration::from_secs(120),
+            max_retries: 4,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModel {
+    #[serde(default)]
+    provider: Provider,
+    base_url: String,
+    model: String,
+    api_key_env: Option<String>,
+    max_steps: Option<u32>,
+    max_tokens: Option<u32>,
+    stream: Option<bool>,
+    timeout: Option<String>,
+    max_retries: Option<u32>,
+}
+
+impl RawModel {
+    fn validate(self, file: &Path) -> Result<ModelConfig, ManifestError> {
+        let err = |key: &str, message: String| {
+            ManifestError::file(file, format!("`model.{key}`: {message}"))
+        };
+        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
+            return Err(err(
+                "base_url",
+                format!(
+                    "{:?} must start with http:// or https://, e.g. \"http://127.0.0.1:8080/v1\"",
+                    self.base_url
+                ),
+            ));
+        }
+        let defaults = ModelConfig::openai(&self.base_url, &self.model);
+        let timeout = match &self.timeout {
+            Some(text) => humantime::parse_duration(text).map_err(|_| {
+                err(
+                    "timeout",
+                    format!("{text:?} is not a duration; write e.g. \"120s\""),
+                )
+            })?,
+            None => defaults.timeout,
+        };
+        let max_steps = self.max_steps.unwrap_or(defaults.max_steps);
+        if max_steps == 0 {
+            return Err(err("max_steps", "must be at least 1".into()));
+        }
+        Ok(ModelConfig {
+            provider: self.provider,
+            api_key_env: self.api_key_env,
+            max_steps,
+            max_tokens: self.max_tokens.unwrap_or(defaults.max_tokens),
+            stream: self.stream.unwrap_or(defaults.stream),
+            timeout,
+            max_retries: self.max_retries.unwrap_or(defaults.max_retries),
+            ..defaults
+        })
+    }
 }
 
 /// A manifest that cannot be loaded. The message names the file, the tool and
@@ -197,7 +274,7 @@ impl ManifestError {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
-    model: Option<ModelConfig>,
+    model: Option<RawModel>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
@@ -286,9 +363,10 @@ impl Manifest {
             .enumerate()
             .map(|(i, tool)| tool.validate(path, base, i, &limits, lookup_env))
             .collect::<Result<_, _>>()?;
+        let model = raw.model.map(|m| m.validate(path)).transpose()?;
         Ok(Self {
             path: path.to_owned(),
-            model: raw.model,
+            model,
             limits,
             components,
         })

@@ -71,16 +71,16 @@ impl Cache {
         label: &str,
     ) -> wasmtime::Result<(Component, CacheStatus)> {
         let path = self.entry_path(engine, bytes);
-        let status = match std::fs::read(&path) {
-            Ok(entry) => match deserialize(engine, &entry) {
-                Ok(component) => return Ok((component, CacheStatus::Hit)),
-                Err(why) => {
-                    tracing::warn!(component = label, entry = %path.display(), %why, "stale or foreign cache entry; recompiling");
-                    CacheStatus::Rebuilt
-                }
-            },
-            Err(_) => CacheStatus::Miss,
+        let status = match self.read(engine, &path, label) {
+            Ok(component) => return Ok((component, CacheStatus::Hit)),
+            Err(status) => status,
         };
+        // Hosts starting together compile once: the others wait here, then
+        // find the entry the first one wrote.
+        let _lock = lock(&path);
+        if let Ok(component) = self.read(engine, &path, label) {
+            return Ok((component, CacheStatus::Hit));
+        }
         let compiled = engine
             .precompile_component(bytes)
             .with_context(|| format!("{label} is not a valid component"))?;
@@ -91,6 +91,27 @@ impl Cache {
             deserialize_trusted(engine, &compiled).context("reading freshly compiled code")?;
         Ok((component, status))
     }
+}
+
+impl Cache {
+    /// A valid entry at `path`, or whether there was none ([`CacheStatus::Miss`])
+    /// or a bad one ([`CacheStatus::Rebuilt`]).
+    fn read(&self, engine: &Engine, path: &Path, label: &str) -> Result<Component, CacheStatus> {
+        let entry = std::fs::read(path).map_err(|_| CacheStatus::Miss)?;
+        deserialize(engine, &entry).map_err(|why| {
+            tracing::warn!(component = label, entry = %path.display(), %why, "stale or foreign cache entry; recompiling");
+            CacheStatus::Rebuilt
+        })
+    }
+}
+
+/// An exclusive lock on `{entry}.lock`, released when dropped; `None` when
+/// the cache directory is not writable (then each host compiles alone).
+fn lock(entry: &Path) -> Option<std::fs::File> {
+    std::fs::create_dir_all(entry.parent()?).ok()?;
+    let file = std::fs::File::create(entry.with_extension("lock")).ok()?;
+    file.lock().ok()?;
+    Some(file)
 }
 
 fn with_header(compiled: &[u8]) -> Vec<u8> {

@@ -31,7 +31,7 @@ pub use cache::{CacheStatus, default_dir as default_cache_dir};
 
 use self::bindings::ToolboxPre;
 use self::bindings::toolhost::tool::types as wit;
-use self::state::{CallInfo, State, mask_secrets};
+use self::state::{CallInfo, State};
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::manifest::ComponentConfig;
@@ -353,7 +353,7 @@ impl LoadedComponent {
             component = &*self.label,
             outcome = %call_error.kind,
             error = format!("{error:?}"),
-            stderr_tail = %mask_secrets(&self.grants, stderr),
+            stderr_tail = %self.grants.mask(stderr),
             "tool failed"
         );
         call_error
@@ -375,10 +375,7 @@ impl LoadedComponent {
         }
         CallError {
             kind: ErrorType::ToolError,
-            message: truncate(
-                mask_secrets(&self.grants, error.message),
-                self.limits.max_output,
-            ),
+            message: truncate(self.grants.mask(error.message), self.limits.max_output),
             retryable: error.retryable,
             tool_kind: Some(error.kind),
         }
@@ -387,7 +384,7 @@ impl LoadedComponent {
     /// Mask secrets and apply the output limit.
     fn output(&self, output: wit::ToolOutput) -> ToolOutput {
         let limit = self.limits.max_output;
-        let mut content = mask_secrets(&self.grants, output.content);
+        let mut content = self.grants.mask(output.content);
         let structured = output.structured.and_then(|text| {
             if text.len() > limit {
                 content.push_str(&format!(
@@ -396,7 +393,7 @@ impl LoadedComponent {
                 ));
                 return None;
             }
-            match serde_json::from_str(&mask_secrets(&self.grants, text)) {
+            match serde_json::from_str(&self.grants.mask(text)) {
                 Ok(value) => Some(value),
                 Err(e) => {
                     tracing::warn!(component = &*self.label, error = %e, "tool returned structured output that is not JSON; dropped");

@@ -22,6 +22,7 @@ fn only_entry(cache: &std::path::Path) -> std::path::PathBuf {
     let entries: Vec<_> = std::fs::read_dir(cache)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
         .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     entries[0].clone()
@@ -84,4 +85,13 @@ async fn an_unwritable_cache_only_costs_speed() {
         ok(&call(&host, "calc", json!({"expression": "1"})).await),
         "1"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_starting_together_compile_a_component_once() {
+    let cache = tempfile::tempdir().unwrap();
+    let (a, b) = tokio::join!(load(cache.path()), load(cache.path()));
+    let mut statuses = [a.1, b.1];
+    statuses.sort_by_key(|s| format!("{s:?}"));
+    assert_eq!(statuses, [CacheStatus::Hit, CacheStatus::Miss]);
 }

@@ -1,10 +1,12 @@
 //! Integration tests of the host against real components built from
 //! `example-tools/` and `tests/probe/` by `scripts/build-tools.sh`.
 
+mod agent;
 mod batch;
 mod cache;
 mod cli;
 mod contract;
+mod e2e;
 mod grants;
 mod limits;
 mod util;

@@ -1,0 +1,392 @@
+//! The Anthropic Messages API.
+//!
+//! Tool results of a turn go back as `tool_result` blocks, all in one user
+//! message, first (before any text), as the API requires.
+
+use futures::StreamExt as _;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{
+    AssistantToolCall, ClientSettings, EventSink, Message, ModelClient, ModelError, ModelErrorKind,
+    ModelEvent, ModelRequest, ModelResponse, Usage, send, sse,
+};
+use crate::formats::{Format, tool_definition};
+
+/// The API version this client speaks.
+const API_VERSION: &str = "2023-06-01";
+
+/// A client for `POST {base_url}/messages`.
+#[derive(Debug)]
+pub struct AnthropicClient {
+    settings: ClientSettings,
+    http: reqwest::Client,
+}
+
+impl AnthropicClient {
+    /// A client with `settings`.
+    ///
+    /// # Errors
+    ///
+    /// When the HTTP client cannot be built.
+    pub fn new(settings: ClientSettings) -> Result<Self, String> {
+        Ok(Self {
+            http: settings.http()?,
+            settings,
+        })
+    }
+
+    fn body(&self, request: &ModelRequest<'_>) -> Value {
+        let system: Vec<&str> = request
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::System { content } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut body = json!({
+            "model": self.settings.model,
+            "max_tokens": request.max_tokens,
+            "messages": messages(request.messages),
+            "stream": self.settings.stream,
+        });
+        if !system.is_empty() {
+            body["system"] = json!(system.join("\n\n"));
+        }
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| tool_definition(t, Format::Anthropic))
+                .collect();
+        }
+        body
+    }
+
+    async fn attempt(
+        &self,
+        request: ModelRequest<'_>,
+        events: EventSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let mut builder = self
+            .http
+            .post(format!("{}/messages", self.settings.base_url))
+            .header("anthropic-version", API_VERSION)
+            .json(&self.body(&request));
+        if let Some(key) = &self.settings.api_key {
+            builder = builder.header("x-api-key", key);
+        }
+        let response = send(builder).await?;
+        if self.settings.stream {
+            read_stream(response, events).await
+        } else {
+            let body: Value = response
+                .json()
+                .await
+                .map_err(|e| ModelError::from_reqwest(&e, "reading the model's answer"))?;
+            parse_response(&body)
+        }
+    }
+}
+
+impl ModelClient for AnthropicClient {
+    fn complete<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        events: EventSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(self.attempt(request, events))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "anthropic {} at {}",
+            self.settings.model, self.settings.base_url
+        )
+    }
+}
+
+/// The conversation in Anthropic's shape: user and assistant messages
+/// alternate, tool results of a turn share one user message, before any text.
+fn messages(conversation: &[Message]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for message in conversation {
+        match message {
+            Message::System { .. } => {}
+            Message::User { content } => {
+                let block = json!({"type": "text", "text": content});
+                match out.last_mut() {
+                    // After tool results: the text joins their message, after them.
+                    Some(last) if last["role"] == "user" => push_block(last, block),
+                    _ => out.push(json!({"role": "user", "content": [block]})),
+                }
+            }
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let mut blocks = Vec::new();
+                if !content.is_empty() {
+                    blocks.push(json!({"type": "text", "text": content}));
+                }
+                for call in tool_calls {
+                    // The API takes `input` as an object; arguments the model
+                    // garbled were already answered with invalid_arguments.
+                    let input = serde_json::from_str::<Value>(&call.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+                }
+                out.push(json!({"role": "assistant", "content": blocks}));
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+                ..
+            } => {
+                let block = json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content, "is_error": is_error});
+                match out.last_mut() {
+                    Some(last) if last["role"] == "user" && is_tool_results(last) => {
+                        push_block(last, block)
+                    }
+                    _ => out.push(json!({"role": "user", "content": [block]})),
+                }
+            }
+        }
+    }
+    out
+}
+
+fn push_block(message: &mut Value, block: Value) {
+    if let Some(blocks) = message["content"].as_array_mut() {
+        blocks.push(block);
+    }
+}
+
+fn is_tool_results(message: &Value) -> bool {
+    message["content"]
+        .as_array()
+        .is_some_and(|blocks| blocks.iter().all(|b| b["type"] == "tool_result"))
+}
+
+/// Anthropic counts cached prompt tokens apart from `input_tokens`; the
+/// prompt's size is their sum.
+fn usage(value: &Value) -> Usage {
+    let count = |key: &str| value[key].as_u64().unwrap_or(0);
+    Usage {
+        input_tokens: count("input_tokens")
+            + count("cache_read_input_tokens")
+            + count("cache_creation_input_tokens"),
+        output_tokens: value["output_tokens"].as_u64().unwrap_or(0),
+    }
+}
+
+fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
+    let blocks = body["content"].as_array().ok_or_else(|| {
+        ModelError::new(
+            ModelErrorKind::Protocol,
+            format!("the answer has no content blocks: {body}"),
+        )
+    })?;
+    let mut answer = ModelResponse {
+        stop_reason: body["stop_reason"].as_str().map(str::to_owned),
+        usage: usage(&body["usage"]),
+        ..ModelResponse::default()
+    };
+    for block in blocks {
+        match block["type"].as_str() {
+            Some("text") => answer
+                .content
+                .push_str(block["text"].as_str().unwrap_or_default()),
+            Some("tool_use") => answer.tool_calls.push(AssistantToolCall {
+                id: block["id"].as_str().unwrap_or_default().to_owned(),
+                name: block["name"].as_str().unwrap_or_default().to_owned(),
+                arguments: block["input"].to_string(),
+            }),
+            _ => {}
+        }
+    }
+    Ok(answer)
+}
+
+/// A content block being assembled from stream events.
+enum Block {
+    Text,
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+    },
+    Other,
+}
+
+async fn read_stream(
+    response: reqwest::Response,
+    events: EventSink<'_>,
+) -> Result<ModelResponse, ModelError> {
+    let mut stream = std::pin::pin!(sse::events(response));
+    let mut answer = ModelResponse::default();
+    // Blocks by index; some servers close them all only at the end.
+    let mut blocks: Vec<(u64, Block)> = Vec::new();
+    let mut stopped = false;
+    while let Some(event) = stream.next().await {
+        let event = event?;
+        let data: Value = match serde_json::from_str(&event.data) {
+            Ok(data) => data,
+            Err(_) if event.data.trim().is_empty() => continue,
+            Err(e) => {
+                return Err(ModelError::new(
+                    ModelErrorKind::Protocol,
+                    format!("a stream event is not JSON ({e}): {}", event.data),
+                ));
+            }
+        };
+        let kind = data["type"]
+            .as_str()
+            .unwrap_or(event.name.as_str())
+            .to_owned();
+        match kind.as_str() {
+            "message_start" => answer.usage += usage(&data["message"]["usage"]),
+            "content_block_start" => {
+                let block = &data["content_block"];
+                let index = data["index"].as_u64().unwrap_or(blocks.len() as u64);
+                let entry = match block["type"].as_str() {
+                    Some("text") => {
+                        if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                            answer.content.push_str(text);
+                            events(ModelEvent::TextDelta(text.to_owned()));
+                        }
+                        Block::Text
+                    }
+                    Some("tool_use") => Block::ToolUse {
+                        id: block["id"].as_str().unwrap_or_default().to_owned(),
+                        name: block["name"].as_str().unwrap_or_default().to_owned(),
+                        json: String::new(),
+                    },
+                    _ => Block::Other,
+                };
+                blocks.push((index, entry));
+            }
+            "content_block_delta" => {
+                let index = data["index"].as_u64();
+                let delta = &data["delta"];
+                let block = blocks
+                    .iter_mut()
+                    .rev()
+                    .find(|(i, _)| index.is_none_or(|index| *i == index));
+                match (delta["type"].as_str(), block) {
+                    (Some("text_delta"), _) => {
+                        let text = delta["text"].as_str().unwrap_or_default();
+                        answer.content.push_str(text);
+                        events(ModelEvent::TextDelta(text.to_owned()));
+                    }
+                    (Some("input_json_delta"), Some((_, Block::ToolUse { json, .. }))) => {
+                        json.push_str(delta["partial_json"].as_str().unwrap_or_default());
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = data["delta"]["stop_reason"].as_str() {
+                    answer.stop_reason = Some(reason.to_owned());
+                }
+                // Output tokens here are cumulative for the message.
+                if let Some(output) = data["usage"]["output_tokens"].as_u64() {
+                    answer.usage.output_tokens = output;
+                }
+            }
+            "message_stop" => {
+                stopped = true;
+                break;
+            }
+            "error" => {
+                let error = &data["error"];
+                let kind = match error["type"].as_str() {
+                    Some("overloaded_error" | "api_error") => ModelErrorKind::Overloaded,
+                    _ => ModelErrorKind::Protocol,
+                };
+                return Err(ModelError::new(
+                    kind,
+                    format!("the model endpoint failed mid-stream: {error}"),
+                ));
+            }
+            _ => {} // ping, content_block_stop
+        }
+    }
+    if !stopped {
+        return Err(sse::cut());
+    }
+    for (_, block) in blocks {
+        if let Block::ToolUse { id, name, json } = block {
+            // An empty input streams as no deltas at all.
+            let arguments = if json.trim().is_empty() {
+                "{}".to_owned()
+            } else {
+                json
+            };
+            answer.tool_calls.push(AssistantToolCall {
+                id,
+                name,
+                arguments,
+            });
+        }
+    }
+    Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_results_of_a_turn_share_one_user_message_first() {
+        let conversation = [
+            Message::user("hi"),
+            Message::Assistant {
+                content: "let me".into(),
+                tool_calls: vec![
+                    AssistantToolCall {
+                        id: "a".into(),
+                        name: "calc".into(),
+                        arguments: "{\"expression\":\"1\"}".into(),
+                    },
+                    AssistantToolCall {
+                        id: "b".into(),
+                        name: "calc".into(),
+                        arguments: "{oops".into(),
+                    },
+                ],
+            },
+            Message::Tool {
+                tool_call_id: "a".into(),
+                name: "calc".into(),
+                content: "1".into(),
+                is_error: false,
+            },
+            Message::Tool {
+                tool_call_id: "b".into(),
+                name: "calc".into(),
+                content: "Error: …".into(),
+                is_error: true,
+            },
+            Message::user("and now?"),
+        ];
+        let out = messages(&conversation);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[1]["content"][1]["input"], json!({"expression": "1"}));
+        assert_eq!(
+            out[1]["content"][2]["input"],
+            json!({}),
+            "garbled arguments become an empty object"
+        );
+        let results = &out[2]["content"];
+        assert_eq!(out[2]["role"], "user");
+        assert_eq!(results[0]["type"], "tool_result");
+        assert_eq!(results[0]["tool_use_id"], "a");
+        assert_eq!(results[1]["is_error"], true);
+        assert_eq!(results[2]["type"], "text", "text follows the tool results");
+    }
+}

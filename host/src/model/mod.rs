@@ -1,0 +1,385 @@
+//! Model endpoints: the conversation types, the [`ModelClient`] trait, and
+//! clients for OpenAI-compatible chat completions and the Anthropic Messages
+//! API, streaming or not.
+//!
+//! Clients make one attempt per call and classify failures; the agent loop
+//! decides about retries ([`ModelError::retryable`]), so an embedder's own
+//! client gets the same retry policy.
+
+mod anthropic;
+mod openai;
+mod sse;
+
+use std::fmt;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+
+pub use anthropic::AnthropicClient;
+pub use openai::OpenAIClient;
+
+use crate::dispatcher::ToolSpec;
+use crate::manifest::{ModelConfig, Provider};
+
+/// One message of a conversation, in provider-neutral form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum Message {
+    /// Instructions for the model.
+    System {
+        /// The instructions.
+        content: String,
+    },
+    /// What the person said.
+    User {
+        /// The text.
+        content: String,
+    },
+    /// What the model answered: text, tool calls, or both.
+    Assistant {
+        /// The text (may be empty when the model only calls tools).
+        content: String,
+        /// The tool calls, in the model's order.
+        tool_calls: Vec<AssistantToolCall>,
+    },
+    /// The answer to one tool call.
+    Tool {
+        /// The call this answers.
+        tool_call_id: String,
+        /// The tool's name.
+        name: String,
+        /// What the model reads.
+        content: String,
+        /// Whether the call failed.
+        is_error: bool,
+    },
+}
+
+impl Message {
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::User {
+            content: content.into(),
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::System {
+            content: content.into(),
+        }
+    }
+}
+
+/// A tool call as the model wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AssistantToolCall {
+    /// The id the answer must carry.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as JSON text, exactly as the model wrote them (possibly
+    /// not valid JSON: the dispatcher answers that with `invalid_arguments`).
+    pub arguments: String,
+}
+
+/// What the agent asks of the model.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    /// The conversation so far.
+    pub messages: &'a [Message],
+    /// The tools the model may call.
+    pub tools: &'a [ToolSpec],
+    /// The most tokens to generate.
+    pub max_tokens: u32,
+}
+
+/// Token counts, as the endpoint reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Self) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// The model's answer to one request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelResponse {
+    /// The text.
+    pub content: String,
+    /// The tool calls, in order.
+    pub tool_calls: Vec<AssistantToolCall>,
+    /// Why generation stopped, as the endpoint says it (`stop`, `tool_calls`,
+    /// `end_turn`, `max_tokens` …).
+    pub stop_reason: Option<String>,
+    /// Token counts.
+    pub usage: Usage,
+}
+
+/// Something a streaming client reports while the answer comes in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelEvent {
+    /// A piece of the answer's text.
+    TextDelta(String),
+}
+
+/// Receives [`ModelEvent`]s as they happen.
+pub type EventSink<'a> = &'a (dyn Fn(ModelEvent) + Send + Sync);
+
+/// A model endpoint. Implement it to plug in another provider.
+pub trait ModelClient: Send + Sync {
+    /// Make one attempt at `request`, reporting text as it streams in.
+    fn complete<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        events: EventSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+
+    /// A short description for logs, e.g. `openai qwen2.5-coder at http://…`.
+    fn describe(&self) -> String;
+}
+
+/// What kind of failure a model call had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelErrorKind {
+    /// The endpoint answered with an HTTP error status.
+    Status(u16),
+    /// No connection, or it broke before an answer.
+    Connection,
+    /// No answer in time.
+    Timeout,
+    /// A stream ended before the answer was complete.
+    StreamCut,
+    /// The endpoint said it is overloaded or failed mid-stream.
+    Overloaded,
+    /// The answer could not be understood.
+    Protocol,
+}
+
+/// A failed model call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ModelError {
+    /// The kind of failure.
+    pub kind: ModelErrorKind,
+    /// What happened, for the operator. Never contains the API key.
+    pub message: String,
+    /// How long the endpoint asked us to wait (`Retry-After`).
+    pub retry_after: Option<Duration>,
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl ModelError {
+    pub(crate) fn new(kind: ModelErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// Whether trying again may succeed: rate limits, server errors,
+    /// timeouts, broken connections and cut streams. Client errors (bad
+    /// request, bad key, unknown model) are final.
+    pub fn retryable(&self) -> bool {
+        match self.kind {
+            ModelErrorKind::Status(status) => {
+                status == 408 || status == 409 || status == 429 || status >= 500
+            }
+            ModelErrorKind::Connection
+            | ModelErrorKind::Timeout
+            | ModelErrorKind::StreamCut
+            | ModelErrorKind::Overloaded => true,
+            ModelErrorKind::Protocol => false,
+        }
+    }
+
+    /// Classify a reqwest failure.
+    pub(crate) fn from_reqwest(error: &reqwest::Error, what: &str) -> Self {
+        let kind = if error.is_timeout() {
+            ModelErrorKind::Timeout
+        } else if error.is_decode() {
+            ModelErrorKind::Protocol
+        } else {
+            ModelErrorKind::Connection
+        };
+        // reqwest's messages name the URL, never the headers.
+        let mut message = format!("{what}: {error}");
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            message += &format!(": {cause}");
+            source = cause.source();
+        }
+        Self::new(kind, message)
+    }
+
+    /// An HTTP error status with the start of its body.
+    pub(crate) fn from_status(
+        status: reqwest::StatusCode,
+        retry_after: Option<Duration>,
+        body: &str,
+    ) -> Self {
+        let hint = match status.as_u16() {
+            401 | 403 => {
+                " (check the API key: [model] api_key_env names the variable that holds it)"
+            }
+            404 => " (check [model] base_url and model)",
+            _ => "",
+        };
+        let body: String = body.chars().take(500).collect();
+        Self {
+            kind: ModelErrorKind::Status(status.as_u16()),
+            message: format!("the model endpoint answered {status}{hint}: {body}"),
+            retry_after,
+        }
+    }
+}
+
+/// Settings shared by both clients.
+#[derive(Clone)]
+pub struct ClientSettings {
+    /// Base URL, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// The API key, if the endpoint needs one.
+    pub api_key: Option<String>,
+    /// Stream answers (SSE) rather than wait for them whole.
+    pub stream: bool,
+    /// Give up on an attempt after this long without a byte (streaming) or
+    /// without the whole answer (not streaming).
+    pub timeout: Duration,
+}
+
+impl fmt::Debug for ClientSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientSettings")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("stream", &self.stream)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl ClientSettings {
+    /// Settings from `[model]`, reading the API key from the environment.
+    ///
+    /// # Errors
+    ///
+    /// When `api_key_env` names a variable that is not set.
+    pub fn from_config(config: &ModelConfig) -> Result<Self, String> {
+        let api_key = match &config.api_key_env {
+            Some(name) => Some(std::env::var(name).map_err(|_| {
+                format!("[model] api_key_env = {name:?}, but {name} is not set; export it or remove api_key_env for endpoints without keys")
+            })?),
+            None => None,
+        };
+        Ok(Self {
+            base_url: config.base_url.trim_end_matches('/').to_owned(),
+            model: config.model.clone(),
+            api_key,
+            stream: config.stream,
+            timeout: config.timeout,
+        })
+    }
+
+    fn http(&self) -> Result<reqwest::Client, String> {
+        // The ring provider is already in the build for wasi:http; the
+        // default (aws-lc-rs) would add a C library for no gain.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(10));
+        let builder = if self.stream {
+            builder.read_timeout(self.timeout)
+        } else {
+            builder.timeout(self.timeout)
+        };
+        builder
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))
+    }
+}
+
+/// The client `config` asks for.
+///
+/// # Errors
+///
+/// When the API key variable is missing or the HTTP client cannot be built.
+pub fn client_for(config: &ModelConfig) -> Result<Box<dyn ModelClient>, String> {
+    let settings = ClientSettings::from_config(config)?;
+    Ok(match config.provider {
+        Provider::OpenAI => Box::new(OpenAIClient::new(settings)?),
+        Provider::Anthropic => Box::new(AnthropicClient::new(settings)?),
+    })
+}
+
+/// Read `Retry-After` (seconds) from a response.
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// Send `request` and return the response if its status is a success.
+pub(crate) async fn send(
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, ModelError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| ModelError::from_reqwest(&e, "cannot reach the model endpoint"))?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let retry_after = retry_after(response.headers());
+    let body = response.text().await.unwrap_or_default();
+    Err(ModelError::from_status(status, retry_after, &body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transient_failures_are_retryable() {
+        let status = |code| ModelError::new(ModelErrorKind::Status(code), "");
+        assert!(status(429).retryable());
+        assert!(status(500).retryable() && status(503).retryable() && status(529).retryable());
+        assert!(!status(400).retryable() && !status(401).retryable() && !status(404).retryable());
+        assert!(ModelError::new(ModelErrorKind::StreamCut, "").retryable());
+        assert!(ModelError::new(ModelErrorKind::Timeout, "").retryable());
+        assert!(!ModelError::new(ModelErrorKind::Protocol, "").retryable());
+    }
+
+    #[test]
+    fn the_api_key_never_shows_in_debug_output() {
+        let settings = ClientSettings {
+            base_url: "http://x".into(),
+            model: "m".into(),
+            api_key: Some("sk-secret".into()),
+            stream: true,
+            timeout: Duration::from_secs(1),
+        };
+        assert!(!format!("{settings:?}").contains("sk-secret"));
+    }
+}

@@ -1,0 +1,348 @@
+//! OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp, Ollama …).
+
+use futures::StreamExt as _;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{
+    AssistantToolCall, ClientSettings, EventSink, Message, ModelClient, ModelError, ModelErrorKind,
+    ModelEvent, ModelRequest, ModelResponse, Usage, send, sse,
+};
+use crate::formats::{Format, tool_definition};
+
+/// A client for `POST {base_url}/chat/completions`.
+#[derive(Debug)]
+pub struct OpenAIClient {
+    settings: ClientSettings,
+    http: reqwest::Client,
+}
+
+impl OpenAIClient {
+    /// A client with `settings`.
+    ///
+    /// # Errors
+    ///
+    /// When the HTTP client cannot be built.
+    pub fn new(settings: ClientSettings) -> Result<Self, String> {
+        Ok(Self {
+            http: settings.http()?,
+            settings,
+        })
+    }
+
+    fn body(&self, request: &ModelRequest<'_>) -> Value {
+        let mut body = json!({
+            "model": self.settings.model,
+            "messages": request.messages.iter().map(message).collect::<Vec<_>>(),
+            "max_tokens": request.max_tokens,
+            "stream": self.settings.stream,
+        });
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| tool_definition(t, Format::OpenAI))
+                .collect();
+        }
+        if self.settings.stream {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        body
+    }
+
+    async fn attempt(
+        &self,
+        request: ModelRequest<'_>,
+        events: EventSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let mut builder = self
+            .http
+            .post(format!("{}/chat/completions", self.settings.base_url))
+            .json(&self.body(&request));
+        if let Some(key) = &self.settings.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let response = send(builder).await?;
+        if self.settings.stream {
+            read_stream(response, events).await
+        } else {
+            let body: Value = response
+                .json()
+                .await
+                .map_err(|e| ModelError::from_reqwest(&e, "reading the model's answer"))?;
+            parse_response(&body)
+        }
+    }
+}
+
+impl ModelClient for OpenAIClient {
+    fn complete<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        events: EventSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(self.attempt(request, events))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "openai-compatible {} at {}",
+            self.settings.model, self.settings.base_url
+        )
+    }
+}
+
+/// One message in OpenAI's shape. Tool errors are spelled out in `content`.
+fn message(message: &Message) -> Value {
+    match message {
+        Message::System { content } => json!({"role": "system", "content": content}),
+        Message::User { content } => json!({"role": "user", "content": content}),
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
+            let mut m = json!({"role": "assistant", "content": if content.is_empty() { Value::Null } else { json!(content) }});
+            if !tool_calls.is_empty() {
+                m["tool_calls"] = tool_calls
+                    .iter()
+                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                    .collect();
+            }
+            m
+        }
+        Message::Tool {
+            tool_call_id,
+            content,
+            ..
+        } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+    }
+}
+
+/// Arguments as text: most endpoints send a JSON string, some an object.
+fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn usage(value: &Value) -> Usage {
+    Usage {
+        input_tokens: value["prompt_tokens"].as_u64().unwrap_or(0),
+        output_tokens: value["completion_tokens"].as_u64().unwrap_or(0),
+    }
+}
+
+fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
+    let choice = body["choices"].get(0).ok_or_else(|| {
+        ModelError::new(
+            ModelErrorKind::Protocol,
+            format!("the answer has no choices: {body}"),
+        )
+    })?;
+    let message = &choice["message"];
+    let tool_calls = message["tool_calls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .enumerate()
+                .map(|(i, call)| AssistantToolCall {
+                    id: call["id"]
+                        .as_str()
+                        .map_or_else(|| format!("call_{i}"), str::to_owned),
+                    name: call["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    arguments: arguments_text(&call["function"]["arguments"]),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(ModelResponse {
+        content: message["content"].as_str().unwrap_or_default().to_owned(),
+        tool_calls,
+        stop_reason: choice["finish_reason"].as_str().map(str::to_owned),
+        usage: usage(&body["usage"]),
+    })
+}
+
+/// A tool call being assembled from stream deltas.
+#[derive(Default)]
+struct Partial {
+    index: Option<u64>,
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// Tool calls arrive in pieces keyed by `index`, with `id` on the first
+/// piece. Some servers reuse index 0 for every call of a parallel batch, so a
+/// new `id` always starts a new call; a piece without an id continues the
+/// latest call with its index.
+#[derive(Default)]
+struct Assembler {
+    calls: Vec<Partial>,
+}
+
+impl Assembler {
+    fn push(&mut self, delta: &Value) {
+        let index = delta["index"].as_u64();
+        let id = delta["id"].as_str().filter(|id| !id.is_empty());
+        let position = match id {
+            Some(id) => match self.calls.iter().position(|c| c.id.as_deref() == Some(id)) {
+                Some(position) => position,
+                None => {
+                    self.calls.push(Partial {
+                        index,
+                        id: Some(id.to_owned()),
+                        ..Partial::default()
+                    });
+                    self.calls.len() - 1
+                }
+            },
+            None => match self
+                .calls
+                .iter()
+                .rposition(|c| index.is_none() || c.index == index)
+            {
+                Some(position) => position,
+                None => {
+                    self.calls.push(Partial {
+                        index,
+                        ..Partial::default()
+                    });
+                    self.calls.len() - 1
+                }
+            },
+        };
+        let call = &mut self.calls[position];
+        if let Some(name) = delta["function"]["name"].as_str() {
+            // Names come whole, but tolerate servers that split them.
+            call.name.push_str(name);
+        }
+        match &delta["function"]["arguments"] {
+            Value::String(piece) => call.arguments.push_str(piece),
+            Value::Null => {}
+            whole => call.arguments.push_str(&whole.to_string()),
+        }
+    }
+
+    fn finish(self) -> Vec<AssistantToolCall> {
+        self.calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| AssistantToolCall {
+                id: c.id.unwrap_or_else(|| format!("call_{i}")),
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect()
+    }
+}
+
+async fn read_stream(
+    response: reqwest::Response,
+    events: EventSink<'_>,
+) -> Result<ModelResponse, ModelError> {
+    let mut stream = std::pin::pin!(sse::events(response));
+    let mut answer = ModelResponse::default();
+    let mut calls = Assembler::default();
+    let mut done = false;
+    while let Some(event) = stream.next().await {
+        let event = event?;
+        if event.data.trim() == "[DONE]" {
+            done = true;
+            break;
+        }
+        let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
+            ModelError::new(
+                ModelErrorKind::Protocol,
+                format!("a stream chunk is not JSON ({e}): {}", event.data),
+            )
+        })?;
+        if let Some(error) = chunk.get("error") {
+            return Err(ModelError::new(
+                ModelErrorKind::Overloaded,
+                format!("the model endpoint failed mid-stream: {error}"),
+            ));
+        }
+        if chunk["usage"].is_object() {
+            answer.usage = usage(&chunk["usage"]);
+        }
+        let Some(choice) = chunk["choices"].get(0) else {
+            continue;
+        };
+        let delta = &choice["delta"];
+        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            answer.content.push_str(text);
+            events(ModelEvent::TextDelta(text.to_owned()));
+        }
+        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            calls.push(call);
+        }
+        if let Some(reason) = choice["finish_reason"].as_str() {
+            answer.stop_reason = Some(reason.to_owned());
+        }
+    }
+    // Without [DONE], only a finish_reason shows the answer is whole.
+    if !done && answer.stop_reason.is_none() {
+        return Err(sse::cut());
+    }
+    answer.tool_calls = calls.finish();
+    Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assemble(deltas: &[Value]) -> Vec<AssistantToolCall> {
+        let mut assembler = Assembler::default();
+        for delta in deltas {
+            assembler.push(delta);
+        }
+        assembler.finish()
+    }
+
+    #[test]
+    fn deltas_assemble_by_index() {
+        let calls = assemble(&[
+            json!({"index": 0, "id": "a", "function": {"name": "calc", "arguments": "{\"ex"}}),
+            json!({"index": 1, "id": "b", "function": {"name": "echo", "arguments": ""}}),
+            json!({"index": 0, "function": {"arguments": "pression\":\"1\"}"}}),
+            json!({"index": 1, "function": {"arguments": "{}"}}),
+        ]);
+        assert_eq!(calls.len(), 2);
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].arguments.as_str()),
+            ("a", "{\"expression\":\"1\"}")
+        );
+        assert_eq!(
+            (calls[1].name.as_str(), calls[1].arguments.as_str()),
+            ("echo", "{}")
+        );
+    }
+
+    #[test]
+    fn a_new_id_at_a_reused_index_starts_a_new_call() {
+        let calls = assemble(&[
+            json!({"index": 0, "id": "a", "function": {"name": "calc", "arguments": "{\"expression\":"}}),
+            json!({"index": 0, "function": {"arguments": "\"1\"}"}}),
+            json!({"index": 0, "id": "b", "function": {"name": "calc", "arguments": "{\"expression\":\"2\"}"}}),
+        ]);
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].arguments, "{\"expression\":\"1\"}");
+        assert_eq!(calls[1].arguments, "{\"expression\":\"2\"}");
+    }
+
+    #[test]
+    fn arguments_sent_whole_as_an_object_are_kept() {
+        let calls = assemble(&[
+            json!({"index": 0, "id": "a", "function": {"name": "calc", "arguments": {"expression": "1"}}}),
+        ]);
+        assert_eq!(calls[0].arguments, "{\"expression\":\"1\"}");
+    }
+}
