@@ -1,7 +1,25 @@
 #!/usr/bin/env bash
-# Build the tools and run the benchmarks; prints figures against DESIGN.md §8.
+# The benchmark suite, side by side in one run: toolhost against LangGraph's
+# ToolNode (installed here into bench/.venv), one process per call, the
+# naive wasmtime path, a reused instance and the native function; then the
+# agent loop's own overhead per turn. Prints the tables with ratios and
+# targets, and writes target/bench/results.json and docs/bench/latency.svg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build-tools.sh
-cargo bench -p toolhost --bench calls --bench agent_turn
+cargo build --release --quiet -p native-calc
+
+venv=bench/.venv
+if [ ! -x "$venv/bin/python" ] || ! cmp -s bench/peers/requirements.txt "$venv/requirements.txt"; then
+    echo "bench: installing LangGraph into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r bench/peers/requirements.txt
+    cp bench/peers/requirements.txt "$venv/requirements.txt"
+fi
+
+cargo bench --quiet -p toolhost --bench compare
+cargo bench --quiet -p toolhost --bench agent_turn
+mkdir -p docs/bench
+cp target/bench/latency.svg docs/bench/latency.svg
+echo "bench: chart copied to docs/bench/latency.svg"

@@ -100,7 +100,16 @@ fn main() {
         "{:<28} {:>12} {:>12} {:>12} {:>14}",
         "fresh-instance call", "p50", "p99", "target p50", "p50 / target"
     );
-    for case in &cases {
+    // `cargo bench --bench calls -- rust` runs only the matching cases (for profiling).
+    let filter = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .map(|f| f.to_lowercase());
+    for case in cases.iter().filter(|c| {
+        filter
+            .as_ref()
+            .is_none_or(|f| c.language.to_lowercase().contains(f))
+    }) {
         let mut samples = Vec::with_capacity(case.iterations);
         runtime.block_on(async {
             // Warm-up: fault in the pool slots and code pages.

@@ -32,6 +32,38 @@
 //! println!("{}", transcript.final_text);
 //! # Ok(()) }
 //! ```
+//!
+//! Another provider plugs in through [`ModelClient`]:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use futures::future::BoxFuture;
+//! use toolhost::agent::{Agent, AgentPolicy, RunEnd};
+//! use toolhost::model::{EventSink, Message, ModelClient, ModelError, ModelRequest, ModelResponse};
+//! use toolhost::{RefuseAll, SandboxOptions, ToolHost};
+//!
+//! /// A "model" that always says hello.
+//! struct Hello;
+//!
+//! impl ModelClient for Hello {
+//!     fn complete<'a>(&'a self, _: ModelRequest<'a>, _: EventSink<'a>) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+//!         Box::pin(async { Ok(ModelResponse { content: "hello".into(), ..ModelResponse::default() }) })
+//!     }
+//!
+//!     fn describe(&self) -> String {
+//!         "hello".into()
+//!     }
+//! }
+//!
+//! # #[tokio::main] async fn main() {
+//! let options = SandboxOptions { cache_dir: None, max_instances: 4, ..SandboxOptions::default() };
+//! let host = ToolHost::load_components(vec![], options).await.unwrap();
+//! let agent = Agent::new(Arc::new(Hello), host, Arc::new(RefuseAll), AgentPolicy::default());
+//! let transcript = agent.run(vec![Message::user("hi")]).await;
+//! assert_eq!(transcript.end, RunEnd::Answered);
+//! assert_eq!(transcript.final_text, "hello");
+//! # }
+//! ```
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

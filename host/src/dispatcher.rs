@@ -30,6 +30,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -331,9 +332,13 @@ impl ToolHost {
     /// [`ToolHost::call_batch`] with an approver for calls that need one.
     pub async fn call_batch_with(
         &self,
-        calls: Vec<ToolCall>,
+        mut calls: Vec<ToolCall>,
         approver: Arc<dyn Approver>,
     ) -> Vec<Outcome> {
+        // The last call runs on this task, the others on the runtime's
+        // workers: a batch of one costs what a single call does, with no
+        // hand-off between threads.
+        let last = calls.pop();
         let tasks: Vec<_> = calls
             .into_iter()
             .map(|call| {
@@ -344,17 +349,24 @@ impl ToolHost {
                 (id, name, task)
             })
             .collect();
-        let mut outcomes = Vec::with_capacity(tasks.len());
+        let last = match last {
+            Some(call) => {
+                let (id, name) = (call.id.clone(), call.name.clone());
+                let outcome = std::panic::AssertUnwindSafe(self.call_with(call, &*approver))
+                    .catch_unwind()
+                    .await;
+                Some(outcome.unwrap_or_else(|_| task_failed(id, name, "panicked")))
+            }
+            None => None,
+        };
+        let mut outcomes = Vec::with_capacity(tasks.len() + 1);
         for (id, name, task) in tasks {
-            outcomes.push(task.await.unwrap_or_else(|e| {
-                tracing::error!(call_id = %id, tool = %name, error = %e, "tool call task failed");
-                Outcome::error(
-                    id,
-                    name,
-                    CallError::new(ErrorType::Internal, "the host's task for this call failed"),
-                )
-            }));
+            outcomes.push(
+                task.await
+                    .unwrap_or_else(|e| task_failed(id, name, &e.to_string())),
+            );
         }
+        outcomes.extend(last);
         outcomes
     }
 
@@ -433,6 +445,16 @@ impl ToolHost {
             names.join(", ")
         )
     }
+}
+
+/// The outcome for a call whose host task failed: never a crash of the batch.
+fn task_failed(id: String, name: String, why: &str) -> Outcome {
+    tracing::error!(call_id = %id, tool = %name, error = why, "tool call task failed");
+    Outcome::error(
+        id,
+        name,
+        CallError::new(ErrorType::Internal, "the host's task for this call failed"),
+    )
 }
 
 /// Check `arguments` against the tool's schema; the message names each field

@@ -2,12 +2,15 @@
 //! and the engine's compatibility hash.
 //!
 //! Compiling a Python or JavaScript component takes seconds; loading its
-//! compiled form takes milliseconds. An entry is trusted only after two
-//! checks: its own checksum (a truncated, corrupted or foreign file fails
-//! here, before wasmtime sees it) and wasmtime's check that it was compiled by
-//! this version with these settings. An entry that fails either is rebuilt
-//! and rewritten. Writes go to a temporary file renamed into place, so
-//! concurrent hosts never read half an entry.
+//! compiled form takes milliseconds. An entry is `KEY.cwasm` (wasmtime's own
+//! artifact, mapped into memory rather than copied) and `KEY.sum` (its
+//! BLAKE3). An entry is trusted only after two checks: wasmtime's (the
+//! artifact was made by this version with these settings) and ours (the
+//! mapped bytes, the very ones that will run, hash to the recorded sum, so a
+//! truncated, corrupted or swapped file is caught before any of it executes).
+//! An entry that fails either is rebuilt. Writes go to temporary files
+//! renamed into place, and a lock makes hosts that start together compile
+//! once.
 
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -18,10 +21,6 @@ use wasmtime::Config;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 use wasmtime::error::Context as _;
-
-/// Marks the file format; bump it when the layout changes.
-const MAGIC: &[u8; 16] = b"toolhost-cwasm-1";
-const HEADER: usize = MAGIC.len() + blake3::OUT_LEN;
 
 /// Where compiled components are kept.
 #[derive(Debug, Clone)]
@@ -47,45 +46,60 @@ impl Cache {
         Self { dir }
     }
 
-    /// The cache entry path for `bytes` under `engine`.
-    pub(crate) fn entry_path(&self, engine: &Engine, bytes: &[u8]) -> PathBuf {
-        let content = blake3::hash(bytes);
+    /// The entry for a component whose content hashes to `content` under
+    /// `engine`, without extension.
+    fn entry(&self, engine: &Engine, content: &blake3::Hash) -> PathBuf {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         env!("CARGO_PKG_VERSION").hash(&mut hasher);
-        let name = format!("{}-{:016x}.cwasm", &content.to_hex()[..32], hasher.finish());
-        self.dir.join(name)
+        self.dir.join(format!(
+            "{}-{:016x}",
+            &content.to_hex()[..32],
+            hasher.finish()
+        ))
     }
 
-    /// The compiled component for `bytes`, from the cache when a valid entry
+    /// The compiled component at `path`, from the cache when a valid entry
     /// exists, else compiled and stored.
     ///
     /// # Errors
     ///
-    /// When `bytes` is not a valid component. A cache that cannot be written
-    /// is logged and otherwise ignored.
+    /// When the file cannot be read or is not a valid component. A cache
+    /// that cannot be written is logged and otherwise ignored.
     pub(crate) fn load(
         &self,
         engine: &Engine,
-        bytes: &[u8],
+        path: &Path,
         label: &str,
     ) -> wasmtime::Result<(Component, CacheStatus)> {
-        let path = self.entry_path(engine, bytes);
-        let status = match self.read(engine, &path, label) {
+        let mut hasher = blake3::Hasher::new();
+        hasher
+            .update_mmap_rayon(path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let entry = self.entry(engine, &hasher.finalize());
+        let status = match read(engine, &entry, label) {
             Ok(component) => return Ok((component, CacheStatus::Hit)),
             Err(status) => status,
         };
         // Hosts starting together compile once: the others wait here, then
         // find the entry the first one wrote.
-        let _lock = lock(&path);
-        if let Ok(component) = self.read(engine, &path, label) {
+        let _lock = lock(&entry);
+        if let Ok(component) = read(engine, &entry, label) {
             return Ok((component, CacheStatus::Hit));
         }
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let compiled = engine
-            .precompile_component(bytes)
+            .precompile_component(&bytes)
             .with_context(|| format!("{label} is not a valid component"))?;
-        if let Err(e) = store(&path, &compiled) {
-            tracing::warn!(entry = %path.display(), error = %e, "cannot write the compile cache; continuing without it");
+        match store(&entry, &compiled) {
+            Ok(()) => {
+                if let Ok(component) = read(engine, &entry, label) {
+                    return Ok((component, status));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(entry = %entry.display(), error = %e, "cannot write the compile cache; continuing without it");
+            }
         }
         let component =
             deserialize_trusted(engine, &compiled).context("reading freshly compiled code")?;
@@ -93,15 +107,57 @@ impl Cache {
     }
 }
 
-impl Cache {
-    /// A valid entry at `path`, or whether there was none ([`CacheStatus::Miss`])
-    /// or a bad one ([`CacheStatus::Rebuilt`]).
-    fn read(&self, engine: &Engine, path: &Path, label: &str) -> Result<Component, CacheStatus> {
-        let entry = std::fs::read(path).map_err(|_| CacheStatus::Miss)?;
-        deserialize(engine, &entry).map_err(|why| {
-            tracing::warn!(component = label, entry = %path.display(), %why, "stale or foreign cache entry; recompiling");
-            CacheStatus::Rebuilt
-        })
+/// A valid entry, or whether there was none ([`CacheStatus::Miss`]) or a bad
+/// one ([`CacheStatus::Rebuilt`]).
+fn read(engine: &Engine, entry: &Path, label: &str) -> Result<Component, CacheStatus> {
+    let Ok(sum) = std::fs::read_to_string(entry.with_extension("sum")) else {
+        return Err(CacheStatus::Miss);
+    };
+    let cwasm = entry.with_extension("cwasm");
+    // SAFETY: deserializing parses the artifact with bounds checks and maps
+    // it; nothing in it runs until the component is instantiated. Before it
+    // is handed out, `verify` checks that the mapped bytes are the ones this
+    // host wrote after `precompile_component`, and wasmtime has already
+    // rejected artifacts of another version or configuration.
+    #[allow(unsafe_code)]
+    let component = unsafe { Component::deserialize_file(engine, &cwasm) };
+    let verified = component
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|component| {
+            verify(&component, sum.trim())?;
+            Ok(component)
+        });
+    verified.map_err(|why| {
+        tracing::warn!(component = label, entry = %cwasm.display(), %why, "stale or foreign cache entry; recompiling");
+        CacheStatus::Rebuilt
+    })
+}
+
+/// Check that the component's mapped image hashes to `sum`.
+fn verify(component: &Component, sum: &str) -> Result<(), String> {
+    let range = component.image_range();
+    // SAFETY: `image_range` is the read-only mapping that backs `component`,
+    // alive and unchanged for as long as `component` is; it is only read.
+    #[allow(unsafe_code)]
+    let image = unsafe {
+        std::slice::from_raw_parts(range.start, range.end as usize - range.start as usize)
+    };
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_rayon(image);
+    if hasher.finalize().to_hex().as_str() == sum {
+        Ok(())
+    } else {
+        Err("checksum mismatch".to_owned())
+    }
+}
+
+/// `compiled` must be `engine.precompile_component` output from this process.
+fn deserialize_trusted(engine: &Engine, compiled: &[u8]) -> wasmtime::Result<Component> {
+    // SAFETY: `compiled` is wasmtime's own output, made in this process
+    // moments ago by the same engine.
+    #[allow(unsafe_code)]
+    unsafe {
+        Component::deserialize(engine, compiled)
     }
 }
 
@@ -114,49 +170,25 @@ fn lock(entry: &Path) -> Option<std::fs::File> {
     Some(file)
 }
 
-fn with_header(compiled: &[u8]) -> Vec<u8> {
-    let mut entry = Vec::with_capacity(HEADER + compiled.len());
-    entry.extend_from_slice(MAGIC);
-    entry.extend_from_slice(blake3::hash(compiled).as_bytes());
-    entry.extend_from_slice(compiled);
-    entry
-}
-
-fn deserialize(engine: &Engine, entry: &[u8]) -> wasmtime::Result<Component> {
-    wasmtime::ensure!(
-        entry.len() > HEADER && entry.starts_with(MAGIC),
-        "not a toolhost cache entry"
-    );
-    let (checksum, compiled) = entry[MAGIC.len()..].split_at(blake3::OUT_LEN);
-    wasmtime::ensure!(
-        blake3::hash(compiled).as_bytes() == checksum,
-        "checksum mismatch"
-    );
-    deserialize_trusted(engine, compiled)
-}
-
-/// `compiled` must be `engine.precompile_component` output: from this
-/// process, or from a cache entry whose checksum matched.
-fn deserialize_trusted(engine: &Engine, compiled: &[u8]) -> wasmtime::Result<Component> {
-    // SAFETY: `Component::deserialize` runs machine code from `compiled`, so it
-    // must be wasmtime's own output. Ours is: the callers prove these are the
-    // bytes this host produced with `precompile_component`, and wasmtime
-    // itself rejects output from another version or configuration.
-    #[allow(unsafe_code)]
-    unsafe {
-        Component::deserialize(engine, compiled)
-    }
-}
-
-fn store(path: &Path, compiled: &[u8]) -> std::io::Result<()> {
-    let dir = path
+/// Write the artifact, then its sum: a reader that finds the sum finds the
+/// whole artifact it describes.
+fn store(entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
+    let dir = entry
         .parent()
         .expect("cache entries live in the cache directory");
     std::fs::create_dir_all(dir)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    file.write_all(&with_header(compiled))?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    let write = |path: PathBuf, bytes: &[u8]| -> std::io::Result<()> {
+        let mut file = tempfile::NamedTempFile::new_in(dir)?;
+        file.write_all(bytes)?;
+        file.persist(path).map_err(|e| e.error)?;
+        Ok(())
+    };
+    let _ = std::fs::remove_file(entry.with_extension("sum"));
+    write(entry.with_extension("cwasm"), compiled)?;
+    write(
+        entry.with_extension("sum"),
+        blake3::hash(compiled).to_hex().as_bytes(),
+    )
 }
 
 /// The default cache directory: `$TOOLHOST_CACHE_DIR`, else
@@ -180,15 +212,20 @@ mod tests {
     use super::*;
 
     /// A component built by `scripts/build-tools.sh`.
-    fn calc() -> Vec<u8> {
+    fn calc() -> PathBuf {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/calc.wasm");
-        std::fs::read(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}; run scripts/build-tools.sh first", path.display()))
+        assert!(
+            path.is_file(),
+            "{}: run scripts/build-tools.sh first",
+            path.display()
+        );
+        path
     }
 
     #[test]
     fn an_entry_from_another_engine_configuration_is_rebuilt() {
-        let bytes = calc();
+        let path = calc();
+        let bytes = std::fs::read(&path).unwrap();
         let ours = Engine::new(Config::new().consume_fuel(true)).unwrap();
         let theirs = Engine::new(&Config::new()).unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -196,21 +233,24 @@ mod tests {
         // A well-formed entry, checksum and all, compiled for a different
         // engine but stored where ours looks: only wasmtime can tell.
         let foreign = theirs.precompile_component(&bytes).unwrap();
-        store(&cache.entry_path(&ours, &bytes), &foreign).unwrap();
-        let (_, status) = cache.load(&ours, &bytes, "calc").unwrap();
+        store(&cache.entry(&ours, &blake3::hash(&bytes)), &foreign).unwrap();
+        let (_, status) = cache.load(&ours, &path, "calc").unwrap();
         assert_eq!(status, CacheStatus::Rebuilt);
-        let (_, status) = cache.load(&ours, &bytes, "calc").unwrap();
+        let (_, status) = cache.load(&ours, &path, "calc").unwrap();
         assert_eq!(status, CacheStatus::Hit);
     }
 
     #[test]
     fn entries_are_keyed_by_content_and_engine() {
-        let bytes = calc();
+        let content = blake3::hash(&std::fs::read(calc()).unwrap());
         let a = Engine::new(Config::new().consume_fuel(true)).unwrap();
         let b = Engine::new(&Config::new()).unwrap();
         let cache = Cache::new("/cache".into());
-        assert_ne!(cache.entry_path(&a, &bytes), cache.entry_path(&b, &bytes));
-        assert_ne!(cache.entry_path(&a, &bytes), cache.entry_path(&a, b"other"));
-        assert_eq!(cache.entry_path(&a, &bytes), cache.entry_path(&a, &bytes));
+        assert_ne!(cache.entry(&a, &content), cache.entry(&b, &content));
+        assert_ne!(
+            cache.entry(&a, &content),
+            cache.entry(&a, &blake3::hash(b"other"))
+        );
+        assert_eq!(cache.entry(&a, &content), cache.entry(&a, &content));
     }
 }

@@ -68,10 +68,13 @@ async fn a_truncated_or_foreign_file_is_rebuilt() {
     let cache = tempfile::tempdir().unwrap();
     load(cache.path()).await;
     let entry = only_entry(cache.path());
-    for junk in [&b""[..], b"toolhost-cwasm-1", b"\x7fELF some other program"] {
+    for junk in [&b""[..], b"\x7fELF some other program"] {
         std::fs::write(&entry, junk).unwrap();
         assert_eq!(load(cache.path()).await.1, CacheStatus::Rebuilt);
     }
+    // An artifact without its recorded sum is not trusted either.
+    std::fs::remove_file(entry.with_extension("sum")).unwrap();
+    assert_eq!(load(cache.path()).await.1, CacheStatus::Miss);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

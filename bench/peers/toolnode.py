@@ -1,0 +1,215 @@
+"""The LangGraph ToolNode side of the toolhost benchmark.
+
+ToolNode is what most agent developers use today to run an LLM's tool calls:
+it dispatches them to plain, unsandboxed Python functions. This script times
+it on the same trivial tool toolhost's Rust example uses, `calc("6*7")`, for
+batches of 1, 8 and 64 tool calls in one AIMessage, and measures sustained
+throughput with batches of 64 back to back.
+
+Run (after `python3 -m venv bench/.venv &&
+bench/.venv/bin/pip install -r bench/peers/requirements.txt`):
+
+    bench/.venv/bin/python bench/peers/toolnode.py [--iterations N]
+
+--iterations N times N invokes for every batch size instead of the defaults.
+Prints one JSON object on stdout and progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import operator
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from importlib.metadata import version
+from typing import Any
+
+# Tracing would send every invoke to LangSmith over the network: keep it off
+# even when the caller's environment turns it on, so only dispatch is timed.
+for _name in ("LANGSMITH_TRACING", "LANGSMITH_TRACING_V2", "LANGCHAIN_TRACING", "LANGCHAIN_TRACING_V2"):
+    os.environ[_name] = "false"
+
+from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langgraph.prebuilt import ToolNode  # noqa: E402
+from langgraph.runtime import Runtime  # noqa: E402
+
+# Default invokes per batch size: enough samples for a p99 while the whole run
+# (warm-up and throughput included) takes 20-35 s on 2 cores.
+DEFAULT_ITERATIONS: dict[int, int] = {1: 4000, 8: 1500, 64: 300}
+THROUGHPUT_BATCH = 64
+THROUGHPUT_SECONDS = 3.0
+EXPRESSION = "6*7"
+EXPECTED = "42"
+
+# Outside a graph, ToolNode.invoke raises "Missing required config key 'N/A' for
+# 'tools'" unless given the Runtime a graph would inject (langgraph issue #6397):
+# pass an empty one, as a graph with no context, store or stream does.
+RUNTIME: Runtime = Runtime()
+
+_BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
+
+
+def _evaluate(node: ast.AST) -> float:
+    """Walk the parsed expression, allowing only numbers and arithmetic."""
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body)
+    # bool is an int subclass: refuse `True + 1`.
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        return _BINARY[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_evaluate(node.operand))
+    raise ValueError(f"unsupported syntax: {ast.dump(node)[:60]}")
+
+
+def _format_number(value: float) -> str:
+    """Integers print without a fractional part ("42", not "42.0"), as in the Rust tool."""
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+@tool
+def calc(expression: str) -> str:
+    """Evaluate an arithmetic expression: numbers, + - * / % **, parentheses. Example: "2 * (3 + 4) ** 2"."""
+    # Same bound as the Rust tool's schema; it also keeps parsing shallow.
+    if not 1 <= len(expression) <= 1000:
+        raise ValueError("expression must be 1 to 1000 characters")
+    try:
+        # Floats, as in the Rust tool: `**` overflows to an error rather than
+        # building a huge integer.
+        value = _evaluate(ast.parse(expression, mode="eval"))
+    except (SyntaxError, ZeroDivisionError, OverflowError, RecursionError) as error:
+        raise ValueError(f"cannot evaluate {expression!r}: {error}") from error
+    if not math.isfinite(value):
+        raise ValueError(f"{expression!r} has no finite value")
+    return _format_number(value)
+
+
+def tool_calls_message(size: int) -> AIMessage:
+    """An AIMessage as a model would send it, asking for `size` calc calls at once."""
+    return AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "calc", "args": {"expression": EXPRESSION}, "id": f"call_{i}", "type": "tool_call"}
+            for i in range(size)
+        ],
+    )
+
+
+def check_output(output: Any, size: int) -> None:
+    """Fail loudly unless the node answered every call, with "42", in order."""
+    messages = output["messages"]
+    if len(messages) != size or not all(isinstance(m, ToolMessage) for m in messages):
+        raise SystemExit(f"batch {size}: expected {size} ToolMessages, got {messages!r}")
+    for i, message in enumerate(messages):
+        if message.content != EXPECTED or message.tool_call_id != f"call_{i}":
+            raise SystemExit(f"batch {size}: unexpected answer {message!r}")
+
+
+def percentile(sorted_ns: list[int], p: float) -> int:
+    """Same rule as host/benches/calls.rs: index round((n - 1) * p), halves rounded up."""
+    return sorted_ns[math.floor((len(sorted_ns) - 1) * p + 0.5)]
+
+
+def time_batch(node: ToolNode, size: int, iterations: int) -> dict[str, Any]:
+    """Time `iterations` invokes of one batch of `size` calls, after a warm-up."""
+    state = {"messages": [tool_calls_message(size)]}
+    check_output(node.invoke(state, runtime=RUNTIME), size)
+    for _ in range(max(1, iterations // 10)):
+        node.invoke(state, runtime=RUNTIME)
+    samples: list[int] = []
+    for _ in range(iterations):
+        started = time.perf_counter_ns()
+        node.invoke(state, runtime=RUNTIME)
+        samples.append(time.perf_counter_ns() - started)
+    samples.sort()
+    return {
+        "size": size,
+        "p50_us": round(percentile(samples, 0.50) / 1000, 1),
+        "p99_us": round(percentile(samples, 0.99) / 1000, 1),
+        "mean_us": round(sum(samples) / len(samples) / 1000, 1),
+        "iterations": iterations,
+    }
+
+
+def throughput(node: ToolNode) -> float:
+    """Calls per second with batches of THROUGHPUT_BATCH invoked back to back."""
+    state = {"messages": [tool_calls_message(THROUGHPUT_BATCH)]}
+    calls = 0
+    started = time.perf_counter()
+    deadline = started + THROUGHPUT_SECONDS
+    while time.perf_counter() < deadline:
+        node.invoke(state, runtime=RUNTIME)
+        calls += THROUGHPUT_BATCH
+    return calls / (time.perf_counter() - started)
+
+
+def dispatch_note() -> str:
+    """How ToolNode runs a batch, read from langgraph/prebuilt/tool_node.py (ToolNode._func)."""
+    # ThreadPoolExecutor's default when max_workers is None (Python 3.8+).
+    workers = min(32, (os.cpu_count() or 1) + 4)
+    return (
+        "ToolNode.invoke runs sync tools through langchain_core's get_executor_for_config, "
+        "which opens a new ContextThreadPoolExecutor for every invoke (max_workers = config "
+        f"max_concurrency, unset here, so Python's default min(32, cpu_count + 4) = {workers}, "
+        "threads started as calls are submitted), maps the calls over it with a copied "
+        "contextvars context each, and shuts the pool down before returning, even for a "
+        "single call; the GIL keeps pure-Python tools like calc from running in parallel."
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, help="invokes per batch size (default: 4000, 1500, 300)")
+    args = parser.parse_args()
+    if args.iterations is not None and args.iterations < 1:
+        parser.error("--iterations must be at least 1")
+
+    node = ToolNode([calc])
+    batches = []
+    for size, default in DEFAULT_ITERATIONS.items():
+        iterations = args.iterations or default
+        print(f"batch {size}: {iterations} invokes", file=sys.stderr)
+        batches.append(time_batch(node, size, iterations))
+        print(f"  {batches[-1]}", file=sys.stderr)
+    print(f"throughput: batches of {THROUGHPUT_BATCH} for {THROUGHPUT_SECONDS:.0f} s", file=sys.stderr)
+    calls_per_s = throughput(node)
+    print(f"  {calls_per_s:.0f} calls/s", file=sys.stderr)
+
+    result = {
+        "system": "langgraph-toolnode",
+        "versions": {
+            "python": platform.python_version(),
+            "langgraph": version("langgraph"),
+            "langchain_core": version("langchain-core"),
+        },
+        "batches": batches,
+        "throughput_calls_per_s": round(calls_per_s, 1),
+        "single_call_p50_us": batches[0]["p50_us"],
+        "notes": dispatch_note(),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
