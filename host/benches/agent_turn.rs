@@ -23,7 +23,8 @@ use toolhost::model::{
 };
 use toolhost::{ComponentConfig, RefuseAll, SandboxOptions, ToolHost};
 
-const TOOLS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/tools/calc.wasm");
+mod common;
+
 const TURNS: u32 = 6;
 const RUNS: usize = 300;
 
@@ -131,15 +132,11 @@ async fn measure(agent: &Agent, server_nanos: &AtomicU64) -> (Duration, Duration
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
     runtime.block_on(async {
-        let host = ToolHost::load_components(vec![ComponentConfig::new(TOOLS)], SandboxOptions::default())
+        let host = ToolHost::load_components(vec![ComponentConfig::new(common::tool("calc"))], SandboxOptions::default())
             .await
-            .unwrap_or_else(|e| panic!("{e}\nrun scripts/build-tools.sh first"));
+            .expect("calc loads");
         let policy = AgentPolicy { max_steps: TURNS, ..AgentPolicy::default() };
         let server_nanos = Arc::new(AtomicU64::new(0));
 

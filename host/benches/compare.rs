@@ -13,7 +13,6 @@
 //! - process per call: spawning the evaluator as a native program;
 //! - LangGraph ToolNode: plain Python functions, unsandboxed.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,23 +22,12 @@ use serde_json::{Value, json};
 use toolhost::sandbox::baseline::{NaiveHost, ReusedInstance};
 use toolhost::{ComponentConfig, Limits, Manifest, SandboxOptions, ToolCall, ToolHost};
 
+mod common;
+use common::{root, tool};
+
 #[path = "../../example-tools/calc/src/eval.rs"]
 #[allow(dead_code, unused_imports)]
 mod calc;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn tool(name: &str) -> PathBuf {
-    let path = root().join("target/tools").join(format!("{name}.wasm"));
-    assert!(
-        path.is_file(),
-        "{} is missing: run scripts/bench.sh",
-        path.display()
-    );
-    path
-}
 
 /// p50 and p99 of `samples`.
 fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
@@ -141,11 +129,7 @@ fn toolnode() -> Value {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
     let mut report = Report::default();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(

@@ -373,7 +373,10 @@ impl ToolHost {
     async fn dispatch(&self, call: ToolCall, approver: &dyn Approver) -> Outcome {
         let started = Instant::now();
         let mut outcome = self.run(&call, approver).await;
-        outcome.stats.duration = started.elapsed();
+        // A person's time to answer is not the tool's time.
+        outcome.stats.duration = started
+            .elapsed()
+            .saturating_sub(outcome.stats.approval_wait);
         match &outcome.result {
             Ok(_) => tracing::info!(
                 outcome = "success",
@@ -408,10 +411,16 @@ impl ToolHost {
         if let Err(message) = check_arguments(&entry.validator, &arguments) {
             return fail(CallError::new(ErrorType::InvalidArguments, message));
         }
-        if self.needs_approval(&call.name)
-            && let Err(reason) = approver.approve(call, &entry.spec).await
-        {
-            return fail(CallError::new(ErrorType::DeniedByUser, reason));
+        let mut approval_wait = std::time::Duration::ZERO;
+        if self.needs_approval(&call.name) {
+            let asked = Instant::now();
+            let answer = approver.approve(call, &entry.spec).await;
+            approval_wait = asked.elapsed();
+            if let Err(reason) = answer {
+                let mut outcome = fail(CallError::new(ErrorType::DeniedByUser, reason));
+                outcome.stats.approval_wait = approval_wait;
+                return outcome;
+            }
         }
         let slot = &self.inner.slots[entry.component];
         // Semaphores are never closed, so acquiring cannot fail.
@@ -432,6 +441,7 @@ impl ToolHost {
             result,
             stats: CallStats {
                 fuel_used,
+                approval_wait,
                 ..CallStats::default()
             },
         }

@@ -426,8 +426,12 @@ impl Approver for TerminalApprover {
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             let _turn = self.one_at_a_time.lock().await;
+            // One line, one write: the display may be printing beside it.
             let arguments = match &call.arguments {
-                toolhost::tool_call::Arguments::Text(text) => text.clone(),
+                toolhost::tool_call::Arguments::Text(text) => {
+                    serde_json::from_str::<serde_json::Value>(text)
+                        .map_or_else(|_| text.clone(), |v| v.to_string())
+                }
                 toolhost::tool_call::Arguments::Json(value) => value.to_string(),
             };
             let why = if spec.hints.destructive {
@@ -435,11 +439,12 @@ impl Approver for TerminalApprover {
             } else {
                 ""
             };
-            eprint!(
-                "\nRun {}{why} with {}? [y/N] ",
+            let prompt = format!(
+                "\n? run {}{why} with {}? [y/N] ",
                 call.name,
                 clip(&arguments, 500)
             );
+            eprint!("{prompt}");
             match read_line().await {
                 Ok(Some(answer)) if matches!(answer.trim(), "y" | "Y" | "yes") => Ok(()),
                 _ => Err("the user refused it".to_owned()),

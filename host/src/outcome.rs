@@ -121,8 +121,11 @@ pub struct ToolOutput {
 /// Measurements of one call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CallStats {
-    /// Wall-clock time from dispatch to outcome, queueing included.
+    /// Wall-clock time from dispatch to outcome, queueing included, waiting
+    /// for approval not.
     pub duration: Duration,
+    /// Time spent waiting for a person's approval.
+    pub approval_wait: Duration,
     /// Fuel the tool used (0 when it never ran).
     pub fuel_used: u64,
 }

@@ -4,39 +4,26 @@
 //! message, first (before any text), as the API requires.
 
 use futures::StreamExt as _;
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::{
-    AssistantToolCall, ClientSettings, EventSink, Message, ModelClient, ModelError, ModelErrorKind,
-    ModelEvent, ModelRequest, ModelResponse, Usage, send, sse,
+    AssistantToolCall, ClientSettings, EventSink, Message, ModelError, ModelErrorKind, ModelEvent,
+    ModelRequest, ModelResponse, Usage, Wire, sse,
 };
 use crate::formats::{Format, tool_definition};
 
 /// The API version this client speaks.
 const API_VERSION: &str = "2023-06-01";
 
-/// A client for `POST {base_url}/messages`.
+/// The Anthropic Messages wire format: `POST {base_url}/messages`.
 #[derive(Debug)]
-pub struct AnthropicClient {
-    settings: ClientSettings,
-    http: reqwest::Client,
-}
+pub struct Anthropic;
 
-impl AnthropicClient {
-    /// A client with `settings`.
-    ///
-    /// # Errors
-    ///
-    /// When the HTTP client cannot be built.
-    pub fn new(settings: ClientSettings) -> Result<Self, String> {
-        Ok(Self {
-            http: settings.http()?,
-            settings,
-        })
-    }
+impl Wire for Anthropic {
+    const NAME: &'static str = "anthropic";
+    const PATH: &'static str = "/messages";
 
-    fn body(&self, request: &ModelRequest<'_>) -> Value {
+    fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> Value {
         let system: Vec<&str> = request
             .messages
             .iter()
@@ -46,10 +33,10 @@ impl AnthropicClient {
             })
             .collect();
         let mut body = json!({
-            "model": self.settings.model,
+            "model": settings.model,
             "max_tokens": request.max_tokens,
             "messages": messages(request.messages),
-            "stream": self.settings.stream,
+            "stream": settings.stream,
         });
         if !system.is_empty() {
             body["system"] = json!(system.join("\n\n"));
@@ -64,46 +51,26 @@ impl AnthropicClient {
         body
     }
 
-    async fn attempt(
-        &self,
-        request: ModelRequest<'_>,
+    fn prepare(
+        builder: reqwest::RequestBuilder,
+        settings: &ClientSettings,
+    ) -> reqwest::RequestBuilder {
+        let builder = builder.header("anthropic-version", API_VERSION);
+        match &settings.api_key {
+            Some(key) => builder.header("x-api-key", key),
+            None => builder,
+        }
+    }
+
+    fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
+        parse_response(body)
+    }
+
+    fn read_stream(
+        response: reqwest::Response,
         events: EventSink<'_>,
-    ) -> Result<ModelResponse, ModelError> {
-        let mut builder = self
-            .http
-            .post(format!("{}/messages", self.settings.base_url))
-            .header("anthropic-version", API_VERSION)
-            .json(&self.body(&request));
-        if let Some(key) = &self.settings.api_key {
-            builder = builder.header("x-api-key", key);
-        }
-        let response = send(builder).await?;
-        if self.settings.stream {
-            read_stream(response, events).await
-        } else {
-            let body: Value = response
-                .json()
-                .await
-                .map_err(|e| ModelError::from_reqwest(&e, "reading the model's answer"))?;
-            parse_response(&body)
-        }
-    }
-}
-
-impl ModelClient for AnthropicClient {
-    fn complete<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-        events: EventSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        Box::pin(self.attempt(request, events))
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "anthropic {} at {}",
-            self.settings.model, self.settings.base_url
-        )
+    ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send + '_ {
+        read_stream(response, events)
     }
 }
 

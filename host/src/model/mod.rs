@@ -16,8 +16,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde::Serialize;
 
-pub use anthropic::AnthropicClient;
-pub use openai::OpenAIClient;
+pub use anthropic::Anthropic;
+pub use openai::OpenAI;
+
+/// A client for an OpenAI-compatible chat-completions endpoint.
+pub type OpenAIClient = HttpClient<OpenAI>;
+/// A client for the Anthropic Messages API.
+pub type AnthropicClient = HttpClient<Anthropic>;
 
 use crate::dispatcher::ToolSpec;
 use crate::manifest::{ModelConfig, Provider};
@@ -326,6 +331,106 @@ pub fn client_for(config: &ModelConfig) -> Result<Box<dyn ModelClient>, String> 
         Provider::OpenAI => Box::new(OpenAIClient::new(settings)?),
         Provider::Anthropic => Box::new(AnthropicClient::new(settings)?),
     })
+}
+
+/// What differs between providers' HTTP APIs; [`HttpClient`] does the rest.
+pub trait Wire: Send + Sync + 'static {
+    /// For logs, e.g. `anthropic`.
+    const NAME: &'static str;
+    /// Appended to the base URL, e.g. `/messages`.
+    const PATH: &'static str;
+
+    /// The request body for `request`.
+    fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> serde_json::Value;
+
+    /// Add the provider's headers: authentication, API version.
+    fn prepare(
+        builder: reqwest::RequestBuilder,
+        settings: &ClientSettings,
+    ) -> reqwest::RequestBuilder;
+
+    /// Read a whole (non-streaming) answer.
+    ///
+    /// # Errors
+    ///
+    /// When the answer does not have the provider's shape.
+    fn parse_response(body: &serde_json::Value) -> Result<ModelResponse, ModelError>;
+
+    /// Read a streamed answer, reporting text as it comes.
+    fn read_stream(
+        response: reqwest::Response,
+        events: EventSink<'_>,
+    ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send + '_;
+}
+
+/// A model endpoint over HTTP, speaking wire format `W`.
+pub struct HttpClient<W> {
+    settings: ClientSettings,
+    http: reqwest::Client,
+    wire: std::marker::PhantomData<W>,
+}
+
+impl<W> fmt::Debug for HttpClient<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: Wire> HttpClient<W> {
+    /// A client with `settings`.
+    ///
+    /// # Errors
+    ///
+    /// When the HTTP client cannot be built.
+    pub fn new(settings: ClientSettings) -> Result<Self, String> {
+        Ok(Self {
+            http: settings.http()?,
+            settings,
+            wire: std::marker::PhantomData,
+        })
+    }
+
+    async fn attempt(
+        &self,
+        request: ModelRequest<'_>,
+        events: EventSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let builder = self
+            .http
+            .post(format!("{}{}", self.settings.base_url, W::PATH))
+            .json(&W::body(&self.settings, &request));
+        let response = send(W::prepare(builder, &self.settings)).await?;
+        if self.settings.stream {
+            W::read_stream(response, events).await
+        } else {
+            let body: serde_json::Value = response
+                .json()
+                .await
+                .map_err(|e| ModelError::from_reqwest(&e, "reading the model's answer"))?;
+            W::parse_response(&body)
+        }
+    }
+}
+
+impl<W: Wire> ModelClient for HttpClient<W> {
+    fn complete<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        events: EventSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(self.attempt(request, events))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} {} at {}",
+            W::NAME,
+            self.settings.model,
+            self.settings.base_url
+        )
+    }
 }
 
 /// Read `Retry-After` (seconds) from a response.

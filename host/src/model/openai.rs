@@ -1,41 +1,28 @@
 //! OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp, Ollama …).
 
 use futures::StreamExt as _;
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::{
-    AssistantToolCall, ClientSettings, EventSink, Message, ModelClient, ModelError, ModelErrorKind,
-    ModelEvent, ModelRequest, ModelResponse, Usage, send, sse,
+    AssistantToolCall, ClientSettings, EventSink, Message, ModelError, ModelErrorKind, ModelEvent,
+    ModelRequest, ModelResponse, Usage, Wire, sse,
 };
 use crate::formats::{Format, tool_definition};
 
-/// A client for `POST {base_url}/chat/completions`.
+/// The OpenAI chat-completions wire format: `POST {base_url}/chat/completions`.
 #[derive(Debug)]
-pub struct OpenAIClient {
-    settings: ClientSettings,
-    http: reqwest::Client,
-}
+pub struct OpenAI;
 
-impl OpenAIClient {
-    /// A client with `settings`.
-    ///
-    /// # Errors
-    ///
-    /// When the HTTP client cannot be built.
-    pub fn new(settings: ClientSettings) -> Result<Self, String> {
-        Ok(Self {
-            http: settings.http()?,
-            settings,
-        })
-    }
+impl Wire for OpenAI {
+    const NAME: &'static str = "openai-compatible";
+    const PATH: &'static str = "/chat/completions";
 
-    fn body(&self, request: &ModelRequest<'_>) -> Value {
+    fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> Value {
         let mut body = json!({
-            "model": self.settings.model,
+            "model": settings.model,
             "messages": request.messages.iter().map(message).collect::<Vec<_>>(),
             "max_tokens": request.max_tokens,
-            "stream": self.settings.stream,
+            "stream": settings.stream,
         });
         if !request.tools.is_empty() {
             body["tools"] = request
@@ -44,51 +31,31 @@ impl OpenAIClient {
                 .map(|t| tool_definition(t, Format::OpenAI))
                 .collect();
         }
-        if self.settings.stream {
+        if settings.stream {
             body["stream_options"] = json!({"include_usage": true});
         }
         body
     }
 
-    async fn attempt(
-        &self,
-        request: ModelRequest<'_>,
+    fn prepare(
+        builder: reqwest::RequestBuilder,
+        settings: &ClientSettings,
+    ) -> reqwest::RequestBuilder {
+        match &settings.api_key {
+            Some(key) => builder.bearer_auth(key),
+            None => builder,
+        }
+    }
+
+    fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
+        parse_response(body)
+    }
+
+    fn read_stream(
+        response: reqwest::Response,
         events: EventSink<'_>,
-    ) -> Result<ModelResponse, ModelError> {
-        let mut builder = self
-            .http
-            .post(format!("{}/chat/completions", self.settings.base_url))
-            .json(&self.body(&request));
-        if let Some(key) = &self.settings.api_key {
-            builder = builder.bearer_auth(key);
-        }
-        let response = send(builder).await?;
-        if self.settings.stream {
-            read_stream(response, events).await
-        } else {
-            let body: Value = response
-                .json()
-                .await
-                .map_err(|e| ModelError::from_reqwest(&e, "reading the model's answer"))?;
-            parse_response(&body)
-        }
-    }
-}
-
-impl ModelClient for OpenAIClient {
-    fn complete<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-        events: EventSink<'a>,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        Box::pin(self.attempt(request, events))
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "openai-compatible {} at {}",
-            self.settings.model, self.settings.base_url
-        )
+    ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send + '_ {
+        read_stream(response, events)
     }
 }
 

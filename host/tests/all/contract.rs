@@ -204,3 +204,43 @@ async fn python_and_javascript_tools_speak_the_same_contract() {
         Some("invalid_input")
     );
 }
+
+/// Approves after a pause, like a person reading the prompt.
+struct SlowApprover;
+
+impl toolhost::Approver for SlowApprover {
+    fn approve<'a>(
+        &'a self,
+        _: &'a ToolCall,
+        _: &'a toolhost::ToolSpec,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_waiting_for_approval_is_not_counted_as_tool_time() {
+    let config =
+        ComponentConfig::new(component("calc")).approval(toolhost::manifest::Approval::Always);
+    let host = host(vec![config]).await;
+    let outcome = host
+        .call_with(
+            ToolCall::new("a", "calc", json!({"expression": "1"})),
+            &SlowApprover,
+        )
+        .await;
+    assert_eq!(ok(&outcome), "1");
+    assert!(
+        outcome.stats.approval_wait >= std::time::Duration::from_millis(300),
+        "{:?}",
+        outcome.stats
+    );
+    assert!(
+        outcome.stats.duration < std::time::Duration::from_millis(250),
+        "{:?}",
+        outcome.stats
+    );
+}
