@@ -424,13 +424,15 @@ impl ToolHost {
         }
         let slot = &self.inner.slots[entry.component];
         // Semaphores are never closed, so acquiring cannot fail.
+        // The component's own permit first: calls queued behind one busy
+        // tool must not hold global permits that other tools could use.
+        let _local = slot.permits.acquire().await.expect("semaphore open");
         let _global = self
             .inner
             .in_flight
             .acquire()
             .await
             .expect("semaphore open");
-        let _local = slot.permits.acquire().await.expect("semaphore open");
         let (result, fuel_used) = slot
             .loaded
             .call(&call.name, &arguments.to_string(), &call.id)

@@ -154,7 +154,10 @@ impl Grants {
     /// `text` with every secret value replaced by `[redacted]`: applied to
     /// tool output, tool logs and logged arguments.
     pub fn mask(&self, mut text: String) -> String {
-        for secret in self.secrets() {
+        // Longest first, so a secret that contains another is masked whole.
+        let mut secrets: Vec<&str> = self.secrets().collect();
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        for secret in secrets {
             // Very short values would mask ordinary text; they are not
             // secrets worth the name.
             if secret.len() >= 4 && text.contains(secret) {
@@ -441,5 +444,16 @@ mod tests {
         assert!(!debug.contains("hunter2"), "{debug}");
         assert!(debug.contains("metric"));
         assert_eq!(grants.secrets().collect::<Vec<_>>(), ["hunter2"]);
+    }
+
+    #[test]
+    fn a_secret_containing_another_is_masked_whole() {
+        let grants = Grants::none()
+            .config("a", "abcd", true)
+            .config("b", "abcdefgh", true);
+        assert_eq!(
+            grants.mask("key abcdefgh and abcd".into()),
+            "key [redacted] and [redacted]"
+        );
     }
 }

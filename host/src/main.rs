@@ -288,7 +288,7 @@ fn display(event: &AgentEvent) {
     use std::io::Write as _;
     match event {
         AgentEvent::TextDelta { text } => {
-            print!("{text}");
+            print!("{}", printable(text));
             let _ = std::io::stdout().flush();
         }
         AgentEvent::ToolCallStarted {
@@ -354,9 +354,23 @@ fn display(event: &AgentEvent) {
     }
 }
 
+/// `text` without control characters (but newlines and tabs) and without
+/// bidirectional overrides: model and tool text must not be able to move the
+/// cursor, rewrite earlier lines or disguise an approval prompt.
+fn printable(text: &str) -> String {
+    text.chars()
+        .filter(|&c| {
+            (c == '\n' || c == '\t' || !c.is_control())
+                && !matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+        })
+        .collect()
+}
+
+/// At most `max` characters of `text`, made printable.
 fn clip(text: &str, max: usize) -> String {
+    let text = printable(text);
     if text.chars().count() <= max {
-        text.to_owned()
+        text
     } else {
         text.chars().take(max).collect::<String>() + "…"
     }
@@ -442,7 +456,8 @@ impl Approver for TerminalApprover {
             let prompt = format!(
                 "\n? run {}{why} with {}? [y/N] ",
                 call.name,
-                clip(&arguments, 500)
+                // Whole: a person approves exactly what will run.
+                printable(&arguments)
             );
             eprint!("{prompt}");
             match read_line().await {
@@ -525,5 +540,22 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
             Approval::Destructive => "asked before destructive tools",
         };
         println!("  approval: {approval}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{clip, printable};
+
+    #[test]
+    fn model_and_tool_text_cannot_drive_the_terminal() {
+        assert_eq!(printable("ok\n\tline"), "ok\n\tline");
+        assert_eq!(
+            printable("\u{1b}[2Jclear\u{1b}]0;title\u{7}"),
+            "[2Jclear]0;title"
+        );
+        assert_eq!(printable("evil\u{202E}txt.exe"), "eviltxt.exe");
+        assert_eq!(printable("c1\u{9b}31m"), "c131m");
+        assert_eq!(clip("\u{1b}abcdef", 3), "abc…");
     }
 }

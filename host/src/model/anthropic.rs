@@ -78,7 +78,7 @@ impl Wire for Anthropic {
 /// alternate, tool results of a turn share one user message, before any text.
 fn messages(conversation: &[Message]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
-    for message in conversation {
+    for message in conversation.iter().filter(|m| !m.is_empty_turn()) {
         match message {
             Message::System { .. } => {}
             Message::User { content } => {
@@ -338,6 +338,11 @@ mod tests {
                 name: "calc".into(),
                 content: "Error: …".into(),
                 is_error: true,
+            },
+            // An empty answer is left out: the API refuses one sent back.
+            Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![],
             },
             Message::user("and now?"),
         ];

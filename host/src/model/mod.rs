@@ -75,6 +75,13 @@ impl Message {
             content: content.into(),
         }
     }
+
+    /// An assistant turn with no text and no tool calls. Endpoints answer
+    /// that way now and then, but refuse it back in a conversation, so
+    /// requests leave it out.
+    pub(crate) fn is_empty_turn(&self) -> bool {
+        matches!(self, Self::Assistant { content, tool_calls } if content.is_empty() && tool_calls.is_empty())
+    }
 }
 
 /// A tool call as the model wrote it.
@@ -308,7 +315,12 @@ impl ClientSettings {
         // The ring provider is already in the build for wasi:http; the
         // default (aws-lc-rs) would add a C library for no gain.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(10));
+        // Redirects are not followed: reqwest keeps custom headers such as
+        // Anthropic's `x-api-key` across hosts, which would hand the key to
+        // whoever the endpoint (or a man in the middle) redirects to.
+        let builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none());
         let builder = if self.stream {
             builder.read_timeout(self.timeout)
         } else {
@@ -436,12 +448,9 @@ impl<W: Wire> ModelClient for HttpClient<W> {
 /// Read `Retry-After` (seconds) from a response.
 pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    value
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
+    let seconds = value.trim().parse::<f64>().ok()?;
+    // Clamp: the agent caps waits anyway, and a huge value must not panic.
+    Duration::try_from_secs_f64(seconds.clamp(0.0, 3600.0)).ok()
 }
 
 /// Send `request` and return the response if its status is a success.
@@ -474,6 +483,27 @@ mod tests {
         assert!(ModelError::new(ModelErrorKind::StreamCut, "").retryable());
         assert!(ModelError::new(ModelErrorKind::Timeout, "").retryable());
         assert!(!ModelError::new(ModelErrorKind::Protocol, "").retryable());
+    }
+
+    #[test]
+    fn retry_after_is_read_and_clamped_never_panicking() {
+        let headers = |value: &str| {
+            let mut map = reqwest::header::HeaderMap::new();
+            map.insert(reqwest::header::RETRY_AFTER, value.parse().unwrap());
+            map
+        };
+        assert_eq!(retry_after(&headers("2")), Some(Duration::from_secs(2)));
+        assert_eq!(
+            retry_after(&headers("0.5")),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            retry_after(&headers("1e20")),
+            Some(Duration::from_secs(3600))
+        );
+        assert_eq!(retry_after(&headers("-3")), Some(Duration::ZERO));
+        assert_eq!(retry_after(&headers("Wed, 21 Oct 2015 07:28:00 GMT")), None);
+        assert_eq!(retry_after(&reqwest::header::HeaderMap::new()), None);
     }
 
     #[test]

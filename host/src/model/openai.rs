@@ -20,7 +20,7 @@ impl Wire for OpenAI {
     fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> Value {
         let mut body = json!({
             "model": settings.model,
-            "messages": request.messages.iter().map(message).collect::<Vec<_>>(),
+            "messages": request.messages.iter().filter(|m| !m.is_empty_turn()).map(message).collect::<Vec<_>>(),
             "max_tokens": request.max_tokens,
             "stream": settings.stream,
         });

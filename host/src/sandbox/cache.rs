@@ -3,11 +3,11 @@
 //!
 //! Compiling a Python or JavaScript component takes seconds; loading its
 //! compiled form takes milliseconds. An entry is `KEY.cwasm` (wasmtime's own
-//! artifact, mapped into memory rather than copied) and `KEY.sum` (its
-//! BLAKE3). An entry is trusted only after two checks: wasmtime's (the
-//! artifact was made by this version with these settings) and ours (the
-//! mapped bytes, the very ones that will run, hash to the recorded sum, so a
-//! truncated, corrupted or swapped file is caught before any of it executes).
+//! artifact) and `KEY.sum` (its BLAKE3), in a directory only this user can
+//! write. An entry is trusted only after two checks: ours (the bytes read
+//! hash to the recorded sum, so a truncated, corrupted or swapped file is
+//! caught before wasmtime parses any of it) and wasmtime's (the artifact was
+//! made by this version with these settings).
 //! An entry that fails either is rebuilt. Writes go to temporary files
 //! renamed into place, and a lock makes hosts that start together compile
 //! once.
@@ -108,53 +108,51 @@ impl Cache {
 }
 
 /// A valid entry, or whether there was none ([`CacheStatus::Miss`]) or a bad
-/// one ([`CacheStatus::Rebuilt`]).
+/// one ([`CacheStatus::Rebuilt`]). The bytes are checked against the recorded
+/// sum before wasmtime parses any of them.
 fn read(engine: &Engine, entry: &Path, label: &str) -> Result<Component, CacheStatus> {
     let Ok(sum) = std::fs::read_to_string(entry.with_extension("sum")) else {
         return Err(CacheStatus::Miss);
     };
     let cwasm = entry.with_extension("cwasm");
-    // SAFETY: deserializing parses the artifact with bounds checks and maps
-    // it; nothing in it runs until the component is instantiated. Before it
-    // is handed out, `verify` checks that the mapped bytes are the ones this
-    // host wrote after `precompile_component`, and wasmtime has already
-    // rejected artifacts of another version or configuration.
-    #[allow(unsafe_code)]
-    let component = unsafe { Component::deserialize_file(engine, &cwasm) };
-    let verified = component
-        .map_err(|e| format!("{e:#}"))
-        .and_then(|component| {
-            verify(&component, sum.trim())?;
-            Ok(component)
-        });
-    verified.map_err(|why| {
-        tracing::warn!(component = label, entry = %cwasm.display(), %why, "stale or foreign cache entry; recompiling");
-        CacheStatus::Rebuilt
-    })
+    let checked = map(&cwasm).and_then(|bytes| {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update_rayon(&bytes);
+        if hasher.finalize().to_hex().as_str() == sum.trim() {
+            Ok(bytes)
+        } else {
+            Err("checksum mismatch".to_owned())
+        }
+    });
+    checked
+        .and_then(|bytes| deserialize_trusted(engine, &bytes).map_err(|e| format!("{e:#}")))
+        .map_err(|why| {
+            tracing::warn!(component = label, entry = %cwasm.display(), %why, "stale or foreign cache entry; recompiling");
+            CacheStatus::Rebuilt
+        })
 }
 
-/// Check that the component's mapped image hashes to `sum`.
-fn verify(component: &Component, sum: &str) -> Result<(), String> {
-    let range = component.image_range();
-    // SAFETY: `image_range` is the read-only mapping that backs `component`,
-    // alive and unchanged for as long as `component` is; it is only read.
+/// The entry's bytes, mapped rather than read: hashing them and handing them
+/// to wasmtime then costs no copy of our own.
+fn map(path: &Path) -> Result<memmap2::Mmap, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    // SAFETY: the mapping is read-only and dropped as soon as wasmtime has
+    // copied the code out. Entries are replaced by renaming a new file into
+    // place, never written in place, so the mapped bytes do not change
+    // under us; the directory is writable only by this user.
     #[allow(unsafe_code)]
-    let image = unsafe {
-        std::slice::from_raw_parts(range.start, range.end as usize - range.start as usize)
-    };
-    let mut hasher = blake3::Hasher::new();
-    hasher.update_rayon(image);
-    if hasher.finalize().to_hex().as_str() == sum {
-        Ok(())
-    } else {
-        Err("checksum mismatch".to_owned())
-    }
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())
 }
 
-/// `compiled` must be `engine.precompile_component` output from this process.
+/// `compiled` must be `engine.precompile_component` output: from this
+/// process, or read from an entry whose bytes matched their recorded sum.
 fn deserialize_trusted(engine: &Engine, compiled: &[u8]) -> wasmtime::Result<Component> {
-    // SAFETY: `compiled` is wasmtime's own output, made in this process
-    // moments ago by the same engine.
+    // SAFETY: `Component::deserialize` trusts its input to be wasmtime's own
+    // output. Ours is: either this process just compiled it, or the caller
+    // checked, before anything parsed it, that these exact bytes are the
+    // ones this host wrote after compiling (in a directory only its user can
+    // write). wasmtime itself rejects output of another version or
+    // configuration.
     #[allow(unsafe_code)]
     unsafe {
         Component::deserialize(engine, compiled)
@@ -162,12 +160,29 @@ fn deserialize_trusted(engine: &Engine, compiled: &[u8]) -> wasmtime::Result<Com
 }
 
 /// An exclusive lock on `{entry}.lock`, released when dropped; `None` when
-/// the cache directory is not writable (then each host compiles alone).
+/// the cache directory is not writable (then each host compiles alone). The
+/// lock file is never truncated and never followed if it is a symlink.
 fn lock(entry: &Path) -> Option<std::fs::File> {
-    std::fs::create_dir_all(entry.parent()?).ok()?;
-    let file = std::fs::File::create(entry.with_extension("lock")).ok()?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    create_private_dir(entry.parent()?).ok()?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(entry.with_extension("lock"))
+        .ok()?;
     file.lock().ok()?;
     Some(file)
+}
+
+/// Create the cache directory readable and writable by this user only.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 /// Write the artifact, then its sum: a reader that finds the sum finds the
@@ -192,19 +207,17 @@ fn store(entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
 }
 
 /// The default cache directory: `$TOOLHOST_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/toolhost`, else `~/.cache/toolhost`, else a directory
-/// under the system's temporary directory.
-pub fn default_dir() -> PathBuf {
+/// `$XDG_CACHE_HOME/toolhost`, else `~/.cache/toolhost`; `None` (no cache)
+/// without any of them. Never a shared directory such as `/tmp`, where
+/// another user could plant entries.
+pub fn default_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("TOOLHOST_CACHE_DIR") {
-        return dir.into();
+        return Some(dir.into());
     }
     if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(dir).join("toolhost");
+        return Some(PathBuf::from(dir).join("toolhost"));
     }
-    if let Some(home) = std::env::var_os("HOME") {
-        return PathBuf::from(home).join(".cache/toolhost");
-    }
-    std::env::temp_dir().join("toolhost-cache")
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/toolhost"))
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ pub struct SandboxOptions {
 impl Default for SandboxOptions {
     fn default() -> Self {
         Self {
-            cache_dir: Some(default_cache_dir()),
+            cache_dir: default_cache_dir(),
             max_instances: 1000,
             max_memory: Limits::default().memory,
         }
@@ -387,7 +387,7 @@ impl LoadedComponent {
             kind: ErrorType::ToolError,
             message: truncate(self.grants.mask(error.message), self.limits.max_output),
             retryable: error.retryable,
-            tool_kind: Some(error.kind),
+            tool_kind: Some(error_kind(&error.kind)),
         }
     }
 
@@ -414,11 +414,41 @@ impl LoadedComponent {
         ToolOutput {
             content: truncate(content, limit),
             structured,
-            artifact: output.artifact,
+            artifact: output.artifact.map(|artifact| self.grants.mask(artifact)),
         }
+    }
+}
+
+/// A tool's error kind as the model sees it: a short identifier. Anything
+/// else (long text, a secret, control characters) becomes `error`.
+fn error_kind(kind: &str) -> String {
+    let plain = !kind.is_empty()
+        && kind.len() <= 64
+        && kind
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if plain {
+        kind.to_owned()
+    } else {
+        "error".to_owned()
     }
 }
 
 fn root_cause(error: &wasmtime::Error) -> String {
     error.root_cause().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_kind;
+
+    #[test]
+    fn error_kinds_are_short_identifiers_or_error() {
+        assert_eq!(error_kind("not_found"), "not_found");
+        assert_eq!(error_kind("rate-limited"), "rate-limited");
+        assert_eq!(error_kind(""), "error");
+        assert_eq!(error_kind("sk-live-123 leaked here"), "error");
+        assert_eq!(error_kind(&"x".repeat(65)), "error");
+        assert_eq!(error_kind("\u{1b}[2J"), "error");
+    }
 }

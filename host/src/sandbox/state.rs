@@ -14,6 +14,11 @@ use super::bindings::toolhost::tool::types;
 use super::stdio::Tail;
 use crate::grants::Grants;
 
+/// Handles (streams, requests, fields, files) one call may hold at once:
+/// plenty for any tool, and a bound on the host memory a guest can pin
+/// outside its own limit.
+const MAX_RESOURCES: usize = 4096;
+
 /// Who is running: attached to every log line the tool writes.
 #[derive(Debug, Clone)]
 pub(crate) struct CallInfo {
@@ -83,21 +88,22 @@ impl State {
             };
             wasi.preopened_dir(&file.host, &file.guest, perms)?;
         }
-        // No raw sockets are ever granted. TCP is switched on only so that
-        // every attempt reaches this check, which refuses it and records
-        // why: the call then ends as `capability_denied`, not as a vague
-        // I/O error. Name lookup and UDP stay off.
-        let socket_denials = denials.clone();
-        wasi.allow_tcp(true).socket_addr_check(move |addr, _use| {
-            socket_denials.record(format!(
-                "raw socket to {addr} (toolhost grants no sockets; use HTTP with allow_hosts)"
-            ));
-            Box::pin(async { false })
-        });
+        // No raw sockets are ever granted: TCP, UDP and name lookup stay
+        // off, so WASI refuses them before any OS socket exists and a tool
+        // cannot use up the host's file descriptors; the address check
+        // refuses everything should any of them ever be switched on.
+        wasi.allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        wasi.socket_addr_check(|_, _| Box::pin(async { false }));
         Ok(Self {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
-            table: ResourceTable::new(),
+            table: {
+                let mut table = ResourceTable::new();
+                table.set_max_capacity(MAX_RESOURCES);
+                table
+            },
             gate: HttpGate {
                 grants: grants.clone(),
                 denials: denials.clone(),

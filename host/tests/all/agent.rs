@@ -32,6 +32,8 @@ enum Reply {
     Status(u16, Option<u32>),
     /// No answer for a minute.
     Hang,
+    /// A temporary redirect to this URL.
+    Redirect(String),
 }
 
 #[derive(Default)]
@@ -107,6 +109,9 @@ async fn answer(
                     .insert("retry-after", seconds.to_string().parse().unwrap());
             }
             response
+        }
+        Reply::Redirect(location) => {
+            (StatusCode::TEMPORARY_REDIRECT, [("location", location)]).into_response()
         }
         Reply::Hang => {
             tokio::time::sleep(Duration::from_secs(60)).await;
@@ -612,6 +617,25 @@ async fn the_api_key_is_sent_but_never_recorded() {
     assert_eq!(headers["authorization"], "Bearer sk-test-key-1234");
     let recorded = serde_json::to_string(&transcript).unwrap();
     assert!(!recorded.contains("sk-test-key-1234"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirecting_endpoint_does_not_get_to_send_the_key_elsewhere() {
+    let elsewhere = text_server("collecting keys").await;
+    let (transcript, script) = run(
+        Provider::Anthropic,
+        false,
+        vec![Reply::Redirect(elsewhere.url("/"))],
+        "go",
+    )
+    .await;
+    assert_eq!(script.bodies().len(), 1);
+    assert_eq!(elsewhere.hits(), 0, "the redirect was not followed");
+    assert!(
+        matches!(&transcript.end, RunEnd::ModelFailed { error } if error.contains("307")),
+        "{:?}",
+        transcript.end
+    );
 }
 
 // --- Anthropic wire format ------------------------------------------------

@@ -192,7 +192,7 @@ async fn a_handled_denial_does_not_fail_the_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn raw_sockets_are_refused() {
+async fn raw_sockets_are_refused_before_any_socket_exists() {
     let (addr, accepted) = silent_server().await;
     // Even a tool granted HTTP to that very address gets no raw socket.
     let grants = Grants::none()
@@ -200,11 +200,10 @@ async fn raw_sockets_are_refused() {
         .unwrap();
     let host = probe_host(grants, quick_limits()).await;
     let outcome = call(&host, "socket", json!({"name": addr.to_string()})).await;
-    assert_eq!(err(&outcome), ErrorType::CapabilityDenied, "{outcome:?}");
-    assert!(
-        message(&outcome).contains("raw socket"),
-        "{}",
-        message(&outcome)
+    assert_eq!(err(&outcome), ErrorType::ToolError, "{outcome:?}");
+    assert_eq!(
+        outcome.result.as_ref().unwrap_err().tool_kind.as_deref(),
+        Some("permission_denied")
     );
     assert_eq!(accepted.load(Ordering::SeqCst), 0);
 }
