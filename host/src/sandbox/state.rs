@@ -27,8 +27,9 @@ pub(crate) struct CallInfo {
     pub call_id: String,
 }
 
-/// Requests the host refused during one call, in order. Shared with the
-/// socket check, which runs outside the store.
+/// Requests the host refused during one call, in order: HTTP requests to
+/// origins outside the grant (raw sockets are refused by WASI before any
+/// request reaches the host).
 #[derive(Clone, Default)]
 pub(crate) struct Denials(Arc<Mutex<Vec<String>>>);
 
