@@ -308,19 +308,33 @@ impl ToolHost {
 
     /// Run one call, asking `approver` first when its tool needs approval.
     pub async fn call_with(&self, call: ToolCall, approver: &dyn Approver) -> Outcome {
+        let span = tracing::info_span!(
+            "tool_call",
+            tool = %call.name,
+            call_id = %call.id,
+            arguments = tracing::field::Empty
+        );
+        // Formatting and masking the arguments is per-call work: only when
+        // someone records the span.
+        if !span.is_disabled() {
+            span.record("arguments", self.logged_arguments(&call).as_str());
+        }
+        self.dispatch(call, approver).instrument(span).await
+    }
+
+    /// The call's arguments as logged: with the tool's secrets masked.
+    fn logged_arguments(&self, call: &ToolCall) -> String {
         let arguments = match &call.arguments {
             crate::tool_call::Arguments::Text(text) => text.clone(),
             crate::tool_call::Arguments::Json(value) => value.to_string(),
         };
-        let arguments = match self.inner.by_name.get(&call.name) {
+        match self.inner.by_name.get(&call.name) {
             Some(&index) => self.inner.slots[self.inner.entries[index].component]
                 .config
                 .grants
                 .mask(arguments),
             None => arguments,
-        };
-        let span = tracing::info_span!("tool_call", tool = %call.name, call_id = %call.id, arguments = %arguments);
-        self.dispatch(call, approver).instrument(span).await
+        }
     }
 
     /// Run `calls` concurrently. Returns one outcome per call, in the order

@@ -321,7 +321,7 @@ impl LoadedComponent {
                 ErrorType::FuelExhausted,
                 format!("ran out of fuel (limit {} units)", self.limits.fuel),
             )
-        } else if let Some(denial) = state.denials.first() {
+        } else if let Some(denial) = state.denial() {
             CallError::new(ErrorType::CapabilityDenied, denial)
         } else if state.limiter.refused {
             CallError::new(
@@ -371,7 +371,7 @@ impl LoadedComponent {
 
     fn tool_error(&self, error: wit::ToolError, store: &Store<State>) -> CallError {
         let state = store.data();
-        if let Some(denial) = state.denials.first() {
+        if let Some(denial) = state.denial() {
             return CallError::new(ErrorType::CapabilityDenied, denial);
         }
         if state.limiter.refused {

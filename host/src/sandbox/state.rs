@@ -2,7 +2,7 @@
 //! [`Grants`], the HTTP gate that enforces `allow_hosts`, the memory limiter,
 //! and the record of what the host refused.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
@@ -27,28 +27,6 @@ pub(crate) struct CallInfo {
     pub call_id: String,
 }
 
-/// Requests the host refused during one call, in order: HTTP requests to
-/// origins outside the grant (raw sockets are refused by WASI before any
-/// request reaches the host).
-#[derive(Clone, Default)]
-pub(crate) struct Denials(Arc<Mutex<Vec<String>>>);
-
-impl Denials {
-    fn record(&self, what: String) {
-        tracing::info!(target: "toolhost::grants", denied = %what, "capability refused");
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(what);
-    }
-
-    /// The first refusal, if any.
-    pub(crate) fn first(&self) -> Option<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .first()
-            .cloned()
-    }
-}
-
 /// Everything a tool instance can reach, for one call.
 pub(crate) struct State {
     wasi: WasiCtx,
@@ -56,13 +34,17 @@ pub(crate) struct State {
     table: ResourceTable,
     gate: HttpGate,
     pub(crate) limiter: MemoryLimiter,
-    pub(crate) denials: Denials,
     pub(crate) stderr: Tail,
     grants: Arc<Grants>,
     info: CallInfo,
 }
 
 impl State {
+    /// The first request the host refused during this call, if any.
+    pub(crate) fn denial(&self) -> Option<&str> {
+        self.gate.denied.as_deref()
+    }
+
     /// A fresh state that grants exactly `grants`: the host's environment,
     /// arguments, stdin, network and filesystem are never inherited.
     ///
@@ -75,7 +57,6 @@ impl State {
         memory_limit: u64,
         info: CallInfo,
     ) -> wasmtime::Result<Self> {
-        let denials = Denials::default();
         let stderr = Tail::default();
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdout(stderr.clone()).stderr(stderr.clone());
@@ -107,10 +88,9 @@ impl State {
             },
             gate: HttpGate {
                 grants: grants.clone(),
-                denials: denials.clone(),
+                denied: None,
             },
             limiter: MemoryLimiter::new(memory_limit),
-            denials,
             stderr,
             grants,
             info,
@@ -178,7 +158,9 @@ impl host::Host for State {
 /// too.
 struct HttpGate {
     grants: Arc<Grants>,
-    denials: Denials,
+    /// The first request refused during the call: what a failed call is
+    /// reported as. Later ones are only logged.
+    denied: Option<String>,
 }
 
 impl WasiHttpHooks for HttpGate {
@@ -202,9 +184,10 @@ impl WasiHttpHooks for HttpGate {
             .port_u16()
             .unwrap_or(if scheme == "http" { 80 } else { 443 });
         if !self.grants.hosts().allows(scheme, host, port) {
-            self.denials.record(format!(
-                "HTTP request to {scheme}://{host}:{port} (not in the tool's allow_hosts)"
-            ));
+            let what =
+                format!("HTTP request to {scheme}://{host}:{port} (not in the tool's allow_hosts)");
+            tracing::info!(target: "toolhost::grants", denied = %what, "capability refused");
+            self.denied.get_or_insert(what);
             return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
         }
         _ = fut;
