@@ -16,7 +16,12 @@ cargo build --quiet --target wasm32-wasip2 --profile guest $(printf -- '-p %s ' 
 for tool in "${rust_tools[@]}"; do
     cp "target/wasm32-wasip2/guest/${tool//-/_}.wasm" "$out/$tool.wasm"
 done
-echo "built ${rust_tools[*]} -> $out/"
+# The probe again, listing one tool name twice: a load error, never a panic.
+cargo build --quiet --target wasm32-wasip2 --profile guest -p probe --features duplicate-names
+cp target/wasm32-wasip2/guest/probe.wasm "$out/probe-dup.wasm"
+cargo build --quiet --target wasm32-wasip2 --profile guest -p probe
+cp target/wasm32-wasip2/guest/probe.wasm "$out/probe.wasm"
+echo "built ${rust_tools[*]} probe-dup -> $out/"
 
 [ "${1:-}" = "--rust" ] && exit 0
 

@@ -36,6 +36,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
+use crate::arguments::{ArgumentSchema, Invalid, clip};
 use crate::manifest::{Approval, ComponentConfig, Manifest};
 use crate::outcome::{CallError, CallStats, ErrorType, Outcome};
 use crate::sandbox::{CacheStatus, LoadedComponent, RawSpec, Sandbox, SandboxOptions};
@@ -130,11 +131,24 @@ impl Approver for ApproveAll {
     }
 }
 
-/// A tool, its component and its argument validator.
+/// The longest description a tool may have: models read every description
+/// on every turn, and a host must not pass megabytes of one on.
+pub const MAX_DESCRIPTION: usize = 8 * 1024;
+
+/// The largest input or output schema, as JSON text.
+pub const MAX_SCHEMA: usize = 64 * 1024;
+
+/// The most characters of a call's arguments written to the log.
+const MAX_LOGGED_ARGUMENTS: usize = 2048;
+
+/// The most tools one component may provide.
+pub const MAX_TOOLS_PER_COMPONENT: usize = 256;
+
+/// A tool, its component and its compiled input schema.
 struct Entry {
     spec: ToolSpec,
     component: usize,
-    validator: jsonschema::Validator,
+    schema: ArgumentSchema,
 }
 
 /// One component with its concurrency gate.
@@ -211,7 +225,7 @@ impl ToolHost {
         }))
         .await;
 
-        let mut slots = Vec::new();
+        let mut slots: Vec<Slot> = Vec::new();
         let mut entries = Vec::new();
         let mut by_name = HashMap::new();
         for (config, joined) in components.into_iter().zip(compiled) {
@@ -231,18 +245,32 @@ impl ToolHost {
             if raw_specs.is_empty() {
                 return Err(component_error("it provides no tools".into()));
             }
+            if raw_specs.len() > MAX_TOOLS_PER_COMPONENT {
+                return Err(component_error(format!(
+                    "it provides {} tools; at most {MAX_TOOLS_PER_COMPONENT} per component",
+                    raw_specs.len()
+                )));
+            }
             let index = slots.len();
             let mut names = Vec::new();
             for raw in raw_specs {
                 let entry = validate_spec(raw, index).map_err(&component_error)?;
                 if let Some(&other) = by_name.get(&entry.spec.name) {
                     let other: &Entry = &entries[other];
-                    let other: &Slot = &slots[other.component];
-                    return Err(component_error(format!(
-                        "tool name {:?} is already provided by {}; tool names must be unique across components",
-                        entry.spec.name,
-                        other.config.label()
-                    )));
+                    // The current component's slot is pushed after its
+                    // tools: a clash within it has no slot to name yet.
+                    let message = match slots.get(other.component) {
+                        Some(slot) => format!(
+                            "tool name {:?} is already provided by {}; tool names must be unique across components",
+                            entry.spec.name,
+                            slot.config.label()
+                        ),
+                        None => format!(
+                            "its tools() lists the name {:?} twice; tool names must be unique",
+                            entry.spec.name
+                        ),
+                    };
+                    return Err(component_error(message));
                 }
                 names.push(entry.spec.name.clone());
                 by_name.insert(entry.spec.name.clone(), entries.len());
@@ -322,18 +350,22 @@ impl ToolHost {
         self.dispatch(call, approver).instrument(span).await
     }
 
-    /// The call's arguments as logged: with the tool's secrets masked.
+    /// The call's arguments as logged: masked, then cut to
+    /// [`MAX_LOGGED_ARGUMENTS`] characters.
     fn logged_arguments(&self, call: &ToolCall) -> String {
         let arguments = match &call.arguments {
             crate::tool_call::Arguments::Text(text) => text.clone(),
             crate::tool_call::Arguments::Json(value) => value.to_string(),
+            crate::tool_call::Arguments::Malformed(message) => message.clone(),
         };
+        let clipped = |text: String| clip(&text, MAX_LOGGED_ARGUMENTS);
         match self.inner.by_name.get(&call.name) {
-            Some(&index) => self.inner.slots[self.inner.entries[index].component]
-                .config
-                .grants
-                .mask(arguments),
-            None => arguments,
+            Some(&index) => clipped(
+                self.inner.slots[self.inner.entries[index].component]
+                    .loaded
+                    .mask(arguments),
+            ),
+            None => clipped(arguments),
         }
     }
 
@@ -346,42 +378,62 @@ impl ToolHost {
     /// [`ToolHost::call_batch`] with an approver for calls that need one.
     pub async fn call_batch_with(
         &self,
-        mut calls: Vec<ToolCall>,
+        calls: Vec<ToolCall>,
         approver: Arc<dyn Approver>,
     ) -> Vec<Outcome> {
+        let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(calls.len());
+        let mut runnable = Vec::with_capacity(calls.len());
+        // A repeated tool_call_id: the first call with it runs; each later
+        // one is answered (under the same id, in its place) with an error
+        // and never run, so a model that repeats itself cannot make a
+        // destructive call twice, and the one answer that ran is the first.
+        let mut seen = std::collections::HashSet::with_capacity(calls.len());
+        for (i, call) in calls.into_iter().enumerate() {
+            if seen.insert(call.id.clone()) {
+                runnable.push((i, call));
+                outcomes.push(None);
+            } else {
+                let message = format!(
+                    "tool_call_id {:?} is used by an earlier call in this batch; this call was not run (give every call its own id)",
+                    clip(&call.id, 64)
+                );
+                outcomes.push(Some(Outcome::error(
+                    call.id,
+                    clip(&call.name, 64),
+                    CallError::new(ErrorType::InvalidArguments, message),
+                )));
+            }
+        }
         // The last call runs on this task, the others on the runtime's
         // workers: a batch of one costs what a single call does, with no
-        // hand-off between threads.
-        let last = calls.pop();
-        let tasks: Vec<_> = calls
+        // hand-off between threads. Dropping this future (a client that
+        // went away) aborts every call still running.
+        let last = runnable.pop();
+        let tasks: Vec<_> = runnable
             .into_iter()
-            .map(|call| {
+            .map(|(i, call)| {
                 let (id, name) = (call.id.clone(), call.name.clone());
                 let host = self.clone();
                 let approver = approver.clone();
                 let task = tokio::spawn(async move { host.call_with(call, &*approver).await });
-                (id, name, task)
+                (i, id, name, AbortOnDrop(task))
             })
             .collect();
-        let last = match last {
-            Some(call) => {
-                let (id, name) = (call.id.clone(), call.name.clone());
-                let outcome = std::panic::AssertUnwindSafe(self.call_with(call, &*approver))
-                    .catch_unwind()
-                    .await;
-                Some(outcome.unwrap_or_else(|_| task_failed(id, name, "panicked")))
-            }
-            None => None,
-        };
-        let mut outcomes = Vec::with_capacity(tasks.len() + 1);
-        for (id, name, task) in tasks {
-            outcomes.push(
-                task.await
-                    .unwrap_or_else(|e| task_failed(id, name, &e.to_string())),
-            );
+        if let Some((i, call)) = last {
+            let (id, name) = (call.id.clone(), call.name.clone());
+            let outcome = std::panic::AssertUnwindSafe(self.call_with(call, &*approver))
+                .catch_unwind()
+                .await;
+            outcomes[i] = Some(outcome.unwrap_or_else(|_| task_failed(id, name, "panicked")));
         }
-        outcomes.extend(last);
+        for (i, id, name, mut task) in tasks {
+            let outcome = (&mut task.0).await;
+            outcomes[i] = Some(outcome.unwrap_or_else(|e| task_failed(id, name, &e.to_string())));
+        }
         outcomes
+            .into_iter()
+            .map(|outcome| outcome.expect("every call was answered above"))
+            .collect()
     }
 
     async fn dispatch(&self, call: ToolCall, approver: &dyn Approver) -> Outcome {
@@ -410,7 +462,15 @@ impl ToolHost {
     }
 
     async fn run(&self, call: &ToolCall, approver: &dyn Approver) -> Outcome {
-        let fail = |error: CallError| Outcome::error(call.id.clone(), call.name.clone(), error);
+        // The name is the model's: never echoed at any length (a real tool
+        // name is at most 64 characters, so this cuts only made-up ones).
+        let fail = |error: CallError| Outcome::error(call.id.clone(), clip(&call.name, 64), error);
+        // A call the batch parser could not read is answered before its name
+        // is looked up: the name may be missing or wrong too, and the model
+        // must learn that the call itself was malformed.
+        if let crate::tool_call::Arguments::Malformed(message) = &call.arguments {
+            return fail(CallError::new(ErrorType::InvalidArguments, message.clone()));
+        }
         let Some(&index) = self.inner.by_name.get(&call.name) else {
             return fail(CallError::new(
                 ErrorType::UnknownTool,
@@ -418,13 +478,38 @@ impl ToolHost {
             ));
         };
         let entry = &self.inner.entries[index];
-        let arguments = match call.arguments.parse() {
-            Ok(arguments) => arguments,
+        let slot = &self.inner.slots[entry.component];
+        let limits = &slot.config.limits;
+        let started = Instant::now();
+        let (arguments, size) = match self.arguments(call, limits.max_arguments) {
+            Ok(parsed) => parsed,
             Err(message) => return fail(CallError::new(ErrorType::InvalidArguments, message)),
         };
-        if let Err(message) = check_arguments(&entry.validator, &arguments) {
-            return fail(CallError::new(ErrorType::InvalidArguments, message));
-        }
+        let arguments = match entry.schema.check(arguments, size, limits.timeout).await {
+            Ok(arguments) => arguments,
+            Err(Invalid::Arguments(message)) => {
+                return fail(CallError::new(ErrorType::InvalidArguments, message));
+            }
+            Err(Invalid::TimedOut) => {
+                return fail(CallError::new(
+                    ErrorType::Timeout,
+                    format!(
+                        "timed out after {} while checking its arguments against its input schema",
+                        humantime::format_duration(limits.timeout)
+                    ),
+                ));
+            }
+        };
+        // Checking the arguments spent part of the call's time.
+        let Some(remaining) = limits.timeout.checked_sub(started.elapsed()) else {
+            return fail(CallError::new(
+                ErrorType::Timeout,
+                format!(
+                    "timed out after {}",
+                    humantime::format_duration(limits.timeout)
+                ),
+            ));
+        };
         let mut approval_wait = std::time::Duration::ZERO;
         if self.needs_approval(&call.name) {
             let asked = Instant::now();
@@ -436,7 +521,6 @@ impl ToolHost {
                 return outcome;
             }
         }
-        let slot = &self.inner.slots[entry.component];
         // Semaphores are never closed, so acquiring cannot fail.
         // The component's own permit first: calls queued behind one busy
         // tool must not hold global permits that other tools could use.
@@ -449,7 +533,7 @@ impl ToolHost {
             .expect("semaphore open");
         let (result, fuel_used) = slot
             .loaded
-            .call(&call.name, &arguments.to_string(), &call.id)
+            .call(&call.name, &arguments.to_string(), &call.id, remaining)
             .await;
         Outcome {
             call_id: call.id.clone(),
@@ -463,13 +547,42 @@ impl ToolHost {
         }
     }
 
+    /// The call's arguments parsed, and the size of their JSON text;
+    /// refused unparsed when larger than `limit` bytes.
+    fn arguments(&self, call: &ToolCall, limit: usize) -> Result<(Value, usize), String> {
+        let too_large = |size: usize| {
+            format!(
+                "the arguments are {size} bytes; this tool accepts at most {limit} (its max_arguments limit)"
+            )
+        };
+        let size = match &call.arguments {
+            crate::tool_call::Arguments::Text(text) => text.len(),
+            crate::tool_call::Arguments::Json(value) => json_size(value, limit),
+            crate::tool_call::Arguments::Malformed(_) => 0,
+        };
+        if size > limit {
+            return Err(too_large(size));
+        }
+        Ok((call.arguments.parse()?, size))
+    }
+
     fn unknown_tool_message(&self, name: &str) -> String {
         let mut names: Vec<&str> = self.inner.by_name.keys().map(String::as_str).collect();
         names.sort_unstable();
         format!(
-            "no tool is named {name:?}; available tools: {}",
+            "no tool is named {:?}; available tools: {}",
+            clip(name, 64),
             names.join(", ")
         )
+    }
+}
+
+/// A spawned call that is aborted if its batch is dropped before it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<Outcome>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -483,26 +596,28 @@ fn task_failed(id: String, name: String, why: &str) -> Outcome {
     )
 }
 
-/// Check `arguments` against the tool's schema; the message names each field
-/// that is wrong and why (at most five).
-fn check_arguments(validator: &jsonschema::Validator, arguments: &Value) -> Result<(), String> {
-    let errors: Vec<String> = validator
-        .iter_errors(arguments)
-        .take(5)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                e.to_string()
-            } else {
-                format!("at {path}: {e}")
-            }
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
+/// The length of `value` as JSON text, counted up to just past `limit`
+/// (without building the text).
+fn json_size(value: &Value, limit: usize) -> usize {
+    struct Counter {
+        bytes: usize,
+        limit: usize,
     }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.bytes += buf.len();
+            if self.bytes > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter { bytes: 0, limit };
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.bytes
 }
 
 /// Names OpenAI and Anthropic both accept.
@@ -517,8 +632,29 @@ fn validate_spec(raw: RawSpec, component: usize) -> Result<Entry, String> {
     if !valid_name(&raw.name) {
         return Err(format!(
             "tool name {:?} must match ^[A-Za-z0-9_-]{{1,64}}$ (what OpenAI and Anthropic accept)",
-            raw.name
+            clip(&raw.name, 80)
         ));
+    }
+    if raw.description.len() > MAX_DESCRIPTION {
+        return Err(format!(
+            "tool {:?}: its description is {} bytes; at most {MAX_DESCRIPTION}",
+            raw.name,
+            raw.description.len()
+        ));
+    }
+    for (what, text) in [
+        ("input-schema", Some(&raw.input_schema)),
+        ("output-schema", raw.output_schema.as_ref()),
+    ] {
+        if let Some(text) = text
+            && text.len() > MAX_SCHEMA
+        {
+            return Err(format!(
+                "tool {:?}: its {what} is {} bytes; at most {MAX_SCHEMA}",
+                raw.name,
+                text.len()
+            ));
+        }
     }
     let parse = |what: &str, text: &str| -> Result<Value, String> {
         serde_json::from_str(text)
@@ -531,7 +667,7 @@ fn validate_spec(raw: RawSpec, component: usize) -> Result<Entry, String> {
             raw.name
         ));
     }
-    let validator = jsonschema::validator_for(&input_schema).map_err(|e| {
+    let schema = ArgumentSchema::compile(&input_schema).map_err(|e| {
         format!(
             "tool {:?}: its input-schema is not valid JSON Schema: {e}",
             raw.name
@@ -556,7 +692,7 @@ fn validate_spec(raw: RawSpec, component: usize) -> Result<Entry, String> {
             },
         },
         component,
-        validator,
+        schema,
     })
 }
 
@@ -572,29 +708,5 @@ mod tests {
         assert!(!valid_name("has space"));
         assert!(!valid_name("dot.ted"));
         assert!(!valid_name(&"x".repeat(65)));
-    }
-
-    #[test]
-    fn schema_errors_name_the_field_and_the_reason() {
-        let schema = serde_json::json!({
-            "type": "object",
-            "properties": {"expression": {"type": "string"}, "times": {"type": "integer", "minimum": 1}},
-            "required": ["expression"],
-            "additionalProperties": false
-        });
-        let validator = jsonschema::validator_for(&schema).unwrap();
-        assert!(check_arguments(&validator, &serde_json::json!({"expression": "1"})).is_ok());
-        let message = check_arguments(&validator, &serde_json::json!({"times": 0})).unwrap_err();
-        assert!(
-            message.contains("\"expression\" is a required property"),
-            "{message}"
-        );
-        assert!(message.contains("at /times"), "{message}");
-        let message =
-            check_arguments(&validator, &serde_json::json!({"expression": 5})).unwrap_err();
-        assert!(
-            message.contains("at /expression") && message.contains("string"),
-            "{message}"
-        );
     }
 }

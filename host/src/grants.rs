@@ -89,7 +89,29 @@ impl Grants {
             host,
             guest: guest.to_owned(),
             mode,
+            quota: (mode == FileMode::ReadWrite).then_some(DEFAULT_QUOTA),
         });
+        Ok(self)
+    }
+
+    /// Set the disk quota of the read-write directory granted as `guest`:
+    /// the most its files may hold, counted across calls (the default is
+    /// [`DEFAULT_QUOTA`]). Writes past it fail with `quota`.
+    ///
+    /// # Errors
+    ///
+    /// When `guest` is not granted, or is granted read-only.
+    pub fn quota(mut self, guest: &str, bytes: u64) -> Result<Self, GrantError> {
+        let guest = guest.trim_end_matches('/');
+        let Some(file) = self.files.iter_mut().find(|f| f.guest == guest) else {
+            return Err(GrantError(format!("no directory is granted as {guest:?}")));
+        };
+        if file.mode != FileMode::ReadWrite {
+            return Err(GrantError(format!(
+                "{guest:?} is read-only; a quota applies to mode = \"read-write\" only"
+            )));
+        }
+        file.quota = Some(bytes);
         Ok(self)
     }
 
@@ -143,28 +165,12 @@ impl Grants {
         self.config.iter().map(|(k, v)| (k.as_str(), v.secret))
     }
 
-    /// The secret values, to be masked in logs and tool output.
+    /// The secret values: masked wherever tool text leaves the sandbox.
     pub fn secrets(&self) -> impl Iterator<Item = &str> {
         self.config
             .values()
             .filter(|c| c.secret)
             .map(|c| c.value.as_str())
-    }
-
-    /// `text` with every secret value replaced by `[redacted]`: applied to
-    /// tool output, tool logs and logged arguments.
-    pub fn mask(&self, mut text: String) -> String {
-        // Longest first, so a secret that contains another is masked whole.
-        let mut secrets: Vec<&str> = self.secrets().collect();
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        for secret in secrets {
-            // Very short values would mask ordinary text; they are not
-            // secrets worth the name.
-            if secret.len() >= 4 && text.contains(secret) {
-                text = text.replace(secret, "[redacted]");
-            }
-        }
-        text
     }
 
     /// Whether this grants nothing: the tool can only compute.
@@ -222,17 +228,47 @@ pub struct FileGrant {
     pub guest: String,
     /// Read-only or read-write.
     pub mode: FileMode,
+    /// For read-write grants: the most the directory's files may hold.
+    pub quota: Option<u64>,
 }
+
+/// A read-write directory's disk quota when none is set: enough for a
+/// tool's working files, far from filling a disk.
+pub const DEFAULT_QUOTA: u64 = 100 * 1024 * 1024;
 
 /// The HTTP origins a component may reach.
 #[derive(Debug, Clone, Default)]
 pub struct AllowedHosts(Vec<HostPattern>);
 
 impl AllowedHosts {
-    /// Whether a request to `scheme://host:port` is allowed. `host` is matched
-    /// case-insensitively; an IP address matches only a pattern that names it.
+    /// Whether a request to `scheme://host:port` is allowed by some pattern.
+    /// `host` is matched case-insensitively. An IP address, in whatever
+    /// spelling (`127.0.0.1`, `127.1`, `0x7f.0.0.1`, `2130706433`, `[::1]`),
+    /// matches only a pattern that names it in exactly that spelling:
+    /// wildcards never match one.
+    ///
+    /// Matching is by name only. Where the name leads is checked when the
+    /// request is sent: a name never reaches a loopback, private,
+    /// link-local or metadata address (except loopback through a
+    /// `localhost` pattern), and such an address is reached only by a
+    /// request to it through a pattern naming it (see [`HostPattern::address`] and
+    /// [`HostPattern::is_localhost`]).
     pub fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
-        self.0.iter().any(|p| p.matches(scheme, host, port))
+        self.matching(scheme, host, port).next().is_some()
+    }
+
+    /// The patterns that allow a request to `scheme://host:port`, in the
+    /// order written.
+    pub fn matching<'a>(
+        &'a self,
+        scheme: &'a str,
+        host: &str,
+        port: u16,
+    ) -> impl Iterator<Item = &'a HostPattern> + 'a {
+        let host = normalize(host);
+        self.0
+            .iter()
+            .filter(move |p| p.matches(scheme, &host, port))
     }
 
     /// The patterns, as written.
@@ -244,10 +280,16 @@ impl AllowedHosts {
 /// One `allow_hosts` entry: `scheme://host[:port]`.
 ///
 /// - `scheme` is `http` or `https`.
-/// - `host` is a name (`example.org`), an IP address (`127.0.0.1`, `[::1]`),
-///   a wildcard over subdomains (`*.example.org`, which does not match
-///   `example.org` itself), or `*` for any host.
+/// - `host` is a name (`example.org`), an IP address written in full
+///   (`127.0.0.1`, `[::1]`), a wildcard over subdomains (`*.example.org`,
+///   which does not match `example.org` itself), or `*` for any host.
+///   Wildcards match names only, never an IP address in any spelling.
 /// - `port` defaults to the scheme's (80 or 443); `*` allows any port.
+///
+/// A request to a name may reach only public addresses, except that a
+/// pattern naming an address itself (`http://127.0.0.1:8081`,
+/// `http://[::1]:8080`) reaches that address, and `localhost` reaches the
+/// loopback addresses it resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPattern {
     scheme: String,
@@ -259,6 +301,7 @@ pub struct HostPattern {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum HostMatch {
     Any,
+    /// A name or an IP address, lowercase, IPv6 without brackets.
     Exact(String),
     /// `*.example.org`, stored as `.example.org`.
     Subdomains(String),
@@ -271,6 +314,7 @@ enum PortMatch {
 }
 
 impl HostPattern {
+    /// Whether this pattern allows `scheme://host:port`, `host` normalized.
     fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
         if !self.scheme.eq_ignore_ascii_case(scheme) {
             return false;
@@ -280,18 +324,65 @@ impl HostPattern {
         {
             return false;
         }
-        let host = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase();
         match &self.host {
-            HostMatch::Any => true,
-            HostMatch::Exact(name) => *name == host,
+            HostMatch::Exact(name) => name == host,
+            // Wildcards are for names: an address spelled in digits is not
+            // a subdomain of anything, and `*` must not become "anywhere,
+            // including this machine".
+            HostMatch::Any => !is_numeric_host(host),
             HostMatch::Subdomains(suffix) => {
-                host.parse::<std::net::IpAddr>().is_err() && host.ends_with(suffix.as_str())
+                !is_numeric_host(host) && host.ends_with(suffix.as_str())
             }
         }
     }
+
+    /// The IP address this pattern names literally (`http://127.0.0.1:8081`,
+    /// `http://[::1]:8080`), if it does. Only such a pattern lets a request
+    /// reach a loopback, private, link-local or metadata address, and only
+    /// that one.
+    pub fn address(&self) -> Option<std::net::IpAddr> {
+        match &self.host {
+            HostMatch::Exact(host) => host.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// Whether this pattern names `localhost`, which may reach the loopback
+    /// addresses it resolves to (and no other internal address).
+    pub fn is_localhost(&self) -> bool {
+        matches!(&self.host, HostMatch::Exact(host) if host == "localhost")
+    }
+}
+
+/// Whether `host`, as a request names it, is an IP address in some spelling
+/// (`127.0.0.1`, `127.1`, `0x7f.1`, `2130706433`, `[::1]`) rather than a
+/// name: wildcards never match such a host.
+pub(crate) fn is_ip_spelling(host: &str) -> bool {
+    is_numeric_host(&normalize(host))
+}
+
+/// `host` as patterns store it: lowercase, IPv6 without brackets.
+fn normalize(host: &str) -> String {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase()
+}
+
+/// Whether `host` (normalized) is an IP address in some spelling rather than
+/// a name: an IPv6 literal, or a host whose last label is a number (decimal,
+/// octal `0177` or hex `0x7f`), which resolvers read as IPv4 (`127.1`,
+/// `0x7f.0.0.1`, `2130706433`, `0177.0.0.1`), as the URL standard does. No
+/// top-level domain is numeric, so no real name is caught.
+fn is_numeric_host(host: &str) -> bool {
+    if host.contains(':') {
+        return true;
+    }
+    let host = host.strip_suffix('.').unwrap_or(host);
+    let last = host.rsplit('.').next().unwrap_or(host);
+    let hex = last
+        .strip_prefix("0x")
+        .is_some_and(|digits| digits.bytes().all(|b| b.is_ascii_hexdigit()));
+    hex || (!last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()))
 }
 
 impl fmt::Display for HostPattern {
@@ -347,11 +438,15 @@ impl std::str::FromStr for HostPattern {
                 "the host must be a name, an IP address, *.domain or *",
             ));
         } else {
-            HostMatch::Exact(
-                host.trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_owned(),
-            )
+            let host = normalize(&host);
+            // `127.1` would match only requests spelled `127.1` yet never
+            // name an address: say how to write the address instead.
+            if is_numeric_host(&host) && host.parse::<std::net::IpAddr>().is_err() {
+                return Err(fail(&format!(
+                    "{host:?} is not an IP address written in full; write it like 127.0.0.1 or [::1]"
+                )));
+            }
+            HostMatch::Exact(host)
         };
         Ok(Self {
             scheme,
@@ -400,6 +495,97 @@ mod tests {
     }
 
     #[test]
+    fn wildcards_never_match_any_spelling_of_an_address() {
+        let allowed = hosts(&[
+            "http://*:*",
+            "http://*.1:*",
+            "http://*.0.0.1:*",
+            "http://*.x7f:*",
+        ]);
+        for host in [
+            "127.0.0.1",
+            "127.1",
+            "0x7f.0.0.1",
+            "0x7f.1",
+            "0X7F.1",
+            "2130706433",
+            "0177.0.0.1",
+            "0x7f000001",
+            "127.0.0.1.",
+            "[::1]",
+            "::1",
+            "[::ffff:127.0.0.1]",
+            "[::ffff:7f00:1]",
+            "169.254.169.254",
+            "0x",
+        ] {
+            assert!(!allowed.allows("http", host, 80), "{host}");
+        }
+        // Names, including ones with numeric labels before the last, still match.
+        assert!(allowed.allows("http", "localhost", 80));
+        assert!(allowed.allows("http", "1.2.3.example", 80));
+        assert!(allowed.allows("http", "0x7f.example", 80));
+    }
+
+    #[test]
+    fn an_address_matches_only_a_pattern_naming_it_in_that_spelling() {
+        let allowed = hosts(&["http://127.0.0.1:8081", "http://[::1]:8080"]);
+        assert!(allowed.allows("http", "127.0.0.1", 8081));
+        assert!(!allowed.allows("http", "127.1", 8081));
+        assert!(!allowed.allows("http", "2130706433", 8081));
+        assert!(allowed.allows("http", "[::1]", 8080));
+        assert!(!allowed.allows("http", "[0:0::1]", 8080));
+        assert!(!allowed.allows("http", "[::ffff:127.0.0.1]", 8080));
+    }
+
+    #[test]
+    fn patterns_say_which_address_they_name() {
+        let named = |p: &str| p.parse::<HostPattern>().unwrap();
+        assert_eq!(
+            named("http://127.0.0.1:8081").address(),
+            Some([127, 0, 0, 1].into())
+        );
+        assert_eq!(
+            named("http://[::1]:8080").address(),
+            Some(std::net::Ipv6Addr::LOCALHOST.into())
+        );
+        for pattern in [
+            "http://localhost",
+            "http://*",
+            "https://*.example.org",
+            "https://example.org",
+        ] {
+            assert_eq!(named(pattern).address(), None, "{pattern}");
+        }
+        assert!(named("http://LocalHost:8080").is_localhost());
+        assert!(!named("http://*.localhost").is_localhost());
+        assert!(!named("http://*").is_localhost());
+    }
+
+    #[test]
+    fn abbreviated_addresses_are_refused_with_the_full_spelling() {
+        for pattern in [
+            "http://127.1",
+            "http://0x7f.0.0.1",
+            "http://2130706433:80",
+            "http://10.1",
+        ] {
+            let err = pattern.parse::<HostPattern>().unwrap_err();
+            assert!(err.0.contains("written in full"), "{pattern}: {err}");
+        }
+    }
+
+    #[test]
+    fn matching_lists_every_pattern_that_allows_a_request() {
+        let allowed = hosts(&["http://*:*", "http://localhost:8080", "https://localhost"]);
+        let matched: Vec<String> = allowed
+            .matching("http", "LOCALHOST", 8080)
+            .map(|p| p.to_string())
+            .collect();
+        assert_eq!(matched, ["http://*:*", "http://localhost:8080"]);
+    }
+
+    #[test]
     fn ipv6_literals_parse_with_and_without_ports() {
         let allowed = hosts(&["http://[::1]:8080", "http://[::2]"]);
         assert!(allowed.allows("http", "[::1]", 8080));
@@ -444,16 +630,5 @@ mod tests {
         assert!(!debug.contains("hunter2"), "{debug}");
         assert!(debug.contains("metric"));
         assert_eq!(grants.secrets().collect::<Vec<_>>(), ["hunter2"]);
-    }
-
-    #[test]
-    fn a_secret_containing_another_is_masked_whole() {
-        let grants = Grants::none()
-            .config("a", "abcd", true)
-            .config("b", "abcdefgh", true);
-        assert_eq!(
-            grants.mask("key abcdefgh and abcd".into()),
-            "key [redacted] and [redacted]"
-        );
     }
 }

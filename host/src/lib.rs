@@ -8,8 +8,10 @@
 //! - [`Manifest`] reads `toolhost.toml`; [`grants`] and [`limits`] are what it
 //!   grants and bounds, and can be built in code instead.
 //! - [`ToolHost`] loads components and runs calls, one or a batch at a time.
-//! - [`ToolCall`] parses OpenAI and LangChain tool calls; [`Outcome`] maps to
+//! - [`ToolCall`] parses OpenAI, LangChain, Anthropic and MCP tool calls; [`Outcome`] maps to
 //!   the ToolMessage JSON; [`formats`] renders tool definitions.
+//! - [`logging`] is the stderr logger the binary installs, which escapes the
+//!   hostile text tools and models put in log lines.
 //!
 //! ```no_run
 //! # async fn run() -> anyhow::Result<()> {
@@ -24,10 +26,12 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+mod arguments;
 pub mod dispatcher;
 pub mod formats;
 pub mod grants;
 pub mod limits;
+pub mod logging;
 pub mod manifest;
 pub mod model;
 pub mod outcome;

@@ -26,12 +26,15 @@ pub struct Limits {
     pub max_output: usize,
     /// Calls of this component that may run at once; more wait their turn.
     pub max_concurrency: usize,
+    /// Bytes of arguments (as JSON text) a call may carry; more is refused
+    /// as `invalid_arguments` before it is parsed.
+    pub max_arguments: usize,
 }
 
 impl Default for Limits {
     /// Defaults that let an ordinary tool run and stop a runaway one quickly:
     /// 5 s, 2e9 fuel (about a second of compute), 64 MiB, 32 KiB of output,
-    /// 16 concurrent calls.
+    /// 16 concurrent calls, 256 KiB of arguments.
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(5),
@@ -39,6 +42,7 @@ impl Default for Limits {
             memory: 64 * 1024 * 1024,
             max_output: 32 * 1024,
             max_concurrency: 16,
+            max_arguments: 256 * 1024,
         }
     }
 }
@@ -52,6 +56,7 @@ pub(crate) struct RawLimits {
     pub memory: Option<ByteSize>,
     pub max_output: Option<ByteSize>,
     pub max_concurrency: Option<usize>,
+    pub max_arguments: Option<ByteSize>,
 }
 
 /// A size written as a number of bytes or a string like `"64MiB"`.
@@ -63,7 +68,7 @@ pub(crate) enum ByteSize {
 }
 
 impl ByteSize {
-    fn bytes(&self) -> Result<u64, String> {
+    pub(crate) fn bytes(&self) -> Result<u64, String> {
         match self {
             Self::Bytes(n) => Ok(*n),
             Self::Text(text) => text
@@ -120,6 +125,18 @@ impl Limits {
                     format!("must be between {MIN_OUTPUT} bytes and the address space"),
                 ))?;
         }
+        if let Some(max_arguments) = &raw.max_arguments {
+            let bytes = max_arguments.bytes().map_err(|e| ("max_arguments", e))?;
+            limits.max_arguments = usize::try_from(bytes)
+                .ok()
+                .filter(|&n| (MIN_ARGUMENTS..=MAX_ARGUMENTS).contains(&n))
+                .ok_or((
+                    "max_arguments",
+                    format!(
+                        "must be between {MIN_ARGUMENTS} bytes and {MAX_ARGUMENTS} bytes (64 MiB)"
+                    ),
+                ))?;
+        }
         if let Some(max_concurrency) = raw.max_concurrency {
             if max_concurrency == 0 {
                 return Err(("max_concurrency", "must be at least 1".into()));
@@ -136,6 +153,11 @@ const MIN_MEMORY: u64 = 64 * 1024;
 const MAX_MEMORY: u64 = 4 * 1024 * 1024 * 1024;
 /// Room for the truncation marker and a little text.
 const MIN_OUTPUT: usize = 256;
+/// `{}` and a little more.
+const MIN_ARGUMENTS: usize = 2;
+/// Far more than any model writes in one call; the host parses and checks
+/// arguments before the tool runs, so this bounds that work.
+const MAX_ARGUMENTS: usize = 64 * 1024 * 1024;
 
 #[cfg(test)]
 mod tests {

@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
 use toolhost::formats::{self, Format};
 use toolhost::grants::FileMode;
+use toolhost::logging::LogFormat;
 use toolhost::manifest::{Approval, DEFAULT_FILE, ModelConfig, Provider};
 use toolhost::model::{self, Message};
 use toolhost::{ApproveAll, Approver, Manifest, RefuseAll, SandboxOptions, ToolCall, ToolHost};
@@ -97,15 +98,20 @@ enum FormatArg {
     Mcp,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    // Declared before the runtime so that it drops after it: lines the
+    // runtime's tasks log while shutting down are flushed too.
+    let _logging = match init_logging(cli.log_format) {
+        Ok(logging) => logging,
+        Err(e) => {
+            eprintln!("error: cannot start logging: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Tools' files and connections come from a pool sized by this limit,
+    // with a reserve kept for the host: raise it as far as allowed first.
+    toolhost::sandbox::raise_descriptor_limit();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -122,15 +128,34 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+/// Installs the stderr logger; keep what it returns until `main` returns.
+fn init_logging(format: LogFormat) -> Result<Logging, tracing_subscriber::util::TryInitError> {
+    toolhost::logging::init(format).map(|guard| Logging(Some(guard)))
+}
+
+/// Flushes the log when `main` returns, whichever way it does, and tells the
+/// operator if a slow stderr cost log lines.
+struct Logging(Option<toolhost::logging::Guard>);
+
+impl Drop for Logging {
+    fn drop(&mut self) {
+        let Some(guard) = self.0.take() else { return };
+        let dropped = guard.finish();
+        if dropped == 0 {
+            return;
+        }
+        // stderr is what did not keep up, and the log thread may still hold
+        // it, so the notice gets a second to get through rather than holding
+        // up the exit for as long as stderr stays stuck.
+        let (written, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            eprintln!(
+                "warning: {dropped} log lines were dropped because stderr did not keep up; \
+                 send stderr to a file, or log less with RUST_LOG"
+            );
+            let _ = written.send(());
+        });
+        let _ = wait.recv_timeout(std::time::Duration::from_secs(1));
     }
 }
 
@@ -447,6 +472,7 @@ impl Approver for TerminalApprover {
                         .map_or_else(|_| text.clone(), |v| v.to_string())
                 }
                 toolhost::tool_call::Arguments::Json(value) => value.to_string(),
+                toolhost::tool_call::Arguments::Malformed(message) => message.clone(),
             };
             let why = if spec.hints.destructive {
                 " (it may delete or overwrite data)"
@@ -498,8 +524,11 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
                 FileMode::ReadOnly => "read",
                 FileMode::ReadWrite => "read and write",
             };
+            let quota = file.quota.map_or_else(String::new, |quota| {
+                format!(" (quota {})", bytesize::ByteSize::b(quota).display().iec())
+            });
             println!(
-                "  files: may {access} {} as {}",
+                "  files: may {access} {} as {}{quota}",
                 file.host.display(),
                 file.guest
             );
@@ -525,11 +554,14 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
         }
         let limits = &config.limits;
         println!(
-            "  limits: timeout {}, fuel {}, memory {}, output {}, concurrency {}",
+            "  limits: timeout {}, fuel {}, memory {}, output {}, arguments {}, concurrency {}",
             humantime::format_duration(limits.timeout),
             limits.fuel,
             bytesize::ByteSize::b(limits.memory).display().iec(),
             bytesize::ByteSize::b(limits.max_output as u64)
+                .display()
+                .iec(),
+            bytesize::ByteSize::b(limits.max_arguments as u64)
                 .display()
                 .iec(),
             limits.max_concurrency

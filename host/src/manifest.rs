@@ -14,7 +14,7 @@
 //! [[tool]]
 //! component = "fetch.wasm"
 //! allow_hosts = ["https://example.org"]
-//! files = [{ host = "./data", guest = "/data", mode = "read-only" }]
+//! files = [{ host = "./data", guest = "/data", mode = "read-write", quota = "100MiB" }]
 //! env = { UNITS = "metric" }
 //! config = { api_key = { env = "WEATHER_KEY" } }
 //! approval = "never"
@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::grants::{FileMode, Grants};
-use crate::limits::{Limits, RawLimits};
+use crate::limits::{ByteSize, Limits, RawLimits};
 
 /// The manifest's file name, looked for in the working directory.
 pub const DEFAULT_FILE: &str = "toolhost.toml";
@@ -306,6 +306,8 @@ struct RawFile {
     guest: String,
     #[serde(default)]
     mode: FileMode,
+    /// For read-write grants: the most the directory may hold.
+    quota: Option<ByteSize>,
 }
 
 /// A literal value, or `{ env = "NAME" }` to read it from the host's
@@ -401,9 +403,16 @@ impl RawTool {
                 .map_err(|e| err(&format!("allow_hosts[{i}]"), e.to_string()))?;
         }
         for (i, f) in self.files.iter().enumerate() {
+            let key = format!("files[{i}]");
             grants = grants
                 .file(base.join(&f.host), &f.guest, f.mode)
-                .map_err(|e| err(&format!("files[{i}]"), e.to_string()))?;
+                .map_err(|e| err(&key, e.to_string()))?;
+            if let Some(quota) = &f.quota {
+                let bytes = quota.bytes().map_err(|e| err(&format!("{key}.quota"), e))?;
+                grants = grants
+                    .quota(&f.guest, bytes)
+                    .map_err(|e| err(&format!("{key}.quota"), e.to_string()))?;
+            }
         }
         for (key, value) in self.env {
             let (value, _) = value

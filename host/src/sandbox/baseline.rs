@@ -97,7 +97,14 @@ fn state() -> wasmtime::Result<State> {
         tool: String::new(),
         call_id: String::new(),
     };
-    State::new(Arc::new(Grants::none()), u64::MAX, info)
+    let files = super::files::ComponentFiles::default();
+    State::new(
+        &Arc::new(Grants::none()),
+        &Arc::new(super::secrets::Secrets::default()),
+        u64::MAX,
+        info,
+        super::state::Purpose::Call(&files),
+    )
 }
 
 async fn call(

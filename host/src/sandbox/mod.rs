@@ -9,13 +9,27 @@
 //! - deadline: the whole call (instantiation, the guest, every host call it
 //!   waits on) runs under a tokio timeout. A guest burning CPU yields to the
 //!   scheduler at every epoch tick, so the timeout and other calls get to run.
-//! - memory: a limiter counts every memory of the instance against one limit.
+//! - memory: a limiter counts every memory of the instance against one limit;
+//!   what the host holds for the call is bounded by its handle count
+//!   (`state::MAX_HANDLES`) times what one handle can hold (`http`, `files`).
 //! - concurrency: the dispatcher's semaphores, sized below the pool.
+//!
+//! Each capability is a module that owns its grant, its per-call budget and
+//! its refusal: `files`, `http`, `env` (environment and config) and
+//! `logging`; `state` puts them together for one call, and `secrets` is
+//! the one place tool text is masked on its way out.
 
 #[doc(hidden)]
 pub mod baseline;
 mod bindings;
+mod budget;
 mod cache;
+mod env;
+mod files;
+mod http;
+mod logging;
+mod refusal;
+mod secrets;
 mod state;
 mod stdio;
 
@@ -25,19 +39,34 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use wasmtime::component::ResourceTableError;
+
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::error::Context as _;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
+pub use budget::raise_descriptor_limit;
 pub use cache::{CacheStatus, default_dir as default_cache_dir};
 
 use self::bindings::ToolboxPre;
 use self::bindings::toolhost::tool::types as wit;
-use self::state::{CallInfo, State};
+use self::files::ComponentFiles;
+use self::secrets::Secrets;
+use self::state::{CallInfo, Purpose, State};
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::manifest::ComponentConfig;
 use crate::outcome::{CallError, ErrorType, ToolOutput, truncate};
+
+/// The largest artifact kept: artifacts are for the application, not the
+/// model, so they may be larger than `max_output`, but not unbounded.
+pub(crate) const MAX_ARTIFACT: usize = 1 << 20;
+
+/// How long a call waits before trying again when the instance pool is
+/// momentarily full (components of several core modules can fill it before
+/// the dispatcher's count of instances does): the call queues, under its
+/// deadline, instead of failing.
+const POOL_RETRY: Duration = Duration::from_millis(2);
 
 /// How often the epoch advances. Each tick, a guest running CPU-bound code
 /// yields to the scheduler: this bounds how late a timeout fires and how long
@@ -74,6 +103,10 @@ pub(crate) struct Sandbox {
     engine: Engine,
     linker: Linker<State>,
     cache: Option<cache::Cache>,
+    /// Calls that found the instance pool full wait here, and retry one at
+    /// a time: retrying together, they could each take part of the pool and
+    /// all fail again.
+    pool_queue: Arc<tokio::sync::Mutex<()>>,
     _ticker: EpochTicker,
 }
 
@@ -82,11 +115,13 @@ impl Sandbox {
         let engine = Engine::new(&engine_config(options)).context("creating the wasm engine")?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        files::add_to_linker(&mut linker)?;
+        http::add_to_linker(&mut linker)?;
         bindings::toolhost::tool::host::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
         Ok(Self {
             _ticker: EpochTicker::start(engine.clone()),
             cache: options.cache_dir.clone().map(cache::Cache::new),
+            pool_queue: Arc::default(),
             engine,
             linker,
         })
@@ -112,10 +147,14 @@ impl Sandbox {
         let pre = ToolboxPre::new(pre).with_context(|| {
             format!("{label} does not export toolhost:tool/tool@0.1.0; build it against the toolbox world in wit/")
         })?;
+        let files = ComponentFiles::open(&config.grants)?;
         Ok(LoadedComponent {
             engine: self.engine.clone(),
+            pool_queue: self.pool_queue.clone(),
             pre,
+            secrets: Arc::new(Secrets::new(config.grants.secrets())),
             grants: Arc::new(config.grants.clone()),
+            files,
             limits: config.limits,
             label: label.into(),
             cache,
@@ -208,24 +247,35 @@ pub(crate) struct RawSpec {
 /// A compiled, linked component, ready to instantiate for each call.
 pub(crate) struct LoadedComponent {
     engine: Engine,
+    pool_queue: Arc<tokio::sync::Mutex<()>>,
     pre: ToolboxPre<State>,
     grants: Arc<Grants>,
+    secrets: Arc<Secrets>,
+    files: ComponentFiles,
     limits: Limits,
     pub(crate) label: Arc<str>,
     pub(crate) cache: CacheStatus,
 }
 
+/// Setting up a call's store failed: a host fault, not the tool's.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct SetupFailed(String);
+
 impl LoadedComponent {
-    /// Ask a fresh instance which tools the component provides.
+    /// Ask a fresh instance, with no capabilities at all, which tools the
+    /// component provides.
     pub(crate) async fn tools(&self) -> Result<Vec<RawSpec>, CallError> {
-        let mut store = self.new_store("tools", "load")?;
+        let mut store = self
+            .new_store("tools", "load", Purpose::Describe)
+            .map_err(|e| self.seal_error(self.setup_failed(e)))?;
         let run = async {
             let toolbox = self.pre.instantiate_async(&mut store).await?;
             toolbox.toolhost_tool_tool().call_tools(&mut store).await
         };
         let specs = match tokio::time::timeout(self.limits.timeout, run).await {
             Err(_) => return Err(self.timed_out()),
-            Ok(Err(trap)) => return Err(self.classify(trap, &store)),
+            Ok(Err(trap)) => return Err(self.seal_error(self.classify(trap, &store))),
             Ok(Ok(specs)) => specs,
         };
         Ok(specs
@@ -243,30 +293,62 @@ impl LoadedComponent {
             .collect())
     }
 
-    /// Run tool `name` in a fresh instance. Returns the result and the fuel
-    /// used.
+    /// Run tool `name` in a fresh instance under the component's grants and
+    /// limits, within `time_left` of its timeout (checking the arguments
+    /// spent the rest). Returns the result, already masked and cut to the
+    /// output limits, and the fuel used.
     pub(crate) async fn call(
         &self,
         name: &str,
         arguments: &str,
         call_id: &str,
+        time_left: Duration,
     ) -> (Result<ToolOutput, CallError>, u64) {
-        let mut store = match self.new_store(name, call_id) {
+        let mut store = match self.new_store(name, call_id, Purpose::Call(&self.files)) {
             Ok(store) => store,
-            Err(e) => return (Err(e), 0),
+            Err(e) => return (Err(self.seal_error(self.setup_failed(e))), 0),
         };
         let context = wit::CallContext {
             call_id: call_id.to_owned(),
-            deadline_ms: u64::try_from(self.limits.timeout.as_millis()).unwrap_or(u64::MAX),
+            deadline_ms: u64::try_from(time_left.as_millis()).unwrap_or(u64::MAX),
         };
         let run = async {
-            let toolbox = self.pre.instantiate_async(&mut store).await?;
-            toolbox
-                .toolhost_tool_tool()
-                .call_call(&mut store, name, arguments, &context)
-                .await
+            let store = &mut store;
+            let mut queued = None;
+            loop {
+                let instantiated = self.pre.instantiate_async(&mut *store).await;
+                // Leave the queue as soon as this call has its instance.
+                if instantiated.is_ok() {
+                    drop(queued.take());
+                }
+                match instantiated {
+                    Ok(toolbox) => {
+                        break toolbox
+                            .toolhost_tool_tool()
+                            .call_call(&mut *store, name, arguments, &context)
+                            .await;
+                    }
+                    Err(e)
+                        if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                            .is_some() =>
+                    {
+                        // The failed store goes first: it may hold part of
+                        // the pool, which others waiting need.
+                        *store = match self.new_store(name, call_id, Purpose::Call(&self.files)) {
+                            Ok(fresh) => fresh,
+                            Err(e) => break Err(SetupFailed(format!("{e:#}")).into()),
+                        };
+                        if queued.is_none() {
+                            queued = Some(self.pool_queue.lock().await);
+                        } else {
+                            tokio::time::sleep(POOL_RETRY).await;
+                        }
+                    }
+                    Err(e) => break Err(e),
+                }
+            }
         };
-        let result = tokio::time::timeout(self.limits.timeout, run).await;
+        let result = tokio::time::timeout(time_left, run).await;
         let fuel_used = self
             .limits
             .fuel
@@ -275,29 +357,49 @@ impl LoadedComponent {
             Err(_) => Err(self.timed_out()),
             Ok(Err(trap)) => Err(self.classify(trap, &store)),
             Ok(Ok(Err(error))) => Err(self.tool_error(error, &store)),
-            Ok(Ok(Ok(output))) => Ok(self.output(output)),
+            Ok(Ok(Ok(output))) => Ok(output),
         };
-        (result, fuel_used)
+        (self.seal(result), fuel_used)
     }
 
-    fn new_store(&self, tool: &str, call_id: &str) -> Result<Store<State>, CallError> {
+    /// `text` with this component's secrets masked: for the dispatcher's
+    /// logs of the arguments.
+    pub(crate) fn mask(&self, text: String) -> String {
+        self.secrets.mask_owned(text)
+    }
+
+    fn new_store(
+        &self,
+        tool: &str,
+        call_id: &str,
+        purpose: Purpose<'_>,
+    ) -> wasmtime::Result<Store<State>> {
         let info = CallInfo {
             component: self.label.clone(),
             tool: tool.to_owned(),
             call_id: call_id.to_owned(),
         };
-        let state = State::new(self.grants.clone(), self.limits.memory, info).map_err(|e| {
-            tracing::error!(component = &*self.label, error = %e, "cannot set up the tool's grants");
-            CallError::new(ErrorType::Internal, "the host could not set up the tool's granted files")
-        })?;
+        let state = State::new(
+            &self.grants,
+            &self.secrets,
+            self.limits.memory,
+            info,
+            purpose,
+        )?;
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
-        store
-            .set_fuel(self.limits.fuel)
-            .expect("fuel is enabled in the engine config");
+        store.set_fuel(self.limits.fuel)?;
         store.set_epoch_deadline(1);
         store.epoch_deadline_async_yield_and_update(1);
         Ok(store)
+    }
+
+    fn setup_failed(&self, error: wasmtime::Error) -> CallError {
+        tracing::error!(component = &*self.label, error = %self.secrets.mask(&format!("{error:#}")), "cannot set up the call");
+        CallError::new(
+            ErrorType::Internal,
+            "the host could not set up the tool's sandbox (its granted files or the host's descriptors); retry shortly",
+        )
     }
 
     fn timed_out(&self) -> CallError {
@@ -310,27 +412,62 @@ impl LoadedComponent {
         )
     }
 
+    fn memory_exhausted(&self) -> CallError {
+        CallError::new(
+            ErrorType::MemoryExhausted,
+            format!(
+                "ran out of memory (limit {})",
+                bytesize::ByteSize::b(self.limits.memory).display().iec()
+            ),
+        )
+    }
+
+    /// The host refused something during the call and the call then failed:
+    /// the refusal is what the model is told.
+    fn refused(&self, state: &State) -> Option<CallError> {
+        if let Some(what) = state.refusals.exhaustion() {
+            return Some(CallError::new(
+                ErrorType::MemoryExhausted,
+                format!("ran out of host memory: {what}"),
+            ));
+        }
+        if let Some(denial) = state.refusals.denial() {
+            return Some(CallError::new(ErrorType::CapabilityDenied, denial));
+        }
+        if state.limiter.refused {
+            return Some(self.memory_exhausted());
+        }
+        None
+    }
+
     /// Turn a trap or instantiation failure into the outcome the model sees;
-    /// the details go to the log.
+    /// the details go to the log (the wasm trap and backtrace, never the
+    /// host's Rust backtrace).
     fn classify(&self, error: wasmtime::Error, store: &Store<State>) -> CallError {
         let state = store.data();
         let trap = error.downcast_ref::<Trap>().copied();
-        let stderr = state.stderr.contents();
+        let (stderr, cut) = state.stderr.contents();
+        let table_full = error.chain().any(|cause| {
+            matches!(
+                cause.downcast_ref::<ResourceTableError>(),
+                Some(ResourceTableError::Full)
+            )
+        });
         let call_error = if trap == Some(Trap::OutOfFuel) {
             CallError::new(
                 ErrorType::FuelExhausted,
                 format!("ran out of fuel (limit {} units)", self.limits.fuel),
             )
-        } else if let Some(denial) = state.denial() {
-            CallError::new(ErrorType::CapabilityDenied, denial)
-        } else if state.limiter.refused {
+        } else if table_full {
             CallError::new(
                 ErrorType::MemoryExhausted,
                 format!(
-                    "ran out of memory (limit {})",
-                    bytesize::ByteSize::b(self.limits.memory).display().iec()
+                    "ran out of host memory: held more than {} host handles (streams, files, requests, header fields) at once",
+                    state::MAX_HANDLES
                 ),
             )
+        } else if let Some(refused) = self.refused(state) {
+            refused
         } else if let Some(trap) = trap {
             let what = match trap {
                 Trap::StackOverflow => "stack overflow".to_owned(),
@@ -340,61 +477,71 @@ impl LoadedComponent {
                 other => format!("wasm trap: {other}"),
             };
             CallError::new(ErrorType::Trap, what)
-        } else if error
-            .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
-            .is_some()
-        {
-            tracing::error!(
-                component = &*self.label,
-                error = format!("{error:#}"),
-                "instance pool exhausted"
-            );
+        } else if let Some(setup) = error.downcast_ref::<SetupFailed>() {
+            tracing::error!(component = &*self.label, error = %setup, "cannot set up the call");
             CallError::new(
                 ErrorType::Internal,
-                "the host is at its instance limit; retry shortly",
+                "the host could not set up the tool's sandbox; retry shortly",
             )
         } else {
             CallError::new(
                 ErrorType::Trap,
-                format!("failed to run: {}", root_cause(&error)),
+                format!("failed to run: {}", error.root_cause()),
             )
+        };
+        let stderr_tail = if cut {
+            self.secrets.mask_tail(&stderr)
+        } else {
+            self.secrets.mask_owned(stderr)
         };
         tracing::warn!(
             component = &*self.label,
             outcome = %call_error.kind,
-            error = format!("{error:?}"),
-            stderr_tail = %self.grants.mask(stderr),
+            error = %self.secrets.mask(&format!("{error:#}")),
+            stderr_tail = %stderr_tail,
             "tool failed"
         );
         call_error
     }
 
     fn tool_error(&self, error: wit::ToolError, store: &Store<State>) -> CallError {
-        let state = store.data();
-        if let Some(denial) = state.denial() {
-            return CallError::new(ErrorType::CapabilityDenied, denial);
-        }
-        if state.limiter.refused {
-            return CallError::new(
-                ErrorType::MemoryExhausted,
-                format!(
-                    "ran out of memory (limit {})",
-                    bytesize::ByteSize::b(self.limits.memory).display().iec()
-                ),
-            );
+        if let Some(refused) = self.refused(store.data()) {
+            return refused;
         }
         CallError {
             kind: ErrorType::ToolError,
-            message: truncate(self.grants.mask(error.message), self.limits.max_output),
+            message: error.message,
             retryable: error.retryable,
-            tool_kind: Some(error_kind(&error.kind)),
+            tool_kind: Some(error.kind),
         }
     }
 
-    /// Mask secrets and apply the output limit.
-    fn output(&self, output: wit::ToolOutput) -> ToolOutput {
+    /// The choke point every result passes on its way out of the sandbox:
+    /// secrets masked (structured output after decoding), then each part
+    /// cut to its limit.
+    fn seal(&self, result: Result<wit::ToolOutput, CallError>) -> Result<ToolOutput, CallError> {
+        match result {
+            Ok(output) => Ok(self.seal_output(output)),
+            Err(error) => Err(self.seal_error(error)),
+        }
+    }
+
+    fn seal_error(&self, error: CallError) -> CallError {
+        CallError {
+            message: truncate(
+                self.secrets.mask_owned(error.message),
+                self.limits.max_output,
+            ),
+            tool_kind: error
+                .tool_kind
+                .map(|kind| error_kind(&self.secrets.mask(&kind))),
+            ..error
+        }
+    }
+
+    fn seal_output(&self, output: wit::ToolOutput) -> ToolOutput {
         let limit = self.limits.max_output;
-        let mut content = self.grants.mask(output.content);
+        let mut content = self.secrets.mask_owned(output.content);
         let structured = output.structured.and_then(|text| {
             if text.len() > limit {
                 content.push_str(&format!(
@@ -403,8 +550,11 @@ impl LoadedComponent {
                 ));
                 return None;
             }
-            match serde_json::from_str(&self.grants.mask(text)) {
-                Ok(value) => Some(value),
+            match serde_json::from_str(&text) {
+                Ok(mut value) => {
+                    self.secrets.mask_json(&mut value);
+                    Some(value)
+                }
                 Err(e) => {
                     tracing::warn!(component = &*self.label, error = %e, "tool returned structured output that is not JSON; dropped");
                     None
@@ -414,7 +564,9 @@ impl LoadedComponent {
         ToolOutput {
             content: truncate(content, limit),
             structured,
-            artifact: output.artifact.map(|artifact| self.grants.mask(artifact)),
+            artifact: output
+                .artifact
+                .map(|artifact| truncate(self.secrets.mask_owned(artifact), MAX_ARTIFACT)),
         }
     }
 }
@@ -432,10 +584,6 @@ fn error_kind(kind: &str) -> String {
     } else {
         "error".to_owned()
     }
-}
-
-fn root_cause(error: &wasmtime::Error) -> String {
-    error.root_cause().to_string()
 }
 
 #[cfg(test)]

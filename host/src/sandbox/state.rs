@@ -1,23 +1,41 @@
-//! The per-call store state: the WASI context built from the component's
-//! [`Grants`], the HTTP gate that enforces `allow_hosts`, the memory limiter,
-//! and the record of what the host refused.
+//! The per-call store state: one fresh value per call, built from the
+//! component's [`Grants`] and nothing else.
+//!
+//! Each capability lives in its own module, which owns its grant, its
+//! per-call budget and its refusal: `files` (granted directories, open
+//! handles, disk quota), `http` (allow_hosts, connections, host memory behind
+//! wasi:http objects), `env` (environment and config), `logging` (the
+//! tool's log lines). This module only puts them together, with the memory
+//! limiter and the resource table that bound everything else.
 
 use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::toolhost::tool::host::{self, Level};
 use super::bindings::toolhost::tool::types;
+use super::files::{CallFiles, ComponentFiles};
+use super::http::HttpGate;
+use super::logging::GuestLog;
+use super::refusal::Refusals;
+use super::secrets::Secrets;
 use super::stdio::Tail;
+use super::{env, http};
 use crate::grants::Grants;
 
-/// Handles (streams, requests, fields, files) one call may hold at once:
-/// plenty for any tool, and a bound on the host memory a guest can pin
-/// outside its own limit.
-const MAX_RESOURCES: usize = 4096;
+/// Handles (streams, files, requests, header fields, pollables) one call may
+/// hold at once. A tool needs a few dozen at most; every host object a tool
+/// can create is one handle, so this count times the largest object one
+/// handle can hold bounds the host memory a call can pin (see `http` and
+/// `files` for those sizes). Past it, the call ends `memory_exhausted`.
+pub(crate) const MAX_HANDLES: usize = 256;
+
+/// The most `wasi:random` hands out in one request. Transient, but the host
+/// allocates it before copying it into the guest.
+const MAX_RANDOM_BYTES: u64 = 1 << 20;
 
 /// Who is running: attached to every log line the tool writes.
 #[derive(Debug, Clone)]
@@ -27,49 +45,60 @@ pub(crate) struct CallInfo {
     pub call_id: String,
 }
 
+/// What describing a component's tools may touch: nothing. `tools()` runs
+/// with no grants at all, so loading, `toolhost check` and listing tools
+/// can never write a file or make a request.
+pub(crate) enum Purpose<'a> {
+    /// `tools()`: no capabilities.
+    Describe,
+    /// A call: exactly the component's grants.
+    Call(&'a ComponentFiles),
+}
+
 /// Everything a tool instance can reach, for one call.
 pub(crate) struct State {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     table: ResourceTable,
     gate: HttpGate,
+    pub(crate) files: CallFiles,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stderr: Tail,
+    pub(crate) refusals: Refusals,
+    pub(crate) log: GuestLog,
     grants: Arc<Grants>,
-    info: CallInfo,
 }
 
 impl State {
-    /// The first request the host refused during this call, if any.
-    pub(crate) fn denial(&self) -> Option<&str> {
-        self.gate.denied.as_deref()
-    }
-
-    /// A fresh state that grants exactly `grants`: the host's environment,
-    /// arguments, stdin, network and filesystem are never inherited.
+    /// A fresh state for `purpose`: the host's environment, arguments,
+    /// stdin, network and filesystem are never inherited.
     ///
     /// # Errors
     ///
-    /// When a granted directory can no longer be opened (it was removed
-    /// after load).
+    /// When a granted directory cannot be opened for the call, or the host
+    /// has no descriptors to spare for it.
     pub(crate) fn new(
-        grants: Arc<Grants>,
+        grants: &Arc<Grants>,
+        secrets: &Arc<Secrets>,
         memory_limit: u64,
         info: CallInfo,
+        purpose: Purpose<'_>,
     ) -> wasmtime::Result<Self> {
+        let grants = match purpose {
+            Purpose::Describe => Arc::new(Grants::none()),
+            Purpose::Call(_) => grants.clone(),
+        };
+        let refusals = Refusals::new(secrets.clone());
         let stderr = Tail::default();
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(stderr.clone()).stderr(stderr.clone());
-        for (name, value) in grants.env_vars() {
-            wasi.env(name, value);
-        }
-        for file in grants.files() {
-            let perms = match file.mode {
-                crate::grants::FileMode::ReadOnly => FsPerms::ReadOnly,
-                crate::grants::FileMode::ReadWrite => FsPerms::ReadWrite,
-            };
-            wasi.preopened_dir(&file.host, &file.guest, perms)?;
-        }
+        wasi.stdout(stderr.clone())
+            .stderr(stderr.clone())
+            .max_random_size(MAX_RANDOM_BYTES);
+        env::grant(&mut wasi, &grants);
+        let files = match purpose {
+            Purpose::Describe => CallFiles::none(refusals.clone()),
+            Purpose::Call(files) => files.grant(&mut wasi, refusals.clone())?,
+        };
         // No raw sockets are ever granted: TCP, UDP and name lookup stay
         // off, so WASI refuses them before any OS socket exists and a tool
         // cannot use up the host's file descriptors; the address check
@@ -78,23 +107,27 @@ impl State {
             .allow_udp(false)
             .allow_ip_name_lookup(false);
         wasi.socket_addr_check(|_, _| Box::pin(async { false }));
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_HANDLES);
         Ok(Self {
             wasi: wasi.build(),
-            http: WasiHttpCtx::new(),
-            table: {
-                let mut table = ResourceTable::new();
-                table.set_max_capacity(MAX_RESOURCES);
-                table
-            },
-            gate: HttpGate {
-                grants: grants.clone(),
-                denied: None,
-            },
+            http: http::context(),
+            table,
+            gate: HttpGate::new(grants.clone(), refusals.clone()),
+            files,
             limiter: MemoryLimiter::new(memory_limit),
             stderr,
+            log: GuestLog::new(info, secrets.clone()),
+            refusals,
             grants,
-            info,
         })
+    }
+}
+
+impl State {
+    /// The call's resource table.
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
     }
 }
 
@@ -121,84 +154,11 @@ impl types::Host for State {}
 
 impl host::Host for State {
     fn log(&mut self, level: Level, message: String) {
-        let message = self.grants.mask(message);
-        let CallInfo {
-            component,
-            tool,
-            call_id,
-        } = &self.info;
-        let component = &**component;
-        // One macro call per level: tracing's level must be a constant.
-        match level {
-            Level::Trace => {
-                tracing::trace!(target: "toolhost::guest", component, tool, call_id, "{message}")
-            }
-            Level::Debug => {
-                tracing::debug!(target: "toolhost::guest", component, tool, call_id, "{message}")
-            }
-            Level::Info => {
-                tracing::info!(target: "toolhost::guest", component, tool, call_id, "{message}")
-            }
-            Level::Warn => {
-                tracing::warn!(target: "toolhost::guest", component, tool, call_id, "{message}")
-            }
-            Level::Error => {
-                tracing::error!(target: "toolhost::guest", component, tool, call_id, "{message}")
-            }
-        }
+        self.log.write(level, &message);
     }
 
     fn config(&mut self, key: String) -> Option<String> {
-        self.grants.config_value(&key).map(str::to_owned)
-    }
-}
-
-/// Lets an outgoing HTTP request through only to a granted origin. Every hop
-/// of a redirect is a new request from the guest, so it comes through here
-/// too.
-struct HttpGate {
-    grants: Arc<Grants>,
-    /// The first request refused during the call: what a failed call is
-    /// reported as. Later ones are only logged.
-    denied: Option<String>,
-}
-
-impl WasiHttpHooks for HttpGate {
-    fn send_request(
-        &mut self,
-        request: http::Request<wasmtime_wasi_http::WasiBody>,
-        options: Option<wasmtime_wasi_http::RequestOptions>,
-        fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
-    ) -> Box<
-        dyn Future<
-                Output = wasmtime_wasi_http::Result<(
-                    http::Response<wasmtime_wasi_http::WasiBody>,
-                    Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
-                )>,
-            > + Send,
-    > {
-        let uri = request.uri();
-        let scheme = uri.scheme_str().unwrap_or("https");
-        let host = uri.host().unwrap_or_default();
-        let port = uri
-            .port_u16()
-            .unwrap_or(if scheme == "http" { 80 } else { 443 });
-        if !self.grants.hosts().allows(scheme, host, port) {
-            let what =
-                format!("HTTP request to {scheme}://{host}:{port} (not in the tool's allow_hosts)");
-            tracing::info!(target: "toolhost::grants", denied = %what, "capability refused");
-            self.denied.get_or_insert(what);
-            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
-        }
-        _ = fut;
-        Box::new(async move {
-            use http_body_util::BodyExt;
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            Ok((
-                response.map(BodyExt::boxed_unsync),
-                Box::new(io) as Box<dyn Future<Output = _> + Send>,
-            ))
-        })
+        env::config(&self.grants, &key)
     }
 }
 

@@ -19,22 +19,39 @@ pub(crate) const TAIL_BYTES: usize = 4096;
 
 /// The last [`TAIL_BYTES`] written to a stream.
 #[derive(Clone, Default)]
-pub(crate) struct Tail(Arc<Mutex<VecDeque<u8>>>);
+pub(crate) struct Tail(Arc<Mutex<Kept>>);
+
+#[derive(Default)]
+struct Kept {
+    bytes: VecDeque<u8>,
+    /// Whether anything before the kept bytes was dropped: the tail may
+    /// then begin partway through a secret.
+    cut: bool,
+}
 
 impl Tail {
-    /// What was kept, lossily decoded.
-    pub(crate) fn contents(&self) -> String {
-        let buffer = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (a, b) = buffer.as_slices();
-        String::from_utf8_lossy(&[a, b].concat()).into_owned()
+    /// What was kept, lossily decoded, and whether earlier output was cut.
+    pub(crate) fn contents(&self) -> (String, bool) {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (a, b) = kept.bytes.as_slices();
+        (
+            String::from_utf8_lossy(&[a, b].concat()).into_owned(),
+            kept.cut,
+        )
     }
 
     fn push(&self, bytes: &[u8]) {
-        let mut buffer = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if bytes.len() > TAIL_BYTES {
+            kept.cut = true;
+        }
         let bytes = &bytes[bytes.len().saturating_sub(TAIL_BYTES)..];
-        let overflow = (buffer.len() + bytes.len()).saturating_sub(TAIL_BYTES);
-        buffer.drain(..overflow);
-        buffer.extend(bytes);
+        let overflow = (kept.bytes.len() + bytes.len()).saturating_sub(TAIL_BYTES);
+        if overflow > 0 {
+            kept.cut = true;
+        }
+        kept.bytes.drain(..overflow);
+        kept.bytes.extend(bytes);
     }
 }
 
@@ -78,10 +95,13 @@ mod tests {
         let tail = Tail::default();
         tail.push(&[b'a'; TAIL_BYTES]);
         tail.push(b"end");
-        let kept = tail.contents();
+        let (kept, cut) = tail.contents();
         assert_eq!(kept.len(), TAIL_BYTES);
-        assert!(kept.ends_with("aend"));
+        assert!(kept.ends_with("aend") && cut);
         tail.push(&vec![b'z'; TAIL_BYTES * 2]);
-        assert_eq!(tail.contents(), "z".repeat(TAIL_BYTES));
+        assert_eq!(tail.contents().0, "z".repeat(TAIL_BYTES));
+        let short = Tail::default();
+        short.push(b"all of it");
+        assert_eq!(short.contents(), ("all of it".to_owned(), false));
     }
 }

@@ -195,3 +195,70 @@ fn a_trap_logs_the_guests_stderr_tail() {
     assert!(stderr.contains("probe: about to panic"), "{stderr}");
     assert!(stderr.contains("probe panicked on purpose"), "{stderr}");
 }
+
+/// A manifest with only the probe, in a temporary directory.
+fn probe_manifest() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = crate::util::component("probe");
+    std::fs::write(
+        dir.path().join("toolhost.toml"),
+        format!("[[tool]]\ncomponent = {:?}\n", probe.display().to_string()),
+    )
+    .unwrap();
+    dir
+}
+
+fn toolhost_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(args)
+        .current_dir(root())
+        .env("TOOLHOST_CACHE_DIR", root().join("target/test-cache"))
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("the toolhost binary runs")
+}
+
+#[test]
+fn a_failed_call_logs_the_wasm_trap_not_a_host_backtrace() {
+    let dir = probe_manifest();
+    let config = dir.path().join("toolhost.toml");
+    let output = toolhost_with_env(
+        &["call", "--config", config.to_str().unwrap(), "panic"],
+        &[("RUST_BACKTRACE", "1"), ("NO_COLOR", "1")],
+    );
+    let message = stdout_json(&output);
+    assert_eq!(message["error"]["type"], "trap");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("tool failed"), "{stderr}");
+    assert!(stderr.contains("wasm backtrace"), "{stderr}");
+    assert!(
+        !stderr.to_lowercase().contains("stack backtrace") && !stderr.contains("tokio::runtime"),
+        "a host Rust backtrace was logged: {stderr}"
+    );
+    assert!(stderr.len() < 16 * 1024, "{} bytes of stderr", stderr.len());
+}
+
+#[test]
+fn guest_log_lines_cannot_forge_log_lines() {
+    let dir = probe_manifest();
+    let config = dir.path().join("toolhost.toml");
+    let output = toolhost_with_env(
+        &[
+            "call",
+            "--config",
+            config.to_str().unwrap(),
+            "log_flood",
+            r#"{"n":3}"#,
+        ],
+        &[("RUST_LOG", "toolhost::guest=info"), ("NO_COLOR", "1")],
+    );
+    stdout_json(&output);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.matches("forged").count(), 3, "{stderr}");
+    for line in stderr.lines() {
+        assert!(!line.starts_with("ERROR fake"), "a forged line: {line}");
+        assert!(!line.contains('\u{1b}'), "an escape sequence: {line:?}");
+    }
+}

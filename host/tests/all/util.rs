@@ -47,6 +47,7 @@ pub fn quick_limits() -> Limits {
         memory: 32 << 20,
         max_output: 32 << 10,
         max_concurrency: 64,
+        ..Limits::default()
     }
 }
 

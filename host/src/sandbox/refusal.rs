@@ -1,0 +1,66 @@
+//! The record of what the host refused a tool during one call.
+//!
+//! A refusal never traps: the tool sees an ordinary error (a failed open, a
+//! denied request) and may carry on. Only when the call then fails does the
+//! refusal become its outcome, so the model is told the real reason (the
+//! capability or budget that was refused) rather than whatever the tool made
+//! of the error.
+
+use std::sync::{Arc, Mutex};
+
+use super::secrets::Secrets;
+
+/// The refusals of one call; cheap to clone into the objects that refuse
+/// (streams, the HTTP gate), which outlive a borrow of the store.
+#[derive(Clone)]
+pub(crate) struct Refusals {
+    inner: Arc<Mutex<Inner>>,
+    secrets: Arc<Secrets>,
+}
+
+#[derive(Default)]
+struct Inner {
+    denied: Option<String>,
+    exhausted: Option<String>,
+}
+
+impl Refusals {
+    pub(crate) fn new(secrets: Arc<Secrets>) -> Self {
+        Self {
+            inner: Arc::default(),
+            secrets,
+        }
+    }
+
+    /// The host refused a capability (`capability_denied` if the call
+    /// fails): a request to an origin, a file, a write past a quota, a
+    /// handle past the call's budget. The first refusal is what the call is
+    /// reported as; each is logged, masked.
+    pub(crate) fn deny(&self, what: impl Into<String>) {
+        let what = self.secrets.mask_owned(what.into());
+        tracing::info!(target: "toolhost::grants", denied = %what, "capability refused");
+        self.lock().denied.get_or_insert(what);
+    }
+
+    /// Host memory held for the call reached its budget (`memory_exhausted`
+    /// if the call fails).
+    pub(crate) fn exhaust(&self, what: impl Into<String>) {
+        let what = self.secrets.mask_owned(what.into());
+        tracing::info!(target: "toolhost::limits", exhausted = %what, "host budget refused");
+        self.lock().exhausted.get_or_insert(what);
+    }
+
+    /// The first capability refused, if any.
+    pub(crate) fn denial(&self) -> Option<String> {
+        self.lock().denied.clone()
+    }
+
+    /// The first host budget exhausted, if any.
+    pub(crate) fn exhaustion(&self) -> Option<String> {
+        self.lock().exhausted.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -1,0 +1,170 @@
+//! Masking: the one place secret config values are taken out of text that
+//! leaves the sandbox.
+//!
+//! Everything a tool can say reaches the outside through here: its content,
+//! structured output (masked after JSON decoding, so `\u`-escaped copies are
+//! caught), artifact, error kind and message, the refusal messages the host
+//! builds from what the tool asked for (a URL can carry a secret), its log
+//! lines and its stderr tail. Masking runs before truncation, so a cut never
+//! splits a secret into an unmasked prefix; a tail that begins in the middle
+//! of a secret has that fragment masked too.
+//!
+//! What masking cannot do: a tool that holds a secret can always encode it
+//! (base64, hex, reversed, one character per line) and the encoded copy is
+//! not recognised. Masking stops accidents and careless tools, not a tool
+//! that means to leak; a secret should be granted only to a tool trusted
+//! with it.
+
+use std::borrow::Cow;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use serde_json::Value;
+
+/// What a secret becomes.
+pub(crate) const REDACTED: &str = "[redacted]";
+
+/// Values shorter than this are not masked: they would mask ordinary text
+/// (a secret of "a" would redact every "a") and are not secrets worth the
+/// name.
+const MIN_SECRET_LEN: usize = 4;
+
+/// The secrets of one component, ready to mask text.
+#[derive(Debug, Default)]
+pub(crate) struct Secrets {
+    matcher: Option<AhoCorasick>,
+    values: Vec<String>,
+}
+
+impl Secrets {
+    /// A masker for `values` (those shorter than [`MIN_SECRET_LEN`] are
+    /// ignored).
+    pub(crate) fn new<'a>(values: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut values: Vec<String> = values
+            .into_iter()
+            .filter(|v| v.len() >= MIN_SECRET_LEN)
+            .map(str::to_owned)
+            .collect();
+        values.sort();
+        values.dedup();
+        if values.is_empty() {
+            return Self::default();
+        }
+        // Leftmost-longest: a secret that contains another is masked whole.
+        let matcher = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&values)
+            .ok();
+        Self { matcher, values }
+    }
+
+    /// `text` with every secret replaced by `[redacted]`.
+    pub(crate) fn mask<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match &self.matcher {
+            Some(matcher) if matcher.is_match(text) => {
+                Cow::Owned(matcher.replace_all(text, &vec![REDACTED; self.values.len()]))
+            }
+            _ => Cow::Borrowed(text),
+        }
+    }
+
+    /// [`Secrets::mask`] for an owned string, without copying when nothing
+    /// matches.
+    pub(crate) fn mask_owned(&self, text: String) -> String {
+        match self.mask(&text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(masked) => masked,
+        }
+    }
+
+    /// Every string in `value`, keys included, masked.
+    pub(crate) fn mask_json(&self, value: &mut Value) {
+        if self.matcher.is_none() {
+            return;
+        }
+        // Iterative: structured output can nest as deep as the JSON parser
+        // allows, and masking must not be what overflows the stack.
+        let mut pending = vec![value];
+        while let Some(value) = pending.pop() {
+            match value {
+                Value::String(text) => {
+                    if let Cow::Owned(masked) = self.mask(text) {
+                        *text = masked;
+                    }
+                }
+                Value::Array(items) => pending.extend(items.iter_mut()),
+                Value::Object(map) => {
+                    if map.keys().any(|k| matches!(self.mask(k), Cow::Owned(_))) {
+                        let entries = std::mem::take(map);
+                        for (key, item) in entries {
+                            map.insert(self.mask_owned(key), item);
+                        }
+                    }
+                    pending.extend(map.values_mut());
+                }
+                Value::Null | Value::Bool(_) | Value::Number(_) => {}
+            }
+        }
+    }
+
+    /// Mask the tail of a longer text, which may begin partway through a
+    /// secret: besides whole secrets, a leading fragment that is the end of
+    /// a secret is masked.
+    pub(crate) fn mask_tail(&self, tail: &str) -> String {
+        let masked = self.mask_owned(tail.to_owned());
+        let fragment = self
+            .values
+            .iter()
+            .filter_map(|secret| {
+                // The longest proper suffix of the secret the tail starts with.
+                (1..secret.len())
+                    .filter(|&i| secret.is_char_boundary(i))
+                    .map(|i| &secret[i..])
+                    .find(|suffix| masked.starts_with(suffix))
+                    .map(str::len)
+            })
+            .max();
+        match fragment {
+            Some(len) => format!("{REDACTED}{}", &masked[len..]),
+            None => masked,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_masked_whole_and_short_values_ignored() {
+        let secrets = Secrets::new(["abcd", "abcdefgh", "xyz"]);
+        assert_eq!(
+            secrets.mask("key abcdefgh and abcd, xyz"),
+            "key [redacted] and [redacted], xyz"
+        );
+        assert!(matches!(secrets.mask("nothing here"), Cow::Borrowed(_)));
+        assert_eq!(Secrets::new([]).mask("abcd"), "abcd");
+    }
+
+    #[test]
+    fn json_is_masked_after_decoding_keys_included() {
+        let secrets = Secrets::new(["sk-live-1234"]);
+        // What a tool wrote, with the secret \u-escaped.
+        let mut value: Value =
+            serde_json::from_str(r#"{"a":["\u0073k-live-1234"],"sk-live-1234":1}"#).unwrap();
+        secrets.mask_json(&mut value);
+        assert_eq!(
+            value,
+            serde_json::json!({"a": ["[redacted]"], "[redacted]": 1})
+        );
+    }
+
+    #[test]
+    fn a_tail_starting_inside_a_secret_masks_the_fragment() {
+        let secrets = Secrets::new(["sk-live-1234"]);
+        assert_eq!(
+            secrets.mask_tail("e-1234 then sk-live-1234"),
+            "[redacted] then [redacted]"
+        );
+        assert_eq!(secrets.mask_tail("plain"), "plain");
+    }
+}

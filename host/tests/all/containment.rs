@@ -1,0 +1,488 @@
+//! Host-side containment: nothing a tool or a model does costs the host more
+//! than the call's budgets, and nothing a tool says leaves the sandbox
+//! unmasked. Each test provokes one class of attack.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolhost::grants::{FileMode, Grants};
+use toolhost::limits::Limits;
+use toolhost::outcome::ErrorType;
+use toolhost::{ApproveAll, ComponentConfig, ToolCall, ToolHost};
+
+use crate::util::*;
+
+/// Descriptors this process holds now.
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+fn data_dir() -> (tempfile::TempDir, std::path::PathBuf) {
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("notes.txt"), "granted text").unwrap();
+    (work, data)
+}
+
+fn slow_limits() -> Limits {
+    Limits {
+        timeout: Duration::from_secs(20),
+        ..quick_limits()
+    }
+}
+
+// Class 2: descriptors are a process-wide resource, counted per call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_call_holds_at_most_its_share_of_descriptors() {
+    let (_work, data) = data_dir();
+    let grants = Grants::none()
+        .file(&data, "/data", FileMode::ReadOnly)
+        .unwrap();
+    let host = probe_host(grants, slow_limits()).await;
+    let before = open_descriptors();
+    let calls: Vec<_> = (0..16)
+        .map(|i| {
+            ToolCall::new(
+                format!("c{i}"),
+                "hold_files",
+                json!({"path": "/data/notes.txt", "n": 5000, "hold_ms": 1500}),
+            )
+        })
+        .collect();
+    let batch = tokio::spawn({
+        let host = host.clone();
+        async move { host.call_batch(calls).await }
+    });
+    // While all 16 hold what they could get, the host can still open files
+    // and another component's calls still work.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let during = open_descriptors();
+    assert!(std::fs::File::open(data.join("notes.txt")).is_ok());
+    assert_eq!(
+        ok(&call(&host, "echo", json!({"text": "ok", "times": 1})).await),
+        "ok"
+    );
+    let outcomes = batch.await.unwrap();
+    for outcome in &outcomes {
+        let content = ok(outcome);
+        assert!(content.starts_with("opened 64;"), "{content}");
+    }
+    // 16 calls × (64 files + 1 granted directory), and a little slack for
+    // the runtime's own.
+    assert!(
+        during <= before + 16 * 65 + 32,
+        "{before} descriptors before, {during} during"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        open_descriptors() <= before + 8,
+        "descriptors were not given back"
+    );
+}
+
+// Class 3: host CPU outside the deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backtracking_pattern_cannot_hold_the_host() {
+    let limits = Limits {
+        timeout: Duration::from_secs(3),
+        ..quick_limits()
+    };
+    let host = probe_host(Grants::none(), limits).await;
+    let started = Instant::now();
+    let hostile = format!("{}!", "a".repeat(20_000));
+    let outcome = call(&host, "pattern", json!({ "s": hostile })).await;
+    assert_eq!(err(&outcome), ErrorType::InvalidArguments, "{outcome:?}");
+    assert!(message(&outcome).len() < 1024, "the argument is not echoed");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(ok(&call(&host, "pattern", json!({"s": "aaaa"})).await), "4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_and_non_object_arguments_are_refused_before_the_tool_runs() {
+    let limits = Limits {
+        max_arguments: 1024,
+        ..quick_limits()
+    };
+    let host = probe_host(Grants::none(), limits).await;
+    let big = "y".repeat(5 << 20);
+    let outcome = call(&host, "echo", json!({"text": big, "times": 1})).await;
+    assert_eq!(err(&outcome), ErrorType::InvalidArguments);
+    assert!(
+        message(&outcome).contains("max_arguments"),
+        "{}",
+        message(&outcome)
+    );
+    assert!(message(&outcome).len() < 512);
+    let raw = ToolCall::with_raw_arguments("r", "echo", "x".repeat(1 << 20));
+    assert_eq!(err(&host.call(raw).await), ErrorType::InvalidArguments);
+    for value in [json!(5), json!("str"), json!(null), json!([1, 2])] {
+        let outcome = call(&host, "counter", value.clone()).await;
+        assert_eq!(err(&outcome), ErrorType::InvalidArguments, "{value}");
+        assert!(
+            message(&outcome).contains("JSON object"),
+            "{}",
+            message(&outcome)
+        );
+    }
+}
+
+// Class 4: describing tools needs and gets no capabilities.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_are_described_with_no_grants_at_all() {
+    let (_work, data) = data_dir();
+    let grants = Grants::none()
+        .file(&data, "/data", FileMode::ReadWrite)
+        .unwrap();
+    // Loading asks the component for its tools; its tool list tries to
+    // write into every directory it can see.
+    let _host = probe_host(grants, quick_limits()).await;
+    assert!(
+        !data.join("written-by-tools").exists(),
+        "tools() ran with the component's file grant"
+    );
+}
+
+// Class 5: no component panics the host at load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_name_listed_twice_is_a_load_error_not_a_panic() {
+    let error = ToolHost::load_components(
+        vec![ComponentConfig::new(component("probe-dup"))],
+        options(),
+    )
+    .await
+    .expect_err("a duplicate name must not load");
+    let text = error.to_string();
+    assert!(text.contains("\"echo\" twice"), "{text}");
+}
+
+// Class 6: secrets never leave the sandbox through any channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_masked_in_every_channel() {
+    const SECRET: &str = "sk_live_0123456789abcdef";
+    let grants = Grants::none().config("key", SECRET, true);
+    let host = probe_host(grants, quick_limits()).await;
+    for how in [
+        "kind",
+        "message",
+        "denied_url",
+        "structured",
+        "artifact",
+        "stderr",
+    ] {
+        let outcome = call(&host, "leak", json!({"key": "key", "how": how})).await;
+        let message = serde_json::to_string(&outcome.to_message()).unwrap();
+        assert!(!message.contains(SECRET), "{how}: {message}");
+        assert!(!message.contains(&SECRET[1..]), "{how}: {message}");
+    }
+    let outcome = call(&host, "leak", json!({"key": "key", "how": "denied_url"})).await;
+    assert_eq!(err(&outcome), ErrorType::CapabilityDenied);
+    assert!(
+        message(&outcome).contains("[redacted]"),
+        "{}",
+        message(&outcome)
+    );
+    let outcome = call(&host, "leak", json!({"key": "key", "how": "structured"})).await;
+    assert_eq!(
+        outcome.result.as_ref().unwrap().structured,
+        Some(json!({"key": "[redacted]"}))
+    );
+}
+
+/// Counts the events of one tracing target and their message bytes.
+#[derive(Clone, Default)]
+struct Counting {
+    events: Arc<AtomicUsize>,
+    bytes: Arc<AtomicUsize>,
+    messages: Arc<Mutex<Vec<String>>>,
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Counting {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if event.metadata().target() != "toolhost::guest" {
+            return;
+        }
+        struct Message(String);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        self.events.fetch_add(1, Ordering::SeqCst);
+        self.bytes.fetch_add(message.0.len(), Ordering::SeqCst);
+        self.messages.lock().unwrap().push(message.0);
+    }
+}
+
+// Class 7: logs a tool controls are bounded per call.
+#[test]
+fn a_tool_logging_in_a_loop_is_held_to_its_budget() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let counting = Counting::default();
+    let subscriber = tracing_subscriber::registry().with(counting.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    // One thread: the tool's host calls run on this thread, under the
+    // subscriber set above.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let host = probe_host(Grants::none(), quick_limits()).await;
+        let outcome = call(&host, "log_flood", json!({"n": 100_000})).await;
+        assert_eq!(ok(&outcome), "logged");
+    });
+    let events = counting.events.load(Ordering::SeqCst);
+    let bytes = counting.bytes.load(Ordering::SeqCst);
+    // 100 lines at most, then one line saying how many were dropped.
+    assert!(events <= 101, "{events} guest log events");
+    assert!(bytes <= 80 * 1024, "{bytes} bytes of guest log");
+    let messages = counting.messages.lock().unwrap();
+    assert!(
+        messages.last().unwrap().contains("past its budget"),
+        "{:?}",
+        messages.last()
+    );
+}
+
+// Class 8: non-regular files are refused before they can block a thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opening_a_fifo_is_refused_at_once() {
+    let (_work, data) = data_dir();
+    let status = std::process::Command::new("mkfifo")
+        .arg(data.join("pipe"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success());
+    let grants = Grants::none()
+        .file(&data, "/data", FileMode::ReadOnly)
+        .unwrap();
+    let host = host(vec![
+        ComponentConfig::new(component("files"))
+            .grants(grants)
+            .limits(quick_limits()),
+    ])
+    .await;
+    let started = Instant::now();
+    let outcome = call(&host, "read_file", json!({"path": "/data/pipe"})).await;
+    assert_eq!(err(&outcome), ErrorType::CapabilityDenied, "{outcome:?}");
+    assert!(
+        message(&outcome).contains("not a regular file"),
+        "{}",
+        message(&outcome)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+// Class 9: a read-write grant has a quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_past_the_quota_are_refused() {
+    let (_work, data) = data_dir();
+    let grants = Grants::none()
+        .file(&data, "/data", FileMode::ReadWrite)
+        .unwrap()
+        .quota("/data", 1 << 20)
+        .unwrap();
+    let host = probe_host(grants, quick_limits()).await;
+    let outcome = call(
+        &host,
+        "write_bytes",
+        json!({"path": "/data/big", "n": 8 << 20, "how": "stream"}),
+    )
+    .await;
+    assert_eq!(err(&outcome), ErrorType::CapabilityDenied, "{outcome:?}");
+    assert!(message(&outcome).contains("quota"), "{}", message(&outcome));
+    let written = std::fs::metadata(data.join("big")).unwrap().len();
+    assert!(written <= 1 << 20, "{written} bytes reached the disk");
+    let outcome = call(
+        &host,
+        "write_bytes",
+        json!({"path": "/data/sparse", "n": 1u64 << 40, "how": "set_len"}),
+    )
+    .await;
+    assert_eq!(err(&outcome), ErrorType::CapabilityDenied, "{outcome:?}");
+    // Deleting frees the quota again (the directory is measured anew).
+    std::fs::remove_file(data.join("big")).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let outcome = call(
+        &host,
+        "write_bytes",
+        json!({"path": "/data/small", "n": 256 << 10, "how": "stream"}),
+    )
+    .await;
+    assert_eq!(ok(&outcome), format!("wrote {}", 256 << 10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_write_grant_has_a_default_quota() {
+    let (_work, data) = data_dir();
+    let grants = Grants::none()
+        .file(&data, "/data", FileMode::ReadWrite)
+        .unwrap();
+    assert_eq!(
+        grants.files()[0].quota,
+        Some(toolhost::grants::DEFAULT_QUOTA)
+    );
+    assert!(
+        Grants::none()
+            .file(&data, "/data", FileMode::ReadOnly)
+            .unwrap()
+            .quota("/data", 1)
+            .is_err()
+    );
+}
+
+// The granted directory is held from load: swapping its path afterwards
+// widens nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swapping_a_granted_path_for_a_symlink_after_load_widens_nothing() {
+    let (work, data) = data_dir();
+    let host = host(vec![
+        ComponentConfig::new(component("files"))
+            .grants(
+                Grants::none()
+                    .file(&data, "/data", FileMode::ReadOnly)
+                    .unwrap(),
+            )
+            .limits(quick_limits()),
+    ])
+    .await;
+    let elsewhere = work.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("secret.txt"), "TOP SECRET").unwrap();
+    std::fs::rename(&data, work.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &data).unwrap();
+    let outcome = call(&host, "read_file", json!({"path": "/data/secret.txt"})).await;
+    assert!(outcome.is_error(), "{outcome:?}");
+    assert!(!outcome.content().contains("TOP SECRET"));
+    assert_eq!(
+        ok(&call(&host, "read_file", json!({"path": "/data/notes.txt"})).await),
+        "granted text"
+    );
+}
+
+// Class 11: output the host builds itself is bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_never_echoes_a_huge_name() {
+    let host = probe_host(Grants::none(), quick_limits()).await;
+    let name = "n".repeat(1 << 20);
+    let outcome = host.call(ToolCall::new("c", name, json!({}))).await;
+    assert_eq!(err(&outcome), ErrorType::UnknownTool);
+    let message = serde_json::to_string(&outcome.to_message()).unwrap();
+    assert!(message.len() < 4096, "{} bytes", message.len());
+}
+
+// Class 12: batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_id_is_refused_not_run_twice() {
+    let host = probe_host(Grants::none(), quick_limits()).await;
+    let outcomes = host
+        .call_batch(vec![
+            ToolCall::new("same", "counter", json!({})),
+            ToolCall::new("other", "counter", json!({})),
+            ToolCall::new("same", "counter", json!({})),
+        ])
+        .await;
+    let ids: Vec<_> = outcomes.iter().map(|o| o.call_id.as_str()).collect();
+    assert_eq!(ids, ["same", "other", "same"]);
+    assert_eq!(ok(&outcomes[0]), "1");
+    assert_eq!(ok(&outcomes[1]), "1");
+    assert_eq!(err(&outcomes[2]), ErrorType::InvalidArguments);
+    assert!(
+        message(&outcomes[2]).contains("not run"),
+        "{}",
+        message(&outcomes[2])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_batch_stops_its_calls() {
+    let (_work, data) = data_dir();
+    let grants = Grants::none()
+        .file(&data, "/data", FileMode::ReadWrite)
+        .unwrap();
+    let one_at_a_time = Limits {
+        max_concurrency: 1,
+        ..slow_limits()
+    };
+    let host = probe_host(grants, one_at_a_time).await;
+    let calls: Vec<_> = (0..4)
+        .map(|i| ToolCall::new(format!("c{i}"), "sleep", json!({"n": 400})))
+        .chain((0..4).map(|i| {
+            ToolCall::new(
+                format!("w{i}"),
+                "write_bytes",
+                json!({"path": format!("/data/late-{i}"), "n": 1, "how": "stream"}),
+            )
+        }))
+        .collect();
+    // Every call waits its turn behind one permit, so most are still
+    // queued when the batch is dropped.
+    let batch = host.call_batch_with(calls, Arc::new(ApproveAll));
+    let _ = tokio::time::timeout(Duration::from_millis(200), batch).await;
+    let written = |data: &std::path::Path| {
+        std::fs::read_dir(data)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("late-"))
+            })
+            .count()
+    };
+    // A call that was already running when the batch was dropped may
+    // finish its write; nothing starts afterwards.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let at_drop = written(&data);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        written(&data),
+        at_drop,
+        "calls of a dropped batch kept running"
+    );
+    assert!(
+        at_drop < 4,
+        "{at_drop} writes ran within 200 ms one at a time"
+    );
+}
+
+// Components of many core modules can fill the instance pool before the
+// dispatcher's count of instances does: such calls wait for room, under
+// their deadline, instead of failing as `internal`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_instance_pool_queues_calls_instead_of_failing_them() {
+    let host = ToolHost::load_components(
+        vec![ComponentConfig::new(component("text-py")).limits(slow_limits())],
+        toolhost::SandboxOptions {
+            max_instances: 2,
+            ..options()
+        },
+    )
+    .await
+    .expect("the Python component loads");
+    let calls: Vec<_> = (0..24)
+        .map(|i| {
+            ToolCall::new(
+                format!("c{i}"),
+                "word_count",
+                json!({"text": "one two three"}),
+            )
+        })
+        .collect();
+    for outcome in host.call_batch(calls).await {
+        assert!(!outcome.is_error(), "{outcome:?}");
+    }
+}
