@@ -97,7 +97,12 @@ fn heading(title: &str, columns: &str) {
 }
 
 fn calc_call() -> ToolCall {
-    ToolCall::new("b", "calc", json!({"expression": "6*7"}))
+    calc_call_with_id("b")
+}
+
+/// A batch's calls need ids of their own: a repeated id is refused.
+fn calc_call_with_id(id: impl Into<String>) -> ToolCall {
+    ToolCall::new(id, "calc", json!({"expression": "6*7"}))
 }
 
 fn rss_bytes() -> u64 {
@@ -203,7 +208,11 @@ fn main() {
     for size in [1usize, 8, 64] {
         let samples = runtime.block_on(sample(if size == 64 { 500 } else { 2_000 }, || async {
             let outcomes = host
-                .call_batch((0..size).map(|_| calc_call()).collect())
+                .call_batch(
+                    (0..size)
+                        .map(|i| calc_call_with_id(format!("b{i}")))
+                        .collect(),
+                )
                 .await;
             assert!(outcomes.iter().all(|o| o.result.is_ok()));
         }));

@@ -11,17 +11,24 @@
 //!   automata, linear in the input) with size limits, never a backtracking
 //!   engine, and `format` is an annotation, not a check;
 //! - a schema that could still make validation expensive (combinators,
-//!   `uniqueItems`, patterns, `contains`, …), and any large arguments, are
-//!   checked on the blocking pool, off the async workers, under the call's
-//!   deadline; at most [`MAX_PARALLEL_CHECKS`] such checks run at once, so
-//!   that runaway ones cannot take every core. Plain schemas over small
-//!   arguments (what nearly every tool has) are checked inline: that costs
-//!   microseconds and no thread hand-off.
+//!   references, `uniqueItems`, patterns, `contains`, …), and any large
+//!   arguments, are checked on the blocking pool, off the async workers,
+//!   under the call's deadline. A check cannot be stopped once it runs, so
+//!   each component checks one call's arguments at a time (the permit stays
+//!   with the check until it really ends): a schema that makes checking
+//!   run away costs its own component its calls and one thread, never
+//!   another component's. Plain schemas over small arguments (what nearly
+//!   every tool has) are checked inline: that costs microseconds, no thread
+//!   hand-off, and is linear in schema and input;
+//! - at load, a component's schemas may hold at most
+//!   [`MAX_PATTERNS_PER_COMPONENT`] regular expressions of at most
+//!   [`REGEX_SIZE_LIMIT`] compiled bytes each, so describing tools cannot
+//!   make the host compile gigabytes of automata.
 //! - error messages are short: each problem is cut to [`MAX_PROBLEM`]
 //!   characters and at most five are listed, so a 5 MiB argument is never
 //!   echoed back.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -30,15 +37,16 @@ use tokio::sync::Semaphore;
 /// Arguments at most this long are checked inline against a plain schema.
 const INLINE_BYTES: usize = 4096;
 
-/// Expensive checks running at once, across the process.
-pub(crate) const MAX_PARALLEL_CHECKS: usize = 2;
+/// Regular expressions (`pattern`, `patternProperties`) in all of one
+/// component's input schemas together.
+pub(crate) const MAX_PATTERNS_PER_COMPONENT: usize = 256;
 
 /// The longest single problem reported to the model.
 const MAX_PROBLEM: usize = 200;
 
 /// The largest compiled form of one `pattern` (bytes of the `regex` crate's
-/// program, and of its lazy DFA cache).
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// program, and of its lazy DFA cache): ample for any real pattern.
+pub(crate) const REGEX_SIZE_LIMIT: usize = 64 * 1024;
 
 /// Keywords whose cost can grow faster than the arguments or the schema, or
 /// that run regular expressions.
@@ -59,20 +67,38 @@ const COSTLY: &[&str] = &[
     "propertyNames",
     "unevaluatedProperties",
     "unevaluatedItems",
+    // References can make a schema recursive, and jsonschema's error
+    // iterator does not memoise: a nested instance can cost exponential time.
+    "$ref",
     "$dynamicRef",
     "$recursiveRef",
-    "format",
     "contentSchema",
 ];
-
-static CHECKS: LazyLock<Arc<Semaphore>> =
-    LazyLock::new(|| Arc::new(Semaphore::new(MAX_PARALLEL_CHECKS)));
 
 /// A tool's compiled input schema.
 pub(crate) struct ArgumentSchema {
     validator: Arc<jsonschema::Validator>,
     /// No keyword in [`COSTLY`]: validation is linear in schema and input.
     plain: bool,
+    /// The component's one turn at costly checks, shared by its tools.
+    turn: Arc<Semaphore>,
+}
+
+/// What one component's schemas may cost at load, and its turn at costly
+/// checks: one per component, shared by its tools.
+#[derive(Debug)]
+pub(crate) struct ComponentSchemas {
+    patterns: usize,
+    turn: Arc<Semaphore>,
+}
+
+impl Default for ComponentSchemas {
+    fn default() -> Self {
+        Self {
+            patterns: 0,
+            turn: Arc::new(Semaphore::new(1)),
+        }
+    }
 }
 
 impl ArgumentSchema {
@@ -82,7 +108,16 @@ impl ArgumentSchema {
     ///
     /// When it is not valid JSON Schema (or uses a pattern too large to
     /// compile within the limits).
-    pub(crate) fn compile(schema: &Value) -> Result<Self, String> {
+    pub(crate) fn compile(
+        schema: &Value,
+        component: &mut ComponentSchemas,
+    ) -> Result<Self, String> {
+        component.patterns += count_patterns(schema);
+        if component.patterns > MAX_PATTERNS_PER_COMPONENT {
+            return Err(format!(
+                "the component's input schemas use more than {MAX_PATTERNS_PER_COMPONENT} patterns"
+            ));
+        }
         let validator = jsonschema::options()
             .should_validate_formats(false)
             .with_pattern_options(
@@ -95,6 +130,7 @@ impl ArgumentSchema {
         Ok(Self {
             validator: Arc::new(validator),
             plain: !uses_costly_keywords(schema),
+            turn: component.turn.clone(),
         })
     }
 
@@ -117,14 +153,18 @@ impl ArgumentSchema {
             )));
         }
         if self.plain && size <= INLINE_BYTES {
-            return problems(&self.validator, &arguments).map(|()| arguments);
+            return problems(&self.validator, &arguments, true).map(|()| arguments);
         }
         let validator = self.validator.clone();
+        let turn = self.turn.clone();
+        let plain = self.plain;
         let checked = async move {
-            // Waiting for a turn counts against the deadline too.
-            let _turn = CHECKS.clone().acquire_owned().await;
+            // Waiting for a turn counts against the deadline too; the turn
+            // goes with the check and ends only when the check does.
+            let turn = turn.acquire_owned().await;
             tokio::task::spawn_blocking(move || {
-                problems(&validator, &arguments).map(|()| arguments)
+                let _turn = turn;
+                problems(&validator, &arguments, plain).map(|()| arguments)
             })
             .await
         };
@@ -148,25 +188,66 @@ pub(crate) enum Invalid {
 }
 
 /// Each field that is wrong and why (at most five, each cut short).
-fn problems(validator: &jsonschema::Validator, arguments: &Value) -> Result<(), Invalid> {
-    let errors: Vec<String> = validator
-        .iter_errors(arguments)
-        .take(5)
-        .map(|e| {
-            let path = clip(&e.instance_path().to_string(), 80);
-            let problem = clip(&e.to_string(), MAX_PROBLEM);
-            if path.is_empty() {
-                problem
-            } else {
-                format!("at {path}: {problem}")
-            }
-        })
-        .collect();
+///
+/// A plain schema lists every problem (up to five). A costly one is first
+/// checked with `is_valid`, which memoises references, and then reports
+/// only the first problem, which `validate` finds without exploring every
+/// branch: listing all of them is exponential for some recursive schemas.
+fn problems(
+    validator: &jsonschema::Validator,
+    arguments: &Value,
+    plain: bool,
+) -> Result<(), Invalid> {
+    let describe = |e: jsonschema::ValidationError<'_>| {
+        let path = clip(&e.instance_path().to_string(), 80);
+        let problem = clip(&e.to_string(), MAX_PROBLEM);
+        if path.is_empty() {
+            problem
+        } else {
+            format!("at {path}: {problem}")
+        }
+    };
+    let errors: Vec<String> = if plain {
+        validator
+            .iter_errors(arguments)
+            .take(5)
+            .map(describe)
+            .collect()
+    } else if validator.is_valid(arguments) {
+        Vec::new()
+    } else {
+        match validator.validate(arguments) {
+            Ok(()) => vec!["the arguments do not match the input schema".to_owned()],
+            Err(e) => vec![describe(e)],
+        }
+    };
     if errors.is_empty() {
         Ok(())
     } else {
         Err(Invalid::Arguments(errors.join("; ")))
     }
+}
+
+/// How many regular expressions `schema` holds.
+fn count_patterns(schema: &Value) -> usize {
+    let mut count = 0;
+    let mut pending = vec![schema];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Object(map) => {
+                if map.get("pattern").is_some_and(Value::is_string) {
+                    count += 1;
+                }
+                if let Some(Value::Object(patterns)) = map.get("patternProperties") {
+                    count += patterns.len();
+                }
+                pending.extend(map.values());
+            }
+            Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    count
 }
 
 fn uses_costly_keywords(schema: &Value) -> bool {
@@ -197,7 +278,8 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-/// At most `max` characters of `text`, with `…` when cut.
+/// At most `max` characters of `text`, with `…` when cut: for text from a
+/// tool or a model that the host echoes or logs.
 pub(crate) fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_owned(),
@@ -229,7 +311,7 @@ mod tests {
             "properties": {"expression": {"type": "string"}, "times": {"type": "integer", "minimum": 1}},
             "required": ["expression"],
             "additionalProperties": false
-        }))
+        }), &mut ComponentSchemas::default())
         .unwrap();
         assert!(schema.plain);
         assert!(
@@ -245,9 +327,12 @@ mod tests {
 
     #[tokio::test]
     async fn arguments_are_an_object_whatever_the_schema_says() {
-        let schema = ArgumentSchema::compile(&json!({
-            "$ref": "#/$defs/a", "type": "object", "$defs": {"a": {}}
-        }))
+        let schema = ArgumentSchema::compile(
+            &json!({
+                "$ref": "#/$defs/a", "type": "object", "$defs": {"a": {}}
+            }),
+            &mut ComponentSchemas::default(),
+        )
         .unwrap();
         for value in [json!(5), json!("str"), json!(null), json!([1])] {
             let m = message(schema.check(value, 4, FOREVER).await);
@@ -257,9 +342,12 @@ mod tests {
 
     #[tokio::test]
     async fn long_values_are_not_echoed_back() {
-        let schema = ArgumentSchema::compile(&json!({
-            "type": "object", "properties": {"n": {"type": "integer"}}
-        }))
+        let schema = ArgumentSchema::compile(
+            &json!({
+                "type": "object", "properties": {"n": {"type": "integer"}}
+            }),
+            &mut ComponentSchemas::default(),
+        )
         .unwrap();
         let huge = "x".repeat(1 << 20);
         let m = message(schema.check(json!({"n": huge}), 1 << 20, FOREVER).await);
@@ -269,9 +357,12 @@ mod tests {
     #[tokio::test]
     async fn a_backtracking_pattern_is_linear() {
         // Catastrophic for a backtracking engine on "aaaa…!".
-        let schema = ArgumentSchema::compile(&json!({
-            "type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}
-        }))
+        let schema = ArgumentSchema::compile(
+            &json!({
+                "type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}
+            }),
+            &mut ComponentSchemas::default(),
+        )
         .unwrap();
         assert!(!schema.plain);
         let input = format!("{}!", "a".repeat(100_000));
@@ -281,6 +372,57 @@ mod tests {
         // Generous: a backtracking engine would take longer than the age
         // of the universe.
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_component_may_hold_only_so_many_patterns() {
+        let mut component = ComponentSchemas::default();
+        let properties: serde_json::Map<String, Value> = (0..200)
+            .map(|i| {
+                (
+                    format!("p{i}"),
+                    json!({"type": "string", "pattern": "^a+$"}),
+                )
+            })
+            .collect();
+        let schema = json!({"type": "object", "properties": properties});
+        assert!(ArgumentSchema::compile(&schema, &mut component).is_ok());
+        let error = ArgumentSchema::compile(&schema, &mut component)
+            .err()
+            .unwrap();
+        assert!(error.contains("more than 256 patterns"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_recursive_schema_is_checked_off_the_workers_under_the_deadline() {
+        // `$ref` beside `properties`, recursing: each level is validated
+        // twice by the error iterator, so 2^depth steps.
+        let schema = ArgumentSchema::compile(
+            &json!({"type": "object", "$ref": "#/$defs/x",
+                "properties": {"a": {"$ref": "#"}},
+                "$defs": {"x": {"properties": {"a": {"$ref": "#"}}}}}),
+            &mut ComponentSchemas::default(),
+        )
+        .unwrap();
+        assert!(!schema.plain);
+        let mut nested = json!({"a": 1});
+        for _ in 0..60 {
+            nested = json!({ "a": nested });
+        }
+        let size = nested.to_string().len();
+        let started = std::time::Instant::now();
+        let result = schema.check(nested, size, Duration::from_millis(300)).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        // Either it finished in time or it timed out; it never held the
+        // caller past the deadline.
+        assert!(matches!(
+            result,
+            Err(Invalid::TimedOut | Invalid::Arguments(_)) | Ok(_)
+        ));
     }
 
     #[test]

@@ -36,7 +36,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
-use crate::arguments::{ArgumentSchema, Invalid, clip};
+use crate::arguments::{ArgumentSchema, ComponentSchemas, Invalid, clip};
 use crate::manifest::{Approval, ComponentConfig, Manifest};
 use crate::outcome::{CallError, CallStats, ErrorType, Outcome};
 use crate::sandbox::{CacheStatus, LoadedComponent, RawSpec, Sandbox, SandboxOptions};
@@ -253,8 +253,9 @@ impl ToolHost {
             }
             let index = slots.len();
             let mut names = Vec::new();
+            let mut schemas = ComponentSchemas::default();
             for raw in raw_specs {
-                let entry = validate_spec(raw, index).map_err(&component_error)?;
+                let entry = validate_spec(raw, index, &mut schemas).map_err(&component_error)?;
                 if let Some(&other) = by_name.get(&entry.spec.name) {
                     let other: &Entry = &entries[other];
                     // The current component's slot is pushed after its
@@ -336,10 +337,11 @@ impl ToolHost {
 
     /// Run one call, asking `approver` first when its tool needs approval.
     pub async fn call_with(&self, call: ToolCall, approver: &dyn Approver) -> Outcome {
+        // The name and id are the model's: cut short in logs, however long.
         let span = tracing::info_span!(
             "tool_call",
-            tool = %call.name,
-            call_id = %call.id,
+            tool = %clip(&call.name, 64),
+            call_id = %clip(&call.id, 128),
             arguments = tracing::field::Empty
         );
         // Formatting and masking the arguments is per-call work: only when
@@ -567,13 +569,20 @@ impl ToolHost {
     }
 
     fn unknown_tool_message(&self, name: &str) -> String {
+        const LISTED: usize = 20;
         let mut names: Vec<&str> = self.inner.by_name.keys().map(String::as_str).collect();
         names.sort_unstable();
-        format!(
+        let more = names.len().saturating_sub(LISTED);
+        names.truncate(LISTED);
+        let mut message = format!(
             "no tool is named {:?}; available tools: {}",
             clip(name, 64),
             names.join(", ")
-        )
+        );
+        if more > 0 {
+            message += &format!(" and {more} more");
+        }
+        message
     }
 }
 
@@ -628,7 +637,11 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn validate_spec(raw: RawSpec, component: usize) -> Result<Entry, String> {
+fn validate_spec(
+    raw: RawSpec,
+    component: usize,
+    schemas: &mut ComponentSchemas,
+) -> Result<Entry, String> {
     if !valid_name(&raw.name) {
         return Err(format!(
             "tool name {:?} must match ^[A-Za-z0-9_-]{{1,64}}$ (what OpenAI and Anthropic accept)",
@@ -667,7 +680,7 @@ fn validate_spec(raw: RawSpec, component: usize) -> Result<Entry, String> {
             raw.name
         ));
     }
-    let schema = ArgumentSchema::compile(&input_schema).map_err(|e| {
+    let schema = ArgumentSchema::compile(&input_schema, schemas).map_err(|e| {
         format!(
             "tool {:?}: its input-schema is not valid JSON Schema: {e}",
             raw.name

@@ -103,6 +103,7 @@ impl Grants {
     /// When `guest` is not granted, or is granted read-only.
     pub fn quota(mut self, guest: &str, bytes: u64) -> Result<Self, GrantError> {
         let guest = guest.trim_end_matches('/');
+        let guest = if guest.is_empty() { "/" } else { guest };
         let Some(file) = self.files.iter_mut().find(|f| f.guest == guest) else {
             return Err(GrantError(format!("no directory is granted as {guest:?}")));
         };

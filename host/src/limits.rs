@@ -138,8 +138,11 @@ impl Limits {
                 ))?;
         }
         if let Some(max_concurrency) = raw.max_concurrency {
-            if max_concurrency == 0 {
-                return Err(("max_concurrency", "must be at least 1".into()));
+            if !(1..=MAX_CONCURRENCY).contains(&max_concurrency) {
+                return Err((
+                    "max_concurrency",
+                    format!("must be between 1 and {MAX_CONCURRENCY}"),
+                ));
             }
             limits.max_concurrency = max_concurrency;
         }
@@ -153,6 +156,8 @@ const MIN_MEMORY: u64 = 64 * 1024;
 const MAX_MEMORY: u64 = 4 * 1024 * 1024 * 1024;
 /// Room for the truncation marker and a little text.
 const MIN_OUTPUT: usize = 256;
+/// Far more calls of one component at once than one host can run.
+const MAX_CONCURRENCY: usize = 65_536;
 /// `{}` and a little more.
 const MIN_ARGUMENTS: usize = 2;
 /// Far more than any model writes in one call; the host parses and checks

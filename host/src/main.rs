@@ -119,13 +119,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // A check of a tool's arguments that ran away past its call's deadline
+    // cannot be stopped; exit without waiting for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
 }
 
 /// Installs the stderr logger; keep what it returns until `main` returns.
@@ -321,7 +325,7 @@ fn display(event: &AgentEvent) {
         } => {
             let arguments = serde_json::from_str::<serde_json::Value>(arguments)
                 .map_or_else(|_| arguments.clone(), |v| v.to_string());
-            println!("\n→ {name} {}", clip(&arguments, 300));
+            println!("\n→ {} {}", clip(name, 64), clip(&arguments, 300));
         }
         AgentEvent::ToolResult {
             message,
@@ -332,12 +336,12 @@ fn display(event: &AgentEvent) {
             match &message.error {
                 None => println!(
                     "← {} ✓ {duration_ms:.1} ms: {}",
-                    message.name,
+                    clip(&message.name, 64),
                     clip(first_line, 300)
                 ),
                 Some(error) => println!(
                     "← {} ✗ {} {duration_ms:.1} ms: {}",
-                    message.name,
+                    clip(&message.name, 64),
                     error.kind,
                     clip(first_line, 300)
                 ),

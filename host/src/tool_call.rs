@@ -276,7 +276,8 @@ fn read_call(raw: &str) -> Result<ReadCall, String> {
             .into(),
         Some(other) => {
             return Err(format!(
-                "its type is {other:?}; a call's type is \"function\", \"tool_call\" or \"tool_use\""
+                "its type is {:?}; a call's type is \"function\", \"tool_call\" or \"tool_use\"",
+                crate::arguments::clip(other, 64)
             ));
         }
         None if keys.function => parse_object::<OpenAiCall>(raw).map_err(reason)?.into(),
@@ -527,7 +528,7 @@ fn message_elements(raw: &str) -> Vec<Element<'_>> {
                 Ok(block) if matches!(block.kind.as_str(), "text" | "thinking" | "redacted_thinking") => None,
                 Ok(block) => Some(Element::Refused(format!(
                     "{label} is not a tool call: its type is {:?}; only tool_use blocks are calls (text and thinking blocks are skipped)",
-                    block.kind
+                    crate::arguments::clip(&block.kind, 64)
                 ))),
                 Err(e) => Some(Element::Refused(format!(
                     r#"{label} cannot be read ({}); send calls as {{"type":"tool_use","id","name","input"}} blocks"#,
@@ -573,13 +574,16 @@ where
 
 /// serde_json's message without its position, which would count from the
 /// start of the element rather than of the batch.
+/// serde's message, cut short: it quotes the model's text (a whole string
+/// value, an unknown key), which must never be echoed at any length.
 fn reason(e: serde_json::Error) -> String {
     let message = e.to_string();
     let position = format!(" at line {} column {}", e.line(), e.column());
-    match message.strip_suffix(&position) {
-        Some(stripped) => stripped.to_owned(),
-        None => message,
-    }
+    let message = match message.strip_suffix(&position) {
+        Some(stripped) => stripped,
+        None => &message,
+    };
+    crate::arguments::clip(message, 200)
 }
 
 /// What kind of JSON value `raw` is, for messages.

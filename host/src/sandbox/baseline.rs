@@ -100,10 +100,11 @@ fn state() -> wasmtime::Result<State> {
     let files = super::files::ComponentFiles::default();
     State::new(
         &Arc::new(Grants::none()),
+        &files,
         &Arc::new(super::secrets::Secrets::default()),
         u64::MAX,
         info,
-        super::state::Purpose::Call(&files),
+        super::state::Purpose::Call,
     )
 }
 

@@ -8,8 +8,8 @@
 //! always leaves a reserve for the host, and each call also has its own
 //! smaller budget (see `files` and `http`).
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Descriptors always left to the host itself (model connections, MCP and
 /// HTTP clients, compiled-code files, logs), at the least.
@@ -18,6 +18,11 @@ const MIN_RESERVE: usize = 128;
 /// The pool never shrinks below this, so tools still work under a tiny
 /// `ulimit -n` (the reserve then shrinks instead).
 const MIN_POOL: usize = 16;
+
+/// The most of the pool one component may hold, as a share of it: with
+/// several components, one that holds all it may still leaves the others
+/// half.
+const COMPONENT_SHARE: usize = 2;
 
 /// The process-wide pool of descriptors tools may hold at once.
 #[derive(Debug)]
@@ -44,20 +49,13 @@ impl FdPool {
         }
     }
 
-    /// One descriptor's worth of the pool, or `None` when tools already hold
-    /// all of it.
-    pub(crate) fn try_acquire(&'static self) -> Option<FdPermit> {
-        self.in_use
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                (used < self.capacity).then_some(used + 1)
-            })
-            .ok()
-            .map(|_| FdPermit { pool: self })
+    fn take(&self) -> bool {
+        take(&self.in_use, self.capacity)
     }
 
     /// How many descriptors tools may hold at once.
     #[cfg(test)]
-    fn capacity(&self) -> usize {
+    fn capacity_of(&self) -> usize {
         self.capacity
     }
 
@@ -68,15 +66,63 @@ impl FdPool {
     }
 }
 
-/// One descriptor taken from an [`FdPool`]; given back when dropped.
+fn take(counter: &AtomicUsize, capacity: usize) -> bool {
+    counter
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            (used < capacity).then_some(used + 1)
+        })
+        .is_ok()
+}
+
+/// One component's share of a pool: at most 1/[`COMPONENT_SHARE`] of it.
+#[derive(Debug)]
+pub(crate) struct FdShare {
+    pool: &'static FdPool,
+    capacity: usize,
+    in_use: AtomicUsize,
+}
+
+impl FdShare {
+    /// A share of the process-wide pool.
+    pub(crate) fn new() -> Arc<Self> {
+        Self::of(FdPool::global())
+    }
+
+    pub(crate) fn of(pool: &'static FdPool) -> Arc<Self> {
+        Arc::new(Self {
+            pool,
+            capacity: (pool.capacity / COMPONENT_SHARE).max(MIN_POOL / 2),
+            in_use: AtomicUsize::new(0),
+        })
+    }
+
+    /// One descriptor from this share and the pool, or `None` when either
+    /// is used up.
+    pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<FdPermit> {
+        if !take(&self.in_use, self.capacity) {
+            return None;
+        }
+        if !self.pool.take() {
+            self.in_use.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(FdPermit {
+            share: self.clone(),
+        })
+    }
+}
+
+/// One descriptor taken from an [`FdShare`] (and its pool); given back when
+/// dropped.
 #[derive(Debug)]
 pub(crate) struct FdPermit {
-    pool: &'static FdPool,
+    share: Arc<FdShare>,
 }
 
 impl Drop for FdPermit {
     fn drop(&mut self) {
-        self.pool.in_use.fetch_sub(1, Ordering::AcqRel);
+        self.share.in_use.fetch_sub(1, Ordering::AcqRel);
+        self.share.pool.in_use.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -110,19 +156,23 @@ mod tests {
     #[test]
     fn a_common_limit_keeps_a_quarter_for_the_host() {
         let pool = FdPool::with_limit(1024);
-        assert_eq!(pool.capacity(), 768);
+        assert_eq!(pool.capacity_of(), 768);
         let tiny = FdPool::with_limit(100);
-        assert_eq!(tiny.capacity(), MIN_POOL);
+        assert_eq!(tiny.capacity_of(), MIN_POOL);
     }
 
     #[test]
-    fn permits_are_bounded_and_given_back() {
-        let pool: &'static FdPool = Box::leak(Box::new(FdPool::with_limit(0)));
-        let held: Vec<_> = std::iter::from_fn(|| pool.try_acquire()).collect();
-        assert_eq!(held.len(), MIN_POOL);
-        assert!(pool.try_acquire().is_none());
-        drop(held);
-        assert_eq!(pool.in_use(), 0);
-        assert!(pool.try_acquire().is_some());
+    fn permits_are_bounded_by_share_and_pool_and_given_back() {
+        let pool: &'static FdPool = Box::leak(Box::new(FdPool::with_limit(1024)));
+        let (a, b, c) = (FdShare::of(pool), FdShare::of(pool), FdShare::of(pool));
+        let held_a: Vec<_> = std::iter::from_fn(|| a.try_acquire()).collect();
+        assert_eq!(held_a.len(), 384, "one component holds at most half");
+        let held_b: Vec<_> = std::iter::from_fn(|| b.try_acquire()).collect();
+        assert_eq!(held_b.len(), 384);
+        assert!(c.try_acquire().is_none(), "the pool is used up");
+        assert_eq!(pool.in_use(), 768);
+        drop(held_a);
+        assert_eq!(pool.in_use(), 384);
+        assert!(c.try_acquire().is_some());
     }
 }

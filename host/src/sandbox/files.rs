@@ -6,10 +6,13 @@
 //!   (`/proc/self/fd/N`), never by path, so swapping the path for a symlink
 //!   after load widens nothing.
 //! - **Open handles** are the process's descriptors, shared by every tool and
-//!   the host itself. One call may hold [`MAX_OPEN_FILES`] files and
-//!   directory listings at once, and every one also comes from the
-//!   process-wide pool (`budget`), which keeps a reserve for the host: one
-//!   component can never starve another or the agent loop.
+//!   the host itself. One call may hold [`MAX_OPEN_FILES`] open files at
+//!   once — a file stays counted while its descriptor or any stream made
+//!   from it lives — and every one also comes from its component's share of
+//!   the process-wide pool (`budget`), which keeps a reserve for the host:
+//!   one component can never starve another or the agent loop. Directory
+//!   listings are read whole by wasmtime-wasi, so a call may hold only
+//!   [`MAX_LISTINGS`] at once.
 //! - **Only regular files and directories are opened.** A FIFO, socket or
 //!   device in a granted directory is refused before it is opened: opening a
 //!   FIFO blocks a host thread until a writer appears, past any deadline.
@@ -21,14 +24,17 @@
 //!   charged before they happen (stream writes in full, positional writes
 //!   and `set-size` by the growth they cause, each new file or directory
 //!   [`ENTRY_COST`]); when the count would pass the quota the directory is
-//!   measured again (at most once a second), so overwrites and deletions are
-//!   credited, and a write that still does not fit fails with `quota`.
+//!   measured again (at most once a second, by one call at a time), so
+//!   overwrites and deletions are credited, and a write that still does not
+//!   fit fails with `quota`. Renames and links between two grants are
+//!   refused (`cross-device`): a file written under one grant's quota cannot
+//!   be moved into another's.
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,16 +47,22 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
     Descriptor, DescriptorFlags, DescriptorType, DirectoryEntryStream, ErrorCode, HostDescriptor,
     HostDirectoryEntryStream, OpenFlags, PathFlags,
 };
-use wasmtime_wasi::p2::{DynOutputStream, FsResult, OutputStream, Pollable, StreamError};
+use wasmtime_wasi::p2::{
+    DynInputStream, DynOutputStream, FsResult, InputStream, OutputStream, Pollable, StreamError,
+};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use super::budget::{FdPermit, FdPool};
+use super::budget::{FdPermit, FdShare};
 use super::refusal::Refusals;
 use super::state::State;
 use crate::grants::{FileMode, Grants};
 
-/// Files and directory listings one call may hold open at once.
+/// Files one call may hold open at once.
 pub(crate) const MAX_OPEN_FILES: usize = 64;
+
+/// Directory listings one call may hold at once: wasmtime-wasi reads a
+/// listing whole into host memory.
+pub(crate) const MAX_LISTINGS: usize = 4;
 
 /// What a new file, directory or link is charged against the quota: about
 /// one block, so a tool cannot exhaust the disk's inodes with empty files.
@@ -62,12 +74,23 @@ const RECOUNT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Entries walked when measuring a directory; beyond it the tree counts as
 /// full (a quota that large is better enforced by the file system).
-const MAX_WALK: usize = 1_000_000;
+const MAX_WALK: usize = 100_000;
 
-/// The granted directories of one component, opened at load.
-#[derive(Debug, Default)]
+/// The granted directories of one component, opened at load, and its share
+/// of the process's descriptors (for files and HTTP connections).
+#[derive(Debug)]
 pub(crate) struct ComponentFiles {
     dirs: Vec<Arc<GrantedDir>>,
+    pub(crate) descriptors: Arc<FdShare>,
+}
+
+impl Default for ComponentFiles {
+    fn default() -> Self {
+        Self {
+            dirs: Vec::new(),
+            descriptors: FdShare::new(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -119,6 +142,14 @@ impl ComponentFiles {
                 host: grant.host.clone(),
                 quota: None,
             };
+            // Fail closed: reopening by path would let a swapped path widen
+            // the grant.
+            if !dir.reopen_path().is_dir() {
+                return Err(std::io::Error::other(format!(
+                    "cannot reopen granted directory {} through its handle: toolhost needs /proc (Linux)",
+                    dir.host.display()
+                )));
+            }
             if let Some(limit) = grant.quota {
                 let used = measure(&dir.reopen_path());
                 dir.quota = Some(DiskQuota {
@@ -129,7 +160,10 @@ impl ComponentFiles {
             }
             dirs.push(Arc::new(dir));
         }
-        Ok(Self { dirs })
+        Ok(Self {
+            dirs,
+            descriptors: FdShare::new(),
+        })
     }
 
     /// Grant the directories to one call.
@@ -145,7 +179,7 @@ impl ComponentFiles {
     ) -> wasmtime::Result<CallFiles> {
         let mut preopens = Vec::with_capacity(self.dirs.len());
         for dir in &self.dirs {
-            let permit = FdPool::global().try_acquire().ok_or_else(|| {
+            let permit = self.descriptors.try_acquire().ok_or_else(|| {
                 wasmtime::format_err!("the host's descriptor reserve for tools is in use")
             })?;
             preopens.push(permit);
@@ -157,8 +191,11 @@ impl ComponentFiles {
         }
         Ok(CallFiles {
             dirs: self.dirs.clone(),
+            descriptors: self.descriptors.clone(),
             grant_of: HashMap::new(),
             held: HashMap::new(),
+            open: Arc::default(),
+            listings: HashMap::new(),
             _preopens: preopens,
             refusals,
         })
@@ -169,35 +206,51 @@ impl ComponentFiles {
 /// the handles it holds.
 pub(crate) struct CallFiles {
     dirs: Vec<Arc<GrantedDir>>,
+    descriptors: Arc<FdShare>,
     /// The grant (index into `dirs`) of each descriptor the tool holds.
     grant_of: HashMap<u32, usize>,
-    /// Handles this call opened, each holding a descriptor from the pool.
-    held: HashMap<u32, FdPermit>,
+    /// Descriptors this call opened; streams made from one share its entry.
+    held: HashMap<u32, Arc<OpenFile>>,
+    /// Files open now, counted until the last holder of each goes.
+    open: Arc<AtomicUsize>,
+    /// Directory listings held now, each with its descriptor.
+    listings: HashMap<u32, FdPermit>,
     _preopens: Vec<FdPermit>,
     refusals: Refusals,
 }
 
+/// One open file of a call: a descriptor from the component's share, and a
+/// place in the call's count, both given back when the descriptor and every
+/// stream made from it are gone.
+struct OpenFile {
+    _permit: FdPermit,
+    open: Arc<AtomicUsize>,
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl CallFiles {
     /// No directories: for `tools()`.
-    pub(crate) fn none(refusals: Refusals) -> Self {
+    pub(crate) fn none(files: &ComponentFiles, refusals: Refusals) -> Self {
         Self {
             dirs: Vec::new(),
+            descriptors: files.descriptors.clone(),
             grant_of: HashMap::new(),
             held: HashMap::new(),
+            open: Arc::default(),
+            listings: HashMap::new(),
             _preopens: Vec::new(),
             refusals,
         }
     }
 
-    /// One more handle for this call, or the refusal.
-    fn take_handle(&mut self) -> Result<FdPermit, ErrorCode> {
-        if self.held.len() >= MAX_OPEN_FILES {
-            self.refusals.deny(format!(
-                "opening more than {MAX_OPEN_FILES} files and directory listings at once (the per-call limit; close some first)"
-            ));
-            return Err(ErrorCode::InsufficientMemory);
-        }
-        FdPool::global().try_acquire().ok_or_else(|| {
+    /// A descriptor from the component's share, or the refusal.
+    fn descriptor(&self) -> Result<FdPermit, ErrorCode> {
+        self.descriptors.try_acquire().ok_or_else(|| {
             self.refusals.deny(
                 "opening a file: the host's descriptor reserve for tools is in use; retry shortly",
             );
@@ -205,8 +258,43 @@ impl CallFiles {
         })
     }
 
+    /// One more open file for this call, or the refusal.
+    fn take_file(&mut self) -> Result<Arc<OpenFile>, ErrorCode> {
+        if self.open.load(Ordering::Acquire) >= MAX_OPEN_FILES {
+            self.refusals.deny(format!(
+                "opening more than {MAX_OPEN_FILES} files at once (the per-call limit; close some, and their streams, first)"
+            ));
+            return Err(ErrorCode::InsufficientMemory);
+        }
+        let permit = self.descriptor()?;
+        self.open.fetch_add(1, Ordering::AcqRel);
+        Ok(Arc::new(OpenFile {
+            _permit: permit,
+            open: self.open.clone(),
+        }))
+    }
+
+    /// One more directory listing for this call, or the refusal.
+    fn take_listing(&mut self) -> Result<FdPermit, ErrorCode> {
+        if self.listings.len() >= MAX_LISTINGS {
+            self.refusals.deny(format!(
+                "holding more than {MAX_LISTINGS} directory listings at once (the per-call limit; finish one first)"
+            ));
+            return Err(ErrorCode::InsufficientMemory);
+        }
+        self.descriptor()
+    }
+
     fn dir_of(&self, rep: u32) -> Option<&Arc<GrantedDir>> {
         self.grant_of.get(&rep).map(|&i| &self.dirs[i])
+    }
+
+    /// Refuses an operation between descriptors of two different grants.
+    fn same_grant(&self, a: u32, b: u32) -> Result<(), ErrorCode> {
+        match (self.grant_of.get(&a), self.grant_of.get(&b)) {
+            (Some(x), Some(y)) if x == y => Ok(()),
+            _ => Err(ErrorCode::CrossDevice),
+        }
     }
 
     /// Charge `bytes` to the quota of descriptor `rep`'s grant.
@@ -256,7 +344,11 @@ impl DiskQuota {
         // Over by the count: measure what is really there, at most once per
         // interval, so deletions and overwrites are credited.
         {
-            let mut last = self.last_recount.lock().unwrap_or_else(|e| e.into_inner());
+            // One measurement at a time: a second writer over the count is
+            // refused rather than made to wait on a walk.
+            let Ok(mut last) = self.last_recount.try_lock() else {
+                return false;
+            };
             if last.is_some_and(|at| at.elapsed() < RECOUNT_INTERVAL) {
                 return false;
             }
@@ -298,33 +390,48 @@ fn measure(root: &Path) -> u64 {
     total
 }
 
-/// A file's output stream that charges its grant's quota before each write.
-struct QuotaStream {
+/// A file's output stream: it keeps its file counted as open while it
+/// lives, and charges its grant's quota before each write.
+struct FileWriter {
     inner: DynOutputStream,
-    dir: Arc<GrantedDir>,
+    /// For a read-write grant with a quota.
+    quota: Option<Arc<GrantedDir>>,
     refusals: Refusals,
+    _file: Option<Arc<OpenFile>>,
 }
 
 #[wasmtime_wasi::async_trait]
-impl Pollable for QuotaStream {
+impl Pollable for FileWriter {
     async fn ready(&mut self) {
         self.inner.ready().await;
     }
 }
 
+impl FileWriter {
+    fn charge(&self, bytes: usize) -> Result<(), StreamError> {
+        match &self.quota {
+            Some(dir) => {
+                charge(dir, bytes as u64, "writing a file", &self.refusals).map_err(|_| {
+                    StreamError::LastOperationFailed(
+                        std::io::Error::from_raw_os_error(libc::EDQUOT).into(),
+                    )
+                })
+            }
+            None => Ok(()),
+        }
+    }
+}
+
 #[wasmtime_wasi::async_trait]
-impl OutputStream for QuotaStream {
+impl OutputStream for FileWriter {
     fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
-        charge(
-            &self.dir,
-            bytes.len() as u64,
-            "writing a file",
-            &self.refusals,
-        )
-        .map_err(|_| {
-            StreamError::LastOperationFailed(std::io::Error::from_raw_os_error(libc::EDQUOT).into())
-        })?;
+        self.charge(bytes.len())?;
         self.inner.write(bytes)
+    }
+
+    async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        self.charge(bytes.len())?;
+        self.inner.blocking_write_and_flush(bytes).await
     }
 
     fn flush(&mut self) -> Result<(), StreamError> {
@@ -333,6 +440,38 @@ impl OutputStream for QuotaStream {
 
     fn check_write(&mut self) -> Result<usize, StreamError> {
         self.inner.check_write()
+    }
+
+    async fn cancel(&mut self) {
+        self.inner.cancel().await;
+    }
+}
+
+/// A file's input stream: it keeps its file counted as open while it lives.
+struct FileReader {
+    inner: DynInputStream,
+    _file: Option<Arc<OpenFile>>,
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for FileReader {
+    async fn ready(&mut self) {
+        self.inner.ready().await;
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl InputStream for FileReader {
+    fn read(&mut self, size: usize) -> Result<Bytes, StreamError> {
+        self.inner.read(size)
+    }
+
+    async fn blocking_read(&mut self, size: usize) -> Result<Bytes, StreamError> {
+        self.inner.blocking_read(size).await
+    }
+
+    fn skip(&mut self, nelem: usize) -> Result<usize, StreamError> {
+        self.inner.skip(nelem)
     }
 
     async fn cancel(&mut self) {
@@ -406,16 +545,17 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
                         return Ok((Err(ErrorCode::Access),));
                     }
                 }
+                // The handle first: a refused open charges nothing.
+                let file = match state.files.take_file() {
+                    Ok(file) => file,
+                    Err(code) => return Ok((Err(code),)),
+                };
                 if existing.is_none()
                     && oflags.contains(OpenFlags::CREATE)
                     && let Err(code) = state.files.charge(parent, ENTRY_COST, "creating a file")
                 {
                     return Ok((Err(code),));
                 }
-                let permit = match state.files.take_handle() {
-                    Ok(permit) => permit,
-                    Err(code) => return Ok((Err(code),)),
-                };
                 let opened = guest(
                     state
                         .filesystem()
@@ -423,7 +563,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
                         .await,
                 )?;
                 if let Ok(child) = &opened {
-                    state.files.held.insert(child.rep(), permit);
+                    state.files.held.insert(child.rep(), file);
                     if let Some(&grant) = state.files.grant_of.get(&parent) {
                         state.files.grant_of.insert(child.rep(), grant);
                     }
@@ -437,13 +577,13 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
         |mut store: Store<'_>, (fd,): (Resource<Descriptor>,)| {
             Box::new(async move {
                 let state = store.data_mut();
-                let permit = match state.files.take_handle() {
+                let permit = match state.files.take_listing() {
                     Ok(permit) => permit,
                     Err(code) => return Ok((Err(code),)),
                 };
                 let listing = guest(state.filesystem().read_directory(fd).await)?;
                 if let Ok(stream) = &listing {
-                    state.files.held.insert(stream.rep(), permit);
+                    state.files.listings.insert(stream.rep(), permit);
                 }
                 Ok((listing,))
             })
@@ -454,14 +594,12 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
         |mut store: Store<'_>, (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, u64)| {
             Box::new(async move {
                 let state = store.data_mut();
-                let size = match state.filesystem().stat(borrow(&fd)).await {
-                    Ok(stat) => stat.size,
-                    Err(e) => return Ok((guest::<u64>(Err(e))?,)),
-                };
-                let growth = offset
-                    .saturating_add(buffer.len() as u64)
-                    .saturating_sub(size);
-                if let Err(code) = state.files.charge(fd.rep(), growth, "writing a file") {
+                // Every byte written is charged, as for streams: charging
+                // only growth past the end would let writes into a sparse
+                // hole go free. Overwrites are credited when the directory
+                // is measured again.
+                let bytes = buffer.len() as u64;
+                if let Err(code) = state.files.charge(fd.rep(), bytes, "writing a file") {
                     return Ok((Err(code),));
                 }
                 Ok((guest(state.filesystem().write(fd, buffer, offset).await)?,))
@@ -494,24 +632,27 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
                          offset: u64|
               -> wasmtime::Result<Result<Resource<DynOutputStream>, ErrorCode>> {
             let rep = fd.rep();
+            // Fail closed: a descriptor of no known grant gets no writer.
+            let Some(dir) = state.files.dir_of(rep).cloned() else {
+                return Ok(Err(ErrorCode::BadDescriptor));
+            };
             let stream = if append {
                 state.filesystem().append_via_stream(fd)
             } else {
                 state.filesystem().write_via_stream(fd, offset)
             };
             let opened = guest(stream)?;
-            let (Ok(stream), Some(dir)) = (&opened, state.files.dir_of(rep)) else {
-                return Ok(opened);
-            };
-            if dir.quota.is_some() {
-                let dir = dir.clone();
+            if let Ok(stream) = &opened {
+                let file = state.files.held.get(&rep).cloned();
                 let refusals = state.files.refusals.clone();
+                let quota = dir.quota.is_some().then_some(dir);
                 let slot: &mut DynOutputStream = state.table().get_mut(stream)?;
                 let inner = std::mem::replace(slot, Box::new(Closed));
-                *slot = Box::new(QuotaStream {
+                *slot = Box::new(FileWriter {
                     inner,
-                    dir,
+                    quota,
                     refusals,
+                    _file: file,
                 });
             }
             Ok(opened)
@@ -532,6 +673,67 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
             )?;
         }
     }
+    types.func_wrap(
+        "[method]descriptor.read-via-stream",
+        |mut store: Store<'_>, (fd, offset): (Resource<Descriptor>, u64)| {
+            let state = store.data_mut();
+            let rep = fd.rep();
+            let opened = guest(state.filesystem().read_via_stream(fd, offset))?;
+            if let Ok(stream) = &opened
+                && let Some(file) = state.files.held.get(&rep).cloned()
+            {
+                let slot: &mut DynInputStream = state.table().get_mut(stream)?;
+                let inner = std::mem::replace(slot, Box::new(Ended));
+                *slot = Box::new(FileReader {
+                    inner,
+                    _file: Some(file),
+                });
+            }
+            Ok((opened,))
+        },
+    )?;
+    // A rename or link between two grants would move bytes written under
+    // one quota into another: refused, as across devices.
+    types.func_wrap_async(
+        "[method]descriptor.rename-at",
+        |mut store: Store<'_>,
+         (fd, old, new_fd, new): (Resource<Descriptor>, String, Resource<Descriptor>, String)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Err(code) = state.files.same_grant(fd.rep(), new_fd.rep()) {
+                    return Ok((Err(code),));
+                }
+                Ok((guest(state.filesystem().rename_at(fd, old, new_fd, new).await)?,))
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.link-at",
+        |mut store: Store<'_>,
+         (fd, flags, old, new_fd, new): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            Resource<Descriptor>,
+            String,
+        )| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Err(code) = state.files.same_grant(fd.rep(), new_fd.rep()) {
+                    return Ok((Err(code),));
+                }
+                if let Err(code) = state.files.charge(fd.rep(), ENTRY_COST, "creating a link") {
+                    return Ok((Err(code),));
+                }
+                Ok((guest(
+                    state
+                        .filesystem()
+                        .link_at(fd, flags, old, new_fd, new)
+                        .await,
+                )?,))
+            })
+        },
+    )?;
     types.func_wrap_async(
         "[method]descriptor.create-directory-at",
         |mut store: Store<'_>, (fd, path): (Resource<Descriptor>, String)| {
@@ -576,7 +778,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
         ResourceType::host::<DirectoryEntryStream>(),
         |mut store, rep| {
             let state = store.data_mut();
-            state.files.held.remove(&rep);
+            state.files.listings.remove(&rep);
             HostDirectoryEntryStream::drop(&mut state.filesystem(), Resource::new_own(rep))
         },
     )?;
@@ -584,7 +786,21 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
     Ok(())
 }
 
-/// Stands in for a stream for the instant it is being wrapped.
+/// Stands in for an input stream for the instant it is being wrapped.
+struct Ended;
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for Ended {
+    async fn ready(&mut self) {}
+}
+
+impl InputStream for Ended {
+    fn read(&mut self, _: usize) -> Result<Bytes, StreamError> {
+        Err(StreamError::Closed)
+    }
+}
+
+/// Stands in for an output stream for the instant it is being wrapped.
 struct Closed;
 
 #[wasmtime_wasi::async_trait]

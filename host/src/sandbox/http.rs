@@ -23,7 +23,7 @@
 //! # Connections
 //!
 //! Each connection holds one of the call's [`MAX_CONNECTIONS`] and one
-//! descriptor from the process-wide [`FdPool`], from the moment the request
+//! descriptor from the component's share of the process-wide pool (`budget`), from the moment the request
 //! is admitted until the connection closes (its response read or dropped,
 //! or the call over). Past either, the request is refused.
 //!
@@ -70,7 +70,7 @@ use wasmtime_wasi_http::{
     Error, FieldMapError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpHooks, WasiHttpView,
 };
 
-use super::budget::{FdPermit, FdPool};
+use super::budget::{FdPermit, FdShare};
 use super::refusal::Refusals;
 use super::state::State;
 use crate::grants::{AllowedHosts, Grants, is_ip_spelling};
@@ -261,14 +261,17 @@ pub(crate) struct HttpGate {
     refusals: Refusals,
     /// The call's connections: [`MAX_CONNECTIONS`] permits.
     connections: Arc<Semaphore>,
+    /// The component's share of the process's descriptors.
+    descriptors: Arc<FdShare>,
 }
 
 impl HttpGate {
-    pub(crate) fn new(grants: Arc<Grants>, refusals: Refusals) -> Self {
+    pub(crate) fn new(grants: Arc<Grants>, refusals: Refusals, descriptors: Arc<FdShare>) -> Self {
         Self {
             grants,
             refusals,
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            descriptors,
         }
     }
 
@@ -316,7 +319,7 @@ impl HttpGate {
             ));
             return Err(Error::ConnectionLimitReached);
         };
-        let Some(descriptor) = FdPool::global().try_acquire() else {
+        let Some(descriptor) = self.descriptors.try_acquire() else {
             self.refusals.deny(format!(
                 "HTTP request to {} refused: the host's descriptor reserve for tools is in use; retry shortly",
                 target.origin
@@ -326,10 +329,10 @@ impl HttpGate {
         Ok(Admitted {
             target,
             reach,
-            permit: ConnectionPermit {
+            permit: Arc::new(ConnectionPermit {
                 _call: call,
                 _descriptor: descriptor,
-            },
+            }),
         })
     }
 }
@@ -373,7 +376,8 @@ impl WasiHttpHooks for HttpGate {
 struct Admitted {
     target: Target,
     reach: Reach,
-    permit: ConnectionPermit,
+    /// Shared with the name lookup, which may outlive the request.
+    permit: Arc<ConnectionPermit>,
 }
 
 /// Where a request goes.
@@ -461,7 +465,7 @@ async fn send(
     let timeouts = Timeouts::of(options);
     // DNS, TCP and TLS together get the connect timeout.
     let deadline = Instant::now() + timeouts.connect;
-    let resolved = resolve(&target, deadline).await?;
+    let resolved = resolve(&target, deadline, &permit).await?;
     let addresses = match screen(resolved, &reach) {
         Ok(addresses) => addresses,
         Err((ip, class)) => {
@@ -481,26 +485,51 @@ async fn send(
     }
 }
 
+/// Name lookups in flight at once, across the process. A lookup holds a
+/// blocking thread until the resolver answers, even after its call gave up,
+/// so they are bounded apart from any call.
+const MAX_LOOKUPS: usize = 32;
+
 /// Every address `target`'s host resolves to, in the resolver's order.
-async fn resolve(target: &Target, deadline: Instant) -> Result<Vec<SocketAddr>, Error> {
-    let lookup = tokio::net::lookup_host((target.host.as_str(), target.port));
+///
+/// The lookup runs on a blocking thread that holds the request's connection
+/// permit (and a turn among [`MAX_LOOKUPS`]) until the resolver answers: a
+/// call that times out, or drops the request, during a slow lookup still
+/// has it counted against its budget and the process's.
+async fn resolve(
+    target: &Target,
+    deadline: Instant,
+    permit: &Arc<ConnectionPermit>,
+) -> Result<Vec<SocketAddr>, Error> {
+    static LOOKUPS: OnceLock<Arc<Semaphore>> = OnceLock::new();
+    let lookups = LOOKUPS.get_or_init(|| Arc::new(Semaphore::new(MAX_LOOKUPS)));
+    let Ok(turn) = lookups.clone().try_acquire_owned() else {
+        return Err(Error::DnsError {
+            rcode: Some("the host is busy resolving other names; retry shortly".to_owned()),
+            info_code: None,
+        });
+    };
+    let (host, port, held) = (target.host.clone(), target.port, permit.clone());
+    let lookup = tokio::task::spawn_blocking(move || {
+        let _held = (turn, held);
+        std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
+            .map(Iterator::collect::<Vec<SocketAddr>>)
+    });
     match timeout_at(deadline, lookup).await {
         Err(_) => Err(Error::DnsTimeout),
-        Ok(Err(error)) => Err(Error::DnsError {
+        Ok(Err(_panicked)) => Err(Error::DnsError {
+            rcode: Some("the lookup failed".to_owned()),
+            info_code: None,
+        }),
+        Ok(Ok(Err(error))) => Err(Error::DnsError {
             rcode: Some(error.to_string()),
             info_code: None,
         }),
-        Ok(Ok(found)) => {
-            let found: Vec<SocketAddr> = found.collect();
-            if found.is_empty() {
-                Err(Error::DnsError {
-                    rcode: Some("no addresses".to_owned()),
-                    info_code: None,
-                })
-            } else {
-                Ok(found)
-            }
-        }
+        Ok(Ok(Ok(found))) if found.is_empty() => Err(Error::DnsError {
+            rcode: Some("no addresses".to_owned()),
+            info_code: None,
+        }),
+        Ok(Ok(Ok(found))) => Ok(found),
     }
 }
 
@@ -663,7 +692,7 @@ async fn exchange<S>(
     request: http::Request<WasiBody>,
     timeouts: Timeouts,
     deadline: Instant,
-    permit: ConnectionPermit,
+    permit: Arc<ConnectionPermit>,
 ) -> Result<Sent, Error>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,

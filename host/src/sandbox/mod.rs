@@ -304,7 +304,7 @@ impl LoadedComponent {
         call_id: &str,
         time_left: Duration,
     ) -> (Result<ToolOutput, CallError>, u64) {
-        let mut store = match self.new_store(name, call_id, Purpose::Call(&self.files)) {
+        let mut store = match self.new_store(name, call_id, Purpose::Call) {
             Ok(store) => store,
             Err(e) => return (Err(self.seal_error(self.setup_failed(e))), 0),
         };
@@ -334,7 +334,7 @@ impl LoadedComponent {
                     {
                         // The failed store goes first: it may hold part of
                         // the pool, which others waiting need.
-                        *store = match self.new_store(name, call_id, Purpose::Call(&self.files)) {
+                        *store = match self.new_store(name, call_id, Purpose::Call) {
                             Ok(fresh) => fresh,
                             Err(e) => break Err(SetupFailed(format!("{e:#}")).into()),
                         };
@@ -372,15 +372,17 @@ impl LoadedComponent {
         &self,
         tool: &str,
         call_id: &str,
-        purpose: Purpose<'_>,
+        purpose: Purpose,
     ) -> wasmtime::Result<Store<State>> {
+        // On every line the tool logs: the model's id, cut short.
         let info = CallInfo {
             component: self.label.clone(),
             tool: tool.to_owned(),
-            call_id: call_id.to_owned(),
+            call_id: crate::arguments::clip(call_id, 128),
         };
         let state = State::new(
             &self.grants,
+            &self.files,
             &self.secrets,
             self.limits.memory,
             info,
@@ -494,10 +496,12 @@ impl LoadedComponent {
         } else {
             self.secrets.mask_owned(stderr)
         };
+        // The wasm backtrace names guest functions, which the guest chose.
+        let error = crate::arguments::clip(&self.secrets.mask(&format!("{error:#}")), 8192);
         tracing::warn!(
             component = &*self.label,
             outcome = %call_error.kind,
-            error = %self.secrets.mask(&format!("{error:#}")),
+            error = %error,
             stderr_tail = %stderr_tail,
             "tool failed"
         );

@@ -22,7 +22,14 @@ pub(crate) struct Refusals {
 struct Inner {
     denied: Option<String>,
     exhausted: Option<String>,
+    /// Refusals logged so far, and those past [`MAX_LOGGED`] not logged.
+    logged: u32,
+    unlogged: u64,
 }
+
+/// Refusals logged per call: a tool retrying a refused request in a loop
+/// must not fill the log. The rest are counted and reported once.
+const MAX_LOGGED: u32 = 10;
 
 impl Refusals {
     pub(crate) fn new(secrets: Arc<Secrets>) -> Self {
@@ -38,16 +45,22 @@ impl Refusals {
     /// reported as; each is logged, masked.
     pub(crate) fn deny(&self, what: impl Into<String>) {
         let what = self.secrets.mask_owned(what.into());
-        tracing::info!(target: "toolhost::grants", denied = %what, "capability refused");
-        self.lock().denied.get_or_insert(what);
+        let mut inner = self.lock();
+        if inner.log() {
+            tracing::info!(target: "toolhost::grants", denied = %what, "capability refused");
+        }
+        inner.denied.get_or_insert(what);
     }
 
     /// Host memory held for the call reached its budget (`memory_exhausted`
     /// if the call fails).
     pub(crate) fn exhaust(&self, what: impl Into<String>) {
         let what = self.secrets.mask_owned(what.into());
-        tracing::info!(target: "toolhost::limits", exhausted = %what, "host budget refused");
-        self.lock().exhausted.get_or_insert(what);
+        let mut inner = self.lock();
+        if inner.log() {
+            tracing::info!(target: "toolhost::limits", exhausted = %what, "host budget refused");
+        }
+        inner.exhausted.get_or_insert(what);
     }
 
     /// The first capability refused, if any.
@@ -62,5 +75,30 @@ impl Refusals {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Inner {
+    /// Whether this refusal may be logged; counts it otherwise.
+    fn log(&mut self) -> bool {
+        if self.logged < MAX_LOGGED {
+            self.logged += 1;
+            true
+        } else {
+            self.unlogged += 1;
+            false
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.unlogged > 0 {
+            tracing::info!(
+                target: "toolhost::grants",
+                unlogged = self.unlogged,
+                "more refusals in this call than logged ({MAX_LOGGED})"
+            );
+        }
     }
 }

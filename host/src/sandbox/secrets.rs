@@ -33,6 +33,8 @@ const MIN_SECRET_LEN: usize = 4;
 pub(crate) struct Secrets {
     matcher: Option<AhoCorasick>,
     values: Vec<String>,
+    /// The matcher could not be built: mask everything.
+    fail_closed: bool,
 }
 
 impl Secrets {
@@ -50,15 +52,25 @@ impl Secrets {
             return Self::default();
         }
         // Leftmost-longest: a secret that contains another is masked whole.
+        // Building fails only for patterns far beyond any config value; then
+        // every string is masked whole rather than nothing.
         let matcher = AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostLongest)
             .build(&values)
             .ok();
-        Self { matcher, values }
+        let fail_closed = matcher.is_none();
+        Self {
+            matcher,
+            values,
+            fail_closed,
+        }
     }
 
     /// `text` with every secret replaced by `[redacted]`.
     pub(crate) fn mask<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if self.fail_closed && !text.is_empty() {
+            return Cow::Owned(REDACTED.to_owned());
+        }
         match &self.matcher {
             Some(matcher) if matcher.is_match(text) => {
                 Cow::Owned(matcher.replace_all(text, &vec![REDACTED; self.values.len()]))
@@ -78,7 +90,7 @@ impl Secrets {
 
     /// Every string in `value`, keys included, masked.
     pub(crate) fn mask_json(&self, value: &mut Value) {
-        if self.matcher.is_none() {
+        if self.matcher.is_none() && !self.fail_closed {
             return;
         }
         // Iterative: structured output can nest as deep as the JSON parser
@@ -101,7 +113,13 @@ impl Secrets {
                     }
                     pending.extend(map.values_mut());
                 }
-                Value::Null | Value::Bool(_) | Value::Number(_) => {}
+                // An all-digit secret can come back as a number.
+                Value::Number(number) => {
+                    if let Cow::Owned(_) = self.mask(&number.to_string()) {
+                        *value = Value::String(REDACTED.to_owned());
+                    }
+                }
+                Value::Null | Value::Bool(_) => {}
             }
         }
     }

@@ -48,11 +48,12 @@ pub(crate) struct CallInfo {
 /// What describing a component's tools may touch: nothing. `tools()` runs
 /// with no grants at all, so loading, `toolhost check` and listing tools
 /// can never write a file or make a request.
-pub(crate) enum Purpose<'a> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
     /// `tools()`: no capabilities.
     Describe,
     /// A call: exactly the component's grants.
-    Call(&'a ComponentFiles),
+    Call,
 }
 
 /// Everything a tool instance can reach, for one call.
@@ -79,14 +80,15 @@ impl State {
     /// has no descriptors to spare for it.
     pub(crate) fn new(
         grants: &Arc<Grants>,
+        files: &ComponentFiles,
         secrets: &Arc<Secrets>,
         memory_limit: u64,
         info: CallInfo,
-        purpose: Purpose<'_>,
+        purpose: Purpose,
     ) -> wasmtime::Result<Self> {
         let grants = match purpose {
             Purpose::Describe => Arc::new(Grants::none()),
-            Purpose::Call(_) => grants.clone(),
+            Purpose::Call => grants.clone(),
         };
         let refusals = Refusals::new(secrets.clone());
         let stderr = Tail::default();
@@ -95,9 +97,10 @@ impl State {
             .stderr(stderr.clone())
             .max_random_size(MAX_RANDOM_BYTES);
         env::grant(&mut wasi, &grants);
+        let descriptors = files.descriptors.clone();
         let files = match purpose {
-            Purpose::Describe => CallFiles::none(refusals.clone()),
-            Purpose::Call(files) => files.grant(&mut wasi, refusals.clone())?,
+            Purpose::Describe => CallFiles::none(files, refusals.clone()),
+            Purpose::Call => files.grant(&mut wasi, refusals.clone())?,
         };
         // No raw sockets are ever granted: TCP, UDP and name lookup stay
         // off, so WASI refuses them before any OS socket exists and a tool
@@ -113,7 +116,7 @@ impl State {
             wasi: wasi.build(),
             http: http::context(),
             table,
-            gate: HttpGate::new(grants.clone(), refusals.clone()),
+            gate: HttpGate::new(grants.clone(), refusals.clone(), descriptors),
             files,
             limiter: MemoryLimiter::new(memory_limit),
             stderr,
@@ -162,8 +165,12 @@ impl host::Host for State {
     }
 }
 
-/// Counts linear memory across all of an instance's memories against one
-/// limit, and remembers whether it ever said no.
+/// What one table element costs the host.
+const TABLE_ELEMENT_BYTES: u64 = 8;
+
+/// Counts linear memory and table elements across all of an instance's
+/// memories and tables against one limit, and remembers whether it ever said
+/// no.
 pub(crate) struct MemoryLimiter {
     limit: u64,
     used: u64,
@@ -188,7 +195,7 @@ impl ResourceLimiter for MemoryLimiter {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let growth = desired.saturating_sub(current) as u64;
-        if self.used + growth > self.limit {
+        if self.used.saturating_add(growth) > self.limit {
             self.refused = true;
             return Ok(false);
         }
@@ -198,11 +205,18 @@ impl ResourceLimiter for MemoryLimiter {
 
     fn table_growing(
         &mut self,
-        _current: usize,
-        _desired: usize,
+        current: usize,
+        desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        // Tables are bounded by the pooling allocator's per-table size.
+        // Table elements are host memory too (a pointer each): they count
+        // against the same limit as linear memory.
+        let growth = (desired.saturating_sub(current) as u64).saturating_mul(TABLE_ELEMENT_BYTES);
+        if self.used.saturating_add(growth) > self.limit {
+            self.refused = true;
+            return Ok(false);
+        }
+        self.used += growth;
         Ok(true)
     }
 }

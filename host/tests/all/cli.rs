@@ -262,3 +262,61 @@ fn guest_log_lines_cannot_forge_log_lines() {
         assert!(!line.contains('\u{1b}'), "an escape sequence: {line:?}");
     }
 }
+
+#[test]
+fn under_a_low_descriptor_limit_hoarding_calls_leave_the_host_its_reserve() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("notes.txt"), "granted").unwrap();
+    let config = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[limits]\ntimeout = \"20s\"\n\n[[tool]]\ncomponent = {:?}\nfiles = [{{ host = {:?}, guest = \"/data\" }}]\n\n[[tool]]\ncomponent = {:?}\n",
+            crate::util::component("probe").display().to_string(),
+            data.display().to_string(),
+            crate::util::component("calc").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let mut calls: Vec<Value> = (0..12)
+        .map(|i| {
+            serde_json::json!({"id": format!("h{i}"), "name": "hold_files",
+                "args": {"path": "/data/notes.txt", "n": 1000, "hold_ms": 500}})
+        })
+        .collect();
+    calls.push(serde_json::json!({"id": "calc", "name": "calc", "args": {"expression": "6*7"}}));
+    let batch = dir.path().join("batch.json");
+    std::fs::write(&batch, serde_json::to_string(&calls).unwrap()).unwrap();
+    // The common default of 1024 is too generous to show anything with 12
+    // calls; 256 (soft and hard, so toolhost cannot raise it) leaves tools a
+    // pool of 128.
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 256 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["call", "--config", config.to_str().unwrap(), "--batch"])
+        .arg(&batch)
+        .current_dir(root())
+        .env("TOOLHOST_CACHE_DIR", root().join("target/test-cache"))
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let messages = stdout_json(&output);
+    let messages = messages.as_array().unwrap();
+    assert_eq!(messages.len(), 13);
+    assert_eq!(messages[12]["content"], "42", "{:?}", messages[12]);
+    let opened: Vec<u64> = messages[..12]
+        .iter()
+        .map(|m| {
+            let content = m["content"].as_str().unwrap();
+            let count = content.strip_prefix("opened ").unwrap_or("0;");
+            count.split(';').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert!(opened.iter().all(|&n| n <= 64), "{opened:?}");
+    // The pool for a limit of 256 is 128, less one per call for its granted
+    // directory.
+    assert!(opened.iter().sum::<u64>() <= 128, "{opened:?}");
+}
