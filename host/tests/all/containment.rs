@@ -2,7 +2,6 @@
 //! than the call's budgets, and nothing a tool says leaves the sandbox
 //! unmasked. Each test provokes one class of attack.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -193,105 +192,82 @@ async fn secrets_are_masked_in_every_channel() {
     );
 }
 
-/// Counts the events of one tracing target and their message bytes.
-#[derive(Clone, Default)]
-struct Counting {
-    events: Arc<AtomicUsize>,
-    bytes: Arc<AtomicUsize>,
-    messages: Arc<Mutex<Vec<String>>>,
+/// One logged event: its target and its fields, formatted.
+struct Event {
+    target: String,
+    fields: std::collections::HashMap<String, String>,
 }
 
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Counting {
+/// Keeps every event logged while it is the thread's subscriber.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<Event>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        if event.metadata().target() != "toolhost::guest" {
-            return;
-        }
-        struct Message(String);
-        impl tracing::field::Visit for Message {
+        struct Fields(std::collections::HashMap<String, String>);
+        impl tracing::field::Visit for Fields {
             fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "message" {
-                    self.0 = format!("{value:?}");
-                }
+                self.0.insert(field.name().to_owned(), format!("{value:?}"));
             }
         }
-        let mut message = Message(String::new());
-        event.record(&mut message);
-        self.events.fetch_add(1, Ordering::SeqCst);
-        self.bytes.fetch_add(message.0.len(), Ordering::SeqCst);
-        self.messages.lock().unwrap().push(message.0);
+        let mut fields = Fields(Default::default());
+        event.record(&mut fields);
+        self.0.lock().unwrap().push(Event {
+            target: event.metadata().target().to_owned(),
+            fields: fields.0,
+        });
     }
+}
+
+/// Run `test` on a one-thread runtime (so the tool's host calls run on this
+/// thread) and return what was logged meanwhile.
+fn logged_while(test: impl std::future::Future<Output = ()>) -> Vec<Event> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let capture = Capture::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(test);
+    std::mem::take(&mut *capture.0.lock().unwrap())
 }
 
 // Class 7: logs a tool controls are bounded per call.
 #[test]
 fn a_tool_logging_in_a_loop_is_held_to_its_budget() {
-    use tracing_subscriber::layer::SubscriberExt as _;
-    let counting = Counting::default();
-    let subscriber = tracing_subscriber::registry().with(counting.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
-    // One thread: the tool's host calls run on this thread, under the
-    // subscriber set above.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    let events = logged_while(async {
         let host = probe_host(Grants::none(), quick_limits()).await;
         let outcome = call(&host, "log_flood", json!({"n": 100_000})).await;
         assert_eq!(ok(&outcome), "logged");
     });
-    let events = counting.events.load(Ordering::SeqCst);
-    let bytes = counting.bytes.load(Ordering::SeqCst);
+    let guest: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.target == "toolhost::guest")
+        .collect();
+    let bytes: usize = guest.iter().map(|e| e.fields["message"].len()).sum();
     // 100 lines at most, then one line saying how many were dropped.
-    assert!(events <= 101, "{events} guest log events");
+    assert!(guest.len() <= 101, "{} guest log events", guest.len());
     assert!(bytes <= 80 * 1024, "{bytes} bytes of guest log");
-    let messages = counting.messages.lock().unwrap();
-    assert!(
-        messages.last().unwrap().contains("past its budget"),
-        "{:?}",
-        messages.last()
-    );
+    let last = &guest.last().unwrap().fields["message"];
+    assert!(last.contains("past its budget"), "{last}");
 }
 
-/// Records the `stderr_tail` field of "tool failed" events.
-#[derive(Clone, Default)]
-struct Tails(Arc<Mutex<Vec<String>>>);
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Tails {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        struct Tail(Option<String>);
-        impl tracing::field::Visit for Tail {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "stderr_tail" {
-                    self.0 = Some(format!("{value:?}"));
-                }
-            }
-        }
-        let mut tail = Tail(None);
-        event.record(&mut tail);
-        self.0.lock().unwrap().extend(tail.0);
-    }
-}
-
+// Class 6, the stderr channel: only the tail is kept, and it may begin
+// partway through a secret.
 #[test]
 fn a_stderr_tail_cut_inside_a_secret_is_masked() {
-    use tracing_subscriber::layer::SubscriberExt as _;
     const SECRET: &str = "sk_live_0123456789abcdef";
-    let tails = Tails::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(tails.clone()));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    let events = logged_while(async {
         let host = probe_host(Grants::none().config("key", SECRET, true), quick_limits()).await;
         let outcome = call(&host, "stderr_secret", json!({"name": "key"})).await;
         assert_eq!(err(&outcome), ErrorType::Trap);
     });
-    let tails = tails.0.lock().unwrap();
-    let tail = tails
-        .last()
+    let tail = events
+        .iter()
+        .rev()
+        .find_map(|e| e.fields.get("stderr_tail"))
         .expect("the trap was logged with its stderr tail");
     let second_half = &SECRET[SECRET.len() / 2..];
     assert!(!tail.contains(second_half), "{tail}");
