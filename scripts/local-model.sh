@@ -27,7 +27,9 @@
 # Environment (all optional):
 #   LLM_MODEL          qwen2.5-coder-1.5b (default) | qwen2.5-coder-0.5b
 #   LLM_THREADS        inference threads (default: number of online CPUs)
-#   LLM_CTX            context window in tokens (default: 8192)
+#   LLM_CTX            context window in tokens (default: 32768, the model's own;
+#                      a run that loops to max_steps at 1024 tokens a step
+#                      needs more than 8192, and the KV cache costs ~1 GB)
 #   LLM_START_TIMEOUT  seconds to wait for /health (default: 180)
 #   TOOLHOST_MODEL_DIR install/cache directory
 #                      (default: ${XDG_CACHE_HOME:-$HOME/.cache}/toolhost/local-model)
@@ -51,7 +53,7 @@ CMD=$1
 PORT=${2:-8080}
 MODEL=${LLM_MODEL:-qwen2.5-coder-1.5b}
 THREADS=${LLM_THREADS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)}
-CTX=${LLM_CTX:-8192}
+CTX=${LLM_CTX:-32768}
 START_TIMEOUT=${LLM_START_TIMEOUT:-180}
 PY=${PYTHON:-python3}
 DIR=${TOOLHOST_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/toolhost/local-model}
