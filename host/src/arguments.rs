@@ -34,6 +34,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+use crate::outcome::clip;
+
 /// Arguments at most this long are checked inline against a plain schema.
 const INLINE_BYTES: usize = 4096;
 
@@ -278,15 +280,6 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-/// At most `max` characters of `text`, with `…` when cut: for text from a
-/// tool or a model that the host echoes or logs.
-pub(crate) fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_owned(),
-        Some((end, _)) => format!("{}…", &text[..end]),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -438,11 +431,5 @@ mod tests {
         assert!(!uses_costly_keywords(
             &json!({"type": "object", "required": ["a"]})
         ));
-    }
-
-    #[test]
-    fn clip_counts_characters() {
-        assert_eq!(clip("héllo", 2), "hé…");
-        assert_eq!(clip("hi", 2), "hi");
     }
 }

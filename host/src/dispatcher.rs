@@ -36,9 +36,9 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
-use crate::arguments::{ArgumentSchema, ComponentSchemas, Invalid, clip};
+use crate::arguments::{ArgumentSchema, ComponentSchemas, Invalid};
 use crate::manifest::{Approval, ComponentConfig, Manifest};
-use crate::outcome::{CallError, CallStats, ErrorType, Outcome};
+use crate::outcome::{CallError, CallStats, ErrorType, Outcome, clip};
 use crate::sandbox::{CacheStatus, LoadedComponent, RawSpec, Sandbox, SandboxOptions};
 use crate::tool_call::ToolCall;
 
@@ -483,12 +483,16 @@ impl ToolHost {
         let slot = &self.inner.slots[entry.component];
         let limits = &slot.config.limits;
         let started = Instant::now();
-        let (arguments, size) = match self.arguments(call, limits.max_arguments) {
+        let (arguments, text) = match self.arguments(call, limits.max_arguments) {
             Ok(parsed) => parsed,
             Err(message) => return fail(CallError::new(ErrorType::InvalidArguments, message)),
         };
-        let arguments = match entry.schema.check(arguments, size, limits.timeout).await {
-            Ok(arguments) => arguments,
+        match entry
+            .schema
+            .check(arguments, text.len(), limits.timeout)
+            .await
+        {
+            Ok(_) => {}
             Err(Invalid::Arguments(message)) => {
                 return fail(CallError::new(ErrorType::InvalidArguments, message));
             }
@@ -535,7 +539,7 @@ impl ToolHost {
             .expect("semaphore open");
         let (result, fuel_used) = slot
             .loaded
-            .call(&call.name, &arguments.to_string(), &call.id, remaining)
+            .call(&call.name, &text, &call.id, remaining)
             .await;
         Outcome {
             call_id: call.id.clone(),
@@ -549,23 +553,28 @@ impl ToolHost {
         }
     }
 
-    /// The call's arguments parsed, and the size of their JSON text;
-    /// refused unparsed when larger than `limit` bytes.
-    fn arguments(&self, call: &ToolCall, limit: usize) -> Result<(Value, usize), String> {
-        let too_large = |size: usize| {
+    /// The call's arguments parsed, and the JSON text the tool is given
+    /// (each serialized once); refused unparsed when larger than `limit`
+    /// bytes.
+    fn arguments(&self, call: &ToolCall, limit: usize) -> Result<(Value, String), String> {
+        let too_large = || {
             format!(
-                "the arguments are {size} bytes; this tool accepts at most {limit} (its max_arguments limit)"
+                "the arguments are over {limit} bytes, the most this tool accepts (its max_arguments limit)"
             )
         };
-        let size = match &call.arguments {
-            crate::tool_call::Arguments::Text(text) => text.len(),
-            crate::tool_call::Arguments::Json(value) => json_size(value, limit),
-            crate::tool_call::Arguments::Malformed(_) => 0,
-        };
-        if size > limit {
-            return Err(too_large(size));
+        match &call.arguments {
+            crate::tool_call::Arguments::Text(text) if text.len() > limit => Err(too_large()),
+            crate::tool_call::Arguments::Json(value) => {
+                let text = bounded_json(value, limit).ok_or_else(too_large)?;
+                Ok((value.clone(), text))
+            }
+            // Text (parsed, then written out canonically) or malformed.
+            arguments => {
+                let value = arguments.parse()?;
+                let text = value.to_string();
+                Ok((value, text))
+            }
         }
-        Ok((call.arguments.parse()?, size))
     }
 
     fn unknown_tool_message(&self, name: &str) -> String {
@@ -605,28 +614,32 @@ fn task_failed(id: String, name: String, why: &str) -> Outcome {
     )
 }
 
-/// The length of `value` as JSON text, counted up to just past `limit`
-/// (without building the text).
-fn json_size(value: &Value, limit: usize) -> usize {
-    struct Counter {
-        bytes: usize,
+/// `value` as JSON text, or `None` when that is longer than `limit` bytes
+/// (writing stops there: the text is never built whole).
+fn bounded_json(value: &Value, limit: usize) -> Option<String> {
+    struct Bounded {
+        bytes: Vec<u8>,
         limit: usize,
     }
-    impl std::io::Write for Counter {
+    impl std::io::Write for Bounded {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.bytes += buf.len();
-            if self.bytes > self.limit {
+            if self.bytes.len() + buf.len() > self.limit {
                 return Err(std::io::Error::other("over the limit"));
             }
+            self.bytes.extend_from_slice(buf);
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
-    let mut counter = Counter { bytes: 0, limit };
-    let _ = serde_json::to_writer(&mut counter, value);
-    counter.bytes
+    let mut out = Bounded {
+        bytes: Vec::new(),
+        limit,
+    };
+    serde_json::to_writer(&mut out, value).ok()?;
+    // serde_json writes only valid UTF-8.
+    String::from_utf8(out.bytes).ok()
 }
 
 /// Names OpenAI and Anthropic both accept.

@@ -77,8 +77,7 @@ impl Grants {
                 "guest path {guest:?} must be absolute, e.g. \"/data\""
             )));
         }
-        let guest = guest.trim_end_matches('/');
-        let guest = if guest.is_empty() { "/" } else { guest };
+        let guest = guest_path(guest);
         if self.files.iter().any(|f| f.guest == guest) {
             return Err(GrantError(format!("guest path {guest:?} is granted twice")));
         }
@@ -102,8 +101,7 @@ impl Grants {
     ///
     /// When `guest` is not granted, or is granted read-only.
     pub fn quota(mut self, guest: &str, bytes: u64) -> Result<Self, GrantError> {
-        let guest = guest.trim_end_matches('/');
-        let guest = if guest.is_empty() { "/" } else { guest };
+        let guest = guest_path(guest);
         let Some(file) = self.files.iter_mut().find(|f| f.guest == guest) else {
             return Err(GrantError(format!("no directory is granted as {guest:?}")));
         };
@@ -180,6 +178,14 @@ impl Grants {
             && self.hosts.0.is_empty()
             && self.env.is_empty()
             && self.config.is_empty()
+    }
+}
+
+/// A guest path as granted: without trailing slashes, except the root.
+fn guest_path(guest: &str) -> &str {
+    match guest.trim_end_matches('/') {
+        "" => "/",
+        trimmed => trimmed,
     }
 }
 

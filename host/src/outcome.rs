@@ -237,6 +237,15 @@ pub struct ToolMessage {
     pub artifact: Option<String>,
 }
 
+/// At most `max` characters of `text`, with `…` when cut: for text from a
+/// tool or a model that the host echoes or logs.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}…", &text[..end]),
+    }
+}
+
 /// Cut `text` to at most `limit` bytes on a character boundary, with a marker
 /// saying how much was cut. Returns the text unchanged when it fits.
 pub(crate) fn truncate(text: String, limit: usize) -> String {
@@ -300,6 +309,12 @@ mod tests {
         assert!(!CallError::new(ErrorType::FuelExhausted, "").retryable);
         assert!(!CallError::new(ErrorType::CapabilityDenied, "").retryable);
         assert!(!CallError::new(ErrorType::Trap, "").retryable);
+    }
+
+    #[test]
+    fn clip_counts_characters() {
+        assert_eq!(clip("héllo", 2), "hé…");
+        assert_eq!(clip("hi", 2), "hi");
     }
 
     #[test]

@@ -277,7 +277,7 @@ fn read_call(raw: &str) -> Result<ReadCall, String> {
         Some(other) => {
             return Err(format!(
                 "its type is {:?}; a call's type is \"function\", \"tool_call\" or \"tool_use\"",
-                crate::arguments::clip(other, 64)
+                crate::outcome::clip(other, 64)
             ));
         }
         None if keys.function => parse_object::<OpenAiCall>(raw).map_err(reason)?.into(),
@@ -528,7 +528,7 @@ fn message_elements(raw: &str) -> Vec<Element<'_>> {
                 Ok(block) if matches!(block.kind.as_str(), "text" | "thinking" | "redacted_thinking") => None,
                 Ok(block) => Some(Element::Refused(format!(
                     "{label} is not a tool call: its type is {:?}; only tool_use blocks are calls (text and thinking blocks are skipped)",
-                    crate::arguments::clip(&block.kind, 64)
+                    crate::outcome::clip(&block.kind, 64)
                 ))),
                 Err(e) => Some(Element::Refused(format!(
                     r#"{label} cannot be read ({}); send calls as {{"type":"tool_use","id","name","input"}} blocks"#,
@@ -583,7 +583,7 @@ fn reason(e: serde_json::Error) -> String {
         Some(stripped) => stripped,
         None => &message,
     };
-    crate::arguments::clip(message, 200)
+    crate::outcome::clip(message, 200)
 }
 
 /// What kind of JSON value `raw` is, for messages.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use super::bindings::toolhost::tool::host::Level;
 use super::secrets::Secrets;
 use super::state::CallInfo;
+use crate::outcome::truncate;
 
 /// Lines one call may log.
 pub(crate) const MAX_LINES: u32 = 100;
@@ -63,16 +64,7 @@ impl GuestLog {
             return;
         }
         // Masked whole, then cut: a cut never leaves half a secret behind.
-        let mut text = self.secrets.mask_owned(message.to_owned());
-        if text.len() > MAX_LINE_BYTES {
-            let total = text.len();
-            let mut cut = MAX_LINE_BYTES;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            text.push_str(&format!(" [line cut: {total} bytes]"));
-        }
+        let text = truncate(self.secrets.mask_owned(message.to_owned()), MAX_LINE_BYTES);
         self.lines += 1;
         self.bytes += text.len();
         let CallInfo {

@@ -268,7 +268,7 @@ impl LoadedComponent {
     pub(crate) async fn tools(&self) -> Result<Vec<RawSpec>, CallError> {
         let mut store = self
             .new_store("tools", "load", Purpose::Describe)
-            .map_err(|e| self.seal_error(self.setup_failed(e)))?;
+            .map_err(|e| self.seal_error(self.setup_failed(&e)))?;
         let run = async {
             let toolbox = self.pre.instantiate_async(&mut store).await?;
             toolbox.toolhost_tool_tool().call_tools(&mut store).await
@@ -306,7 +306,7 @@ impl LoadedComponent {
     ) -> (Result<ToolOutput, CallError>, u64) {
         let mut store = match self.new_store(name, call_id, Purpose::Call) {
             Ok(store) => store,
-            Err(e) => return (Err(self.seal_error(self.setup_failed(e))), 0),
+            Err(e) => return (Err(self.seal_error(self.setup_failed(&e))), 0),
         };
         let context = wit::CallContext {
             call_id: call_id.to_owned(),
@@ -378,7 +378,7 @@ impl LoadedComponent {
         let info = CallInfo {
             component: self.label.clone(),
             tool: tool.to_owned(),
-            call_id: crate::arguments::clip(call_id, 128),
+            call_id: crate::outcome::clip(call_id, 128),
         };
         let state = State::new(
             &self.grants,
@@ -396,7 +396,7 @@ impl LoadedComponent {
         Ok(store)
     }
 
-    fn setup_failed(&self, error: wasmtime::Error) -> CallError {
+    fn setup_failed(&self, error: &dyn std::fmt::Display) -> CallError {
         tracing::error!(component = &*self.label, error = %self.secrets.mask(&format!("{error:#}")), "cannot set up the call");
         CallError::new(
             ErrorType::Internal,
@@ -480,11 +480,7 @@ impl LoadedComponent {
             };
             CallError::new(ErrorType::Trap, what)
         } else if let Some(setup) = error.downcast_ref::<SetupFailed>() {
-            tracing::error!(component = &*self.label, error = %setup, "cannot set up the call");
-            CallError::new(
-                ErrorType::Internal,
-                "the host could not set up the tool's sandbox; retry shortly",
-            )
+            self.setup_failed(setup)
         } else {
             CallError::new(
                 ErrorType::Trap,
@@ -497,7 +493,7 @@ impl LoadedComponent {
             self.secrets.mask_owned(stderr)
         };
         // The wasm backtrace names guest functions, which the guest chose.
-        let error = crate::arguments::clip(&self.secrets.mask(&format!("{error:#}")), 8192);
+        let error = crate::outcome::clip(&self.secrets.mask(&format!("{error:#}")), 8192);
         tracing::warn!(
             component = &*self.label,
             outcome = %call_error.kind,

@@ -21,6 +21,16 @@ fn data_dir() -> (tempfile::TempDir, std::path::PathBuf) {
     (work, data)
 }
 
+/// The probe with `data` granted read-write as `/data` under `quota` bytes.
+async fn quota_host(data: &std::path::Path, quota: u64) -> ToolHost {
+    let grants = Grants::none()
+        .file(data, "/data", FileMode::ReadWrite)
+        .unwrap()
+        .quota("/data", quota)
+        .unwrap();
+    probe_host(grants, quick_limits()).await
+}
+
 fn slow_limits() -> Limits {
     Limits {
         timeout: Duration::from_secs(20),
@@ -311,12 +321,7 @@ async fn opening_a_fifo_is_refused_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_past_the_quota_are_refused() {
     let (_work, data) = data_dir();
-    let grants = Grants::none()
-        .file(&data, "/data", FileMode::ReadWrite)
-        .unwrap()
-        .quota("/data", 1 << 20)
-        .unwrap();
-    let host = probe_host(grants, quick_limits()).await;
+    let host = quota_host(&data, 1 << 20).await;
     let outcome = call(
         &host,
         "write_bytes",
@@ -349,12 +354,7 @@ async fn writes_past_the_quota_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_into_a_sparse_hole_are_charged() {
     let (_work, data) = data_dir();
-    let grants = Grants::none()
-        .file(&data, "/data", FileMode::ReadWrite)
-        .unwrap()
-        .quota("/data", 1 << 20)
-        .unwrap();
-    let host = probe_host(grants, quick_limits()).await;
+    let host = quota_host(&data, 1 << 20).await;
     let outcome = call(&host, "hole_write", json!({"n": 8 * 1024})).await;
     assert_eq!(err(&outcome), ErrorType::CapabilityDenied, "{outcome:?}");
     assert!(message(&outcome).contains("quota"), "{}", message(&outcome));
