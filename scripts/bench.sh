@@ -2,8 +2,10 @@
 # The benchmark suite, side by side in one run: toolhost against LangGraph's
 # ToolNode (installed here into bench/.venv), one process per call, the
 # naive wasmtime path, a reused instance and the native function; then the
-# agent loop's own overhead per turn. Prints the tables with ratios and
-# targets, and writes target/bench/results.json and docs/bench/latency.svg.
+# agent loop's own overhead per turn; then MCP serving: toolhost serve over
+# HTTP and stdio against the Python MCP SDK's MCPServer (from
+# target/clients-venv). Prints the tables with ratios and targets, and writes
+# target/bench/results.json, target/bench/mcp.json and docs/bench/latency.svg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -18,8 +20,11 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s bench/peers/requirements.txt "$venv/r
     cp bench/peers/requirements.txt "$venv/requirements.txt"
 fi
 
+tests/clients/run.sh --setup
+
 cargo bench --quiet -p toolhost --bench compare
 cargo bench --quiet -p toolhost --bench agent_turn
+cargo bench --quiet -p toolhost --bench mcp
 mkdir -p docs/bench
 cp target/bench/latency.svg docs/bench/latency.svg
 echo "bench: chart copied to docs/bench/latency.svg"

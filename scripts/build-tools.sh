@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Build every example tool and the test probe into target/tools/NAME.wasm.
+# Build every example tool, the test probe and the MCP conformance fixtures
+# into target/tools/NAME.wasm.
 #
 #   scripts/build-tools.sh          # Rust, Python and JavaScript tools
-#   scripts/build-tools.sh --rust   # Rust tools and the probe only
+#   scripts/build-tools.sh --rust   # Rust tools, the probe and the fixtures only
 #
 # Needs the wasm32-wasip2 target; Python and JavaScript tools also need
 # componentize-py and Node.js (scripts/setup.sh installs all of it).
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 out=target/tools
 mkdir -p "$out"
 
-rust_tools=(calc http-get files probe)
+rust_tools=(calc http-get files probe mcp-fixtures)
 cargo build --quiet --target wasm32-wasip2 --profile guest $(printf -- '-p %s ' "${rust_tools[@]}")
 for tool in "${rust_tools[@]}"; do
     cp "target/wasm32-wasip2/guest/${tool//-/_}.wasm" "$out/$tool.wasm"

@@ -1,18 +1,37 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh machine: install prerequisites, build every
 # tool component, run all tests (unit, golden, integration, doc), then the
-# end-to-end tier against a real local model (scripts/local-model.sh, started
-# and stopped here; the first run downloads it, about 1.2 GB).
+# MCP tier (the official MCP conformance suite, and real clients: the MCP
+# Python SDK and LangGraph through langchain-mcp-adapters, each against
+# `toolhost serve`), then the end-to-end tier against a real local model
+# (scripts/local-model.sh, started and stopped here; the first run downloads
+# it, about 1.2 GB).
 # Tests run in release: the Python and JavaScript components take minutes to
 # compile with a debug-built Cranelift, seconds with a release one.
 #
 #   scripts/test.sh              # everything
 #   TOOLHOST_SKIP_E2E=1 scripts/test.sh   # without the local-model tier
+#   TOOLHOST_SKIP_MCP=1 scripts/test.sh   # without the MCP tier
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build-tools.sh
 cargo test --release --workspace "$@"
+
+if [ -n "${TOOLHOST_SKIP_MCP:-}" ]; then
+    echo "test: MCP tier skipped (TOOLHOST_SKIP_MCP is set)"
+else
+    started=$SECONDS
+    mkdir -p target/conformance
+    if ! scripts/conformance.sh >target/conformance/run.log 2>&1; then
+        cat target/conformance/run.log
+        echo "test: the MCP conformance suite failed (log above, results in target/conformance/results/)" >&2
+        exit 1
+    fi
+    grep -E '^(Total:|conformance: )' target/conformance/run.log
+    tests/clients/run.sh
+    echo "test: MCP tier took $((SECONDS - started)) s"
+fi
 
 if [ -n "${TOOLHOST_SKIP_E2E:-}" ]; then
     echo "test: end-to-end tier skipped (TOOLHOST_SKIP_E2E is set)"

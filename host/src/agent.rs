@@ -77,8 +77,8 @@ use crate::manifest::ModelConfig;
 use crate::model::{
     Message, ModelClient, ModelError, ModelEvent, ModelRequest, ModelResponse, Usage,
 };
-use crate::outcome::ToolMessage;
 use crate::tool_call::ToolCall;
+use crate::wire::results::ToolMessage;
 
 /// How the loop behaves.
 #[derive(Debug, Clone)]

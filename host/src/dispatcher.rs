@@ -38,6 +38,7 @@ use tracing::Instrument as _;
 
 use crate::arguments::{ArgumentSchema, ComponentSchemas, Invalid};
 use crate::manifest::{Approval, ComponentConfig, Manifest};
+use crate::observe::CallObserver;
 use crate::outcome::{CallError, CallStats, ErrorType, Outcome, clip};
 use crate::sandbox::{CacheStatus, LoadedComponent, RawSpec, Sandbox, SandboxOptions};
 use crate::tool_call::ToolCall;
@@ -173,6 +174,8 @@ struct Inner {
     /// Bounds instances in flight below the pool's capacity, so a large batch
     /// queues instead of failing.
     in_flight: Semaphore,
+    /// The permits `in_flight` started with.
+    max_in_flight: usize,
     // Dropped last: stops the epoch thread after every component is gone.
     _sandbox: Arc<Sandbox>,
 }
@@ -290,6 +293,7 @@ impl ToolHost {
                 entries,
                 by_name,
                 in_flight: Semaphore::new(options.max_instances as usize),
+                max_in_flight: options.max_instances as usize,
                 _sandbox: sandbox,
             }),
         })
@@ -330,6 +334,11 @@ impl ToolHost {
         }
     }
 
+    /// How many instances are running calls right now.
+    pub fn in_flight(&self) -> usize {
+        self.inner.max_in_flight - self.inner.in_flight.available_permits()
+    }
+
     /// Run one call. Calls that need approval are refused ([`RefuseAll`]).
     pub async fn call(&self, call: ToolCall) -> Outcome {
         self.call_with(call, &RefuseAll).await
@@ -337,6 +346,17 @@ impl ToolHost {
 
     /// Run one call, asking `approver` first when its tool needs approval.
     pub async fn call_with(&self, call: ToolCall, approver: &dyn Approver) -> Outcome {
+        self.call_observed(call, approver, None).await
+    }
+
+    /// [`ToolHost::call_with`], telling `observer` what the call reports
+    /// while it runs (its log lines).
+    pub async fn call_observed(
+        &self,
+        call: ToolCall,
+        approver: &dyn Approver,
+        observer: Option<Arc<dyn CallObserver>>,
+    ) -> Outcome {
         // The name and id are the model's: cut short in logs, however long.
         let span = tracing::info_span!(
             "tool_call",
@@ -349,7 +369,9 @@ impl ToolHost {
         if !span.is_disabled() {
             span.record("arguments", self.logged_arguments(&call).as_str());
         }
-        self.dispatch(call, approver).instrument(span).await
+        self.dispatch(call, approver, observer)
+            .instrument(span)
+            .await
     }
 
     /// The call's arguments as logged: masked, then cut to
@@ -438,9 +460,14 @@ impl ToolHost {
             .collect()
     }
 
-    async fn dispatch(&self, call: ToolCall, approver: &dyn Approver) -> Outcome {
+    async fn dispatch(
+        &self,
+        call: ToolCall,
+        approver: &dyn Approver,
+        observer: Option<Arc<dyn CallObserver>>,
+    ) -> Outcome {
         let started = Instant::now();
-        let mut outcome = self.run(&call, approver).await;
+        let mut outcome = self.run(&call, approver, observer).await;
         // A person's time to answer is not the tool's time.
         outcome.stats.duration = started
             .elapsed()
@@ -463,7 +490,12 @@ impl ToolHost {
         outcome
     }
 
-    async fn run(&self, call: &ToolCall, approver: &dyn Approver) -> Outcome {
+    async fn run(
+        &self,
+        call: &ToolCall,
+        approver: &dyn Approver,
+        observer: Option<Arc<dyn CallObserver>>,
+    ) -> Outcome {
         // The name is the model's: never echoed at any length (a real tool
         // name is at most 64 characters, so this cuts only made-up ones).
         let fail = |error: CallError| Outcome::error(call.id.clone(), clip(&call.name, 64), error);
@@ -530,6 +562,7 @@ impl ToolHost {
         // Semaphores are never closed, so acquiring cannot fail.
         // The component's own permit first: calls queued behind one busy
         // tool must not hold global permits that other tools could use.
+        let queued = Instant::now();
         let _local = slot.permits.acquire().await.expect("semaphore open");
         let _global = self
             .inner
@@ -537,9 +570,10 @@ impl ToolHost {
             .acquire()
             .await
             .expect("semaphore open");
+        let queue_wait = queued.elapsed();
         let (result, fuel_used) = slot
             .loaded
-            .call(&call.name, &text, &call.id, remaining)
+            .call(&call.name, &text, &call.id, remaining, observer)
             .await;
         Outcome {
             call_id: call.id.clone(),
@@ -548,6 +582,7 @@ impl ToolHost {
             stats: CallStats {
                 fuel_used,
                 approval_wait,
+                queue_wait,
                 ..CallStats::default()
             },
         }

@@ -8,10 +8,23 @@
 //! - [`Manifest`] reads `toolhost.toml`; [`grants`] and [`limits`] are what it
 //!   grants and bounds, and can be built in code instead.
 //! - [`ToolHost`] loads components and runs calls, one or a batch at a time.
-//! - [`ToolCall`] parses OpenAI, LangChain, Anthropic and MCP tool calls; [`Outcome`] maps to
-//!   the ToolMessage JSON; [`formats`] renders tool definitions.
-//! - [`logging`] is the stderr logger the binary installs, which escapes the
-//!   hostile text tools and models put in log lines.
+//! - [`wire`] is the edge: it reads OpenAI, LangChain, Anthropic and MCP tool
+//!   calls into [`ToolCall`]s and writes tool definitions and [`Outcome`]s
+//!   back in each format.
+//! - [`agent`] is the agent loop over the [`model`] providers.
+//! - `serve` (feature `serve`) serves the tools over MCP (stdio and
+//!   Streamable HTTP) and a plain HTTP API.
+//! - `logging` (feature `cli`) is the stderr logger the binary installs,
+//!   which escapes the hostile text tools and models put in log lines.
+//!
+//! # Features
+//!
+//! - `cli` (default): what the `toolhost` binary needs beyond the library:
+//!   its argument parser and stderr logger.
+//! - `serve` (default): the MCP server and the HTTP API (rmcp, axum).
+//!
+//! An embedder who only runs tools depends on `toolhost` with
+//! `default-features = false` and compiles neither.
 //!
 //! ```no_run
 //! # async fn run() -> anyhow::Result<()> {
@@ -28,20 +41,25 @@
 pub mod agent;
 mod arguments;
 pub mod dispatcher;
-pub mod formats;
 pub mod grants;
 pub mod limits;
+#[cfg(feature = "cli")]
 pub mod logging;
 pub mod manifest;
 pub mod model;
+pub mod observe;
 pub mod outcome;
 pub mod sandbox;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod tool_call;
+pub mod wire;
 
 pub use dispatcher::{ApproveAll, Approver, Hints, LoadError, RefuseAll, ToolHost, ToolSpec};
 pub use grants::Grants;
 pub use limits::Limits;
 pub use manifest::{ComponentConfig, Manifest};
-pub use outcome::{CallError, ErrorType, Outcome, ToolMessage};
+pub use outcome::{CallError, ErrorType, Outcome};
 pub use sandbox::{CacheStatus, SandboxOptions};
 pub use tool_call::ToolCall;
+pub use wire::results::ToolMessage;

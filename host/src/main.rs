@@ -13,11 +13,13 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
-use toolhost::formats::{self, Format};
 use toolhost::grants::FileMode;
 use toolhost::logging::LogFormat;
 use toolhost::manifest::{Approval, DEFAULT_FILE, ModelConfig, Provider};
 use toolhost::model::{self, Message};
+use toolhost::serve;
+use toolhost::wire::definitions::{self, Format};
+use toolhost::wire::results;
 use toolhost::{ApproveAll, Approver, Manifest, RefuseAll, SandboxOptions, ToolCall, ToolHost};
 
 /// Run LLM tool calls in fresh, capability-scoped WebAssembly sandboxes.
@@ -53,12 +55,46 @@ enum Command {
         /// Arguments as a JSON object.
         #[arg(default_value = "{}")]
         args: String,
-        /// A JSON array of tool_calls (OpenAI or LangChain shape) from FILE, or - for stdin.
+        /// Tool calls from FILE, or - for stdin: a JSON array of OpenAI, LangChain,
+        /// Anthropic tool_use or MCP calls, or a whole assistant message.
         #[arg(long, value_name = "FILE")]
         batch: Option<String>,
         /// Approve calls whose manifest entry requires approval.
         #[arg(long)]
         yes: bool,
+        /// Answer format: ToolMessages, Anthropic tool_result blocks, or MCP CallToolResults.
+        #[arg(long, value_enum, default_value_t = ResultFormatArg::Toolmessage)]
+        format: ResultFormatArg,
+    },
+    /// Serve the tools: MCP over stdio, or one HTTP server with MCP at /mcp,
+    /// POST /v1/tool_calls, GET /v1/tools, /metrics and /healthz.
+    Serve {
+        /// MCP over stdin and stdout (for Claude Code, Cursor and other MCP clients).
+        #[arg(long, required_unless_present = "listen", conflicts_with = "listen")]
+        stdio: bool,
+        /// Serve HTTP on ADDR, e.g. 127.0.0.1:8787. A non-loopback address needs --token-env.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+        /// Require `Authorization: Bearer <token>`, the token read from environment variable NAME.
+        #[arg(long, value_name = "NAME")]
+        token_env: Option<String>,
+        /// Also accept browser requests from ORIGIN (e.g. https://app.example.com);
+        /// loopback origins are always accepted on a loopback address.
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allow_origins: Vec<String>,
+        /// Reload the manifest and components when they change, without dropping calls.
+        #[arg(long)]
+        watch: bool,
+        /// Approve calls whose manifest entry requires approval (otherwise a
+        /// client that supports elicitation is asked, and the rest are refused).
+        #[arg(long)]
+        yes: bool,
+        /// The largest request body accepted over HTTP, in bytes.
+        #[arg(long, value_name = "BYTES", default_value_t = toolhost::serve::DEFAULT_MAX_BODY)]
+        max_body: usize,
+        /// The most tool calls one POST /v1/tool_calls may carry.
+        #[arg(long, value_name = "N", default_value_t = toolhost::serve::DEFAULT_MAX_BATCH)]
+        max_batch: usize,
     },
     /// Validate the manifest and components; print what each tool may touch.
     Check,
@@ -98,6 +134,33 @@ enum FormatArg {
     Mcp,
 }
 
+impl From<FormatArg> for Format {
+    fn from(format: FormatArg) -> Self {
+        match format {
+            FormatArg::Openai => Format::OpenAI,
+            FormatArg::Anthropic => Format::Anthropic,
+            FormatArg::Mcp => Format::Mcp,
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ResultFormatArg {
+    Toolmessage,
+    Anthropic,
+    Mcp,
+}
+
+impl From<ResultFormatArg> for results::Format {
+    fn from(format: ResultFormatArg) -> Self {
+        match format {
+            ResultFormatArg::Toolmessage => results::Format::ToolMessage,
+            ResultFormatArg::Anthropic => results::Format::Anthropic,
+            ResultFormatArg::Mcp => results::Format::Mcp,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Declared before the runtime so that it drops after it: lines the
@@ -130,6 +193,18 @@ fn main() -> ExitCode {
     // cannot be stopped; exit without waiting for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
+}
+
+/// Print `value` as pretty JSON on stdout. A reader that went away (`| head`)
+/// is not an error: there is nobody left to tell.
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => Ok(result?),
+    }
 }
 
 /// Installs the stderr logger; keep what it returns until `main` returns.
@@ -169,26 +244,82 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if cli.no_cache {
         options.cache_dir = None;
     }
+    if let Command::Serve {
+        stdio,
+        listen,
+        token_env,
+        allow_origins,
+        watch,
+        yes,
+        max_body,
+        max_batch,
+    } = cli.command
+    {
+        let transport = match (stdio, listen) {
+            (true, _) => serve::Transport::Stdio,
+            (false, Some(addr)) => serve::Transport::Http(addr),
+            (false, None) => unreachable!("clap requires --stdio or --listen"),
+        };
+        let token = match token_env {
+            Some(name) => match std::env::var(&name) {
+                Ok(token) if !token.trim().is_empty() => Some(token),
+                _ => {
+                    eprintln!(
+                        "error: --token-env {name}: the environment variable {name} is not set or empty; set it to the bearer token clients must send"
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+            },
+            None => None,
+        };
+        let config = serve::ServeConfig {
+            transport,
+            token,
+            allow_origins,
+            watch,
+            approve_all: yes,
+            max_body,
+            max_batch,
+        };
+        // Scripts wait for this line on stderr to know the server is up, and
+        // read the address from it when the port was 0.
+        let ready = |addr: Option<std::net::SocketAddr>| match addr {
+            Some(addr) => eprintln!("toolhost: serving on http://{addr} (MCP at /mcp)"),
+            None => eprintln!("toolhost: serving MCP on stdio"),
+        };
+        return Ok(match serve::run(manifest, options, config, ready).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e @ serve::ServeError::Usage(_)) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        });
+    }
     let host = ToolHost::load_components(manifest.components.clone(), options).await?;
     match cli.command {
+        Command::Serve { .. } => unreachable!("served above"),
         Command::Tools { format } => {
-            let format = match format {
-                FormatArg::Openai => Format::OpenAI,
-                FormatArg::Anthropic => Format::Anthropic,
-                FormatArg::Mcp => Format::Mcp,
-            };
             let definitions: Vec<_> = host
                 .specs()
-                .map(|s| formats::tool_definition(s, format))
+                .map(|s| definitions::tool_definition(s, format.into()))
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&definitions)?);
+            print_json(&definitions)?;
         }
         Command::Call {
             name,
             args,
             batch,
             yes,
+            format,
         } => {
+            let format = results::Format::from(format);
+            let render = |outcome: &toolhost::Outcome| {
+                results::render(outcome, host.spec(&outcome.tool), format)
+            };
             let approver: Arc<dyn Approver> = if yes {
                 Arc::new(ApproveAll)
             } else {
@@ -198,14 +329,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (Some(name), None) => {
                     let call = ToolCall::with_raw_arguments("call_1", name, args);
                     let outcome = host.call_with(call, &*approver).await;
-                    println!("{}", serde_json::to_string_pretty(&outcome.to_message())?);
+                    print_json(&render(&outcome))?;
                 }
                 (None, Some(source)) => {
-                    let calls = toolhost::tool_call::parse_batch(&read_batch(&source)?)
+                    let calls = toolhost::wire::parse_batch(&read_batch(&source)?)
                         .map_err(anyhow::Error::msg)?;
                     let outcomes = host.call_batch_with(calls, approver).await;
-                    let messages: Vec<_> = outcomes.iter().map(|o| o.to_message()).collect();
-                    println!("{}", serde_json::to_string_pretty(&messages)?);
+                    let messages: Vec<_> = outcomes.iter().map(render).collect();
+                    print_json(&messages)?;
                 }
                 _ => unreachable!("clap requires exactly one of NAME and --batch"),
             }

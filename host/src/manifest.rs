@@ -112,12 +112,13 @@ pub enum Approval {
 }
 
 /// Which wire format the model endpoint speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
     /// Any OpenAI-compatible chat-completions endpoint.
     #[default]
-    #[value(name = "openai")]
+    #[cfg_attr(feature = "cli", value(name = "openai"))]
     OpenAI,
     /// The Anthropic Messages API.
     Anthropic,

@@ -1,8 +1,8 @@
-//! How a tool call ended, and the ToolMessage each outcome becomes.
+//! How a tool call ended: one typed [`Outcome`] per call, which
+//! [`crate::wire::results`] maps to each wire format.
 //!
 //! Every call ends in exactly one [`Outcome`]: success, or an [`ErrorType`]
-//! from the taxonomy below. The mapping to wire formats is here and nowhere
-//! else.
+//! from the taxonomy below.
 //!
 //! | `error.type` | retryable | when |
 //! |---|---|---|
@@ -126,6 +126,9 @@ pub struct CallStats {
     pub duration: Duration,
     /// Time spent waiting for a person's approval.
     pub approval_wait: Duration,
+    /// Time spent waiting for a free instance (the tool's or the host's
+    /// concurrency limit), part of `duration`.
+    pub queue_wait: Duration,
     /// Fuel the tool used (0 when it never ran).
     pub fuel_used: u64,
 }
@@ -166,25 +169,6 @@ impl Outcome {
             Err(error) => format!("Error: tool '{}' {}", self.tool, error_phrase(error)),
         }
     }
-
-    /// The LangChain-compatible ToolMessage, with the typed error.
-    pub fn to_message(&self) -> ToolMessage {
-        let (error, artifact, structured) = match &self.result {
-            Ok(output) => (None, output.artifact.clone(), output.structured.clone()),
-            Err(error) => (Some(error.clone()), None, None),
-        };
-        ToolMessage {
-            role: "tool",
-            tool_call_id: self.call_id.clone(),
-            name: self.tool.clone(),
-            content: self.content(),
-            is_error: self.is_error(),
-            status: if self.is_error() { "error" } else { "success" },
-            error,
-            structured,
-            artifact,
-        }
-    }
 }
 
 /// How an error reads after "tool 'x' ".
@@ -205,36 +189,6 @@ fn error_phrase(error: &CallError) -> String {
         ErrorType::DeniedByUser => format!("was not run: {m}"),
         ErrorType::Internal => format!("could not run because of a host error: {m}"),
     }
-}
-
-/// A ToolMessage: LangChain's shape plus the typed error.
-///
-/// ```json
-/// {"role":"tool","tool_call_id":"call_7","name":"fetch","content":"Error: tool 'fetch' timed out after 2s",
-///  "is_error":true,"status":"error","error":{"type":"timeout","message":"timed out after 2s","retryable":true},
-///  "artifact":null}
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ToolMessage {
-    /// Always `tool`.
-    pub role: &'static str,
-    /// The call this answers.
-    pub tool_call_id: String,
-    /// The tool's name.
-    pub name: String,
-    /// What the model reads.
-    pub content: String,
-    /// Whether the call failed.
-    pub is_error: bool,
-    /// `success` or `error`, as LangChain spells it.
-    pub status: &'static str,
-    /// The typed error, when the call failed.
-    pub error: Option<CallError>,
-    /// Structured output, when the tool gave one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub structured: Option<serde_json::Value>,
-    /// For the application, never for the model.
-    pub artifact: Option<String>,
 }
 
 /// At most `max` characters of `text`, with `…` when cut: for text from a
@@ -266,41 +220,6 @@ pub(crate) fn truncate(text: String, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timeout_message_matches_the_documented_shape() {
-        let outcome = Outcome::error(
-            "call_7",
-            "fetch",
-            CallError::new(ErrorType::Timeout, "timed out after 2s"),
-        );
-        let json = serde_json::to_value(outcome.to_message()).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({"role":"tool","tool_call_id":"call_7","name":"fetch",
-                "content":"Error: tool 'fetch' timed out after 2s","is_error":true,"status":"error",
-                "error":{"type":"timeout","message":"timed out after 2s","retryable":true},"artifact":null})
-        );
-    }
-
-    #[test]
-    fn success_carries_structured_output_and_artifact() {
-        let outcome = Outcome {
-            call_id: "c".into(),
-            tool: "calc".into(),
-            result: Ok(ToolOutput {
-                content: "42".into(),
-                structured: Some(serde_json::json!({"value": 42.0})),
-                artifact: Some("raw".into()),
-            }),
-            stats: CallStats::default(),
-        };
-        let json = serde_json::to_value(outcome.to_message()).unwrap();
-        assert_eq!(json["status"], "success");
-        assert_eq!(json["error"], serde_json::Value::Null);
-        assert_eq!(json["structured"]["value"], 42.0);
-        assert_eq!(json["artifact"], "raw");
-    }
 
     #[test]
     fn retry_hints_follow_the_taxonomy() {

@@ -8,6 +8,7 @@ pub fn root() -> PathBuf {
 }
 
 /// A component built by `scripts/build-tools.sh`.
+#[allow(dead_code)] // Not every benchmark loads components by name.
 pub fn tool(name: &str) -> PathBuf {
     let path = root().join("target/tools").join(format!("{name}.wasm"));
     assert!(

@@ -10,7 +10,7 @@ use super::{
     AssistantToolCall, ClientSettings, EventSink, Message, ModelError, ModelErrorKind, ModelEvent,
     ModelRequest, ModelResponse, Usage, Wire, sse,
 };
-use crate::formats::{Format, tool_definition};
+use crate::wire::definitions::{Format, tool_definition};
 
 /// The API version this client speaks.
 const API_VERSION: &str = "2023-06-01";

@@ -7,7 +7,7 @@ use super::{
     AssistantToolCall, ClientSettings, EventSink, Message, ModelError, ModelErrorKind, ModelEvent,
     ModelRequest, ModelResponse, Usage, Wire, sse,
 };
-use crate::formats::{Format, tool_definition};
+use crate::wire::definitions::{Format, tool_definition};
 
 /// The OpenAI chat-completions wire format: `POST {base_url}/chat/completions`.
 #[derive(Debug)]

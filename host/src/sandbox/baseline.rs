@@ -96,6 +96,7 @@ fn state() -> wasmtime::Result<State> {
         component: "baseline".into(),
         tool: String::new(),
         call_id: String::new(),
+        observer: None,
     };
     let files = super::files::ComponentFiles::default();
     State::new(

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use super::bindings::toolhost::tool::host::Level;
 use super::secrets::Secrets;
 use super::state::CallInfo;
+use crate::observe::LogLevel;
 use crate::outcome::truncate;
 
 /// Lines one call may log.
@@ -48,14 +49,19 @@ impl GuestLog {
 
     /// Log `message` at `level` if the budget allows, else count it.
     pub(crate) fn write(&mut self, level: Level, message: &str) {
-        let enabled = match level {
+        let observed = self
+            .info
+            .observer
+            .as_ref()
+            .is_some_and(|o| o.wants(observed_level(level)));
+        let logged = match level {
             Level::Trace => tracing::enabled!(target: "toolhost::guest", tracing::Level::TRACE),
             Level::Debug => tracing::enabled!(target: "toolhost::guest", tracing::Level::DEBUG),
             Level::Info => tracing::enabled!(target: "toolhost::guest", tracing::Level::INFO),
             Level::Warn => tracing::enabled!(target: "toolhost::guest", tracing::Level::WARN),
             Level::Error => tracing::enabled!(target: "toolhost::guest", tracing::Level::ERROR),
         };
-        if !enabled {
+        if !logged && !observed {
             return;
         }
         if self.lines >= MAX_LINES || self.bytes + message.len().min(MAX_LINE_BYTES) > MAX_BYTES {
@@ -67,10 +73,17 @@ impl GuestLog {
         let text = truncate(self.secrets.mask_owned(message.to_owned()), MAX_LINE_BYTES);
         self.lines += 1;
         self.bytes += text.len();
+        if observed && let Some(observer) = &self.info.observer {
+            observer.log(observed_level(level), &text);
+        }
+        if !logged {
+            return;
+        }
         let CallInfo {
             component,
             tool,
             call_id,
+            observer: _,
         } = &self.info;
         let component = &**component;
         // One macro call per level: tracing's level must be a constant.
@@ -91,6 +104,16 @@ impl GuestLog {
                 tracing::error!(target: "toolhost::guest", component, tool, call_id, "{text}")
             }
         }
+    }
+}
+
+fn observed_level(level: Level) -> LogLevel {
+    match level {
+        Level::Trace => LogLevel::Trace,
+        Level::Debug => LogLevel::Debug,
+        Level::Info => LogLevel::Info,
+        Level::Warn => LogLevel::Warn,
+        Level::Error => LogLevel::Error,
     }
 }
 

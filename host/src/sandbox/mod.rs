@@ -56,6 +56,7 @@ use self::state::{CallInfo, Purpose, State};
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::manifest::ComponentConfig;
+use crate::observe::CallObserver;
 use crate::outcome::{CallError, ErrorType, ToolOutput, truncate};
 
 /// The largest artifact kept: artifacts are for the application, not the
@@ -267,7 +268,7 @@ impl LoadedComponent {
     /// component provides.
     pub(crate) async fn tools(&self) -> Result<Vec<RawSpec>, CallError> {
         let mut store = self
-            .new_store("tools", "load", Purpose::Describe)
+            .new_store("tools", "load", Purpose::Describe, None)
             .map_err(|e| self.seal_error(self.setup_failed(&e)))?;
         let run = async {
             let toolbox = self.pre.instantiate_async(&mut store).await?;
@@ -303,8 +304,9 @@ impl LoadedComponent {
         arguments: &str,
         call_id: &str,
         time_left: Duration,
+        observer: Option<Arc<dyn CallObserver>>,
     ) -> (Result<ToolOutput, CallError>, u64) {
-        let mut store = match self.new_store(name, call_id, Purpose::Call) {
+        let mut store = match self.new_store(name, call_id, Purpose::Call, observer.clone()) {
             Ok(store) => store,
             Err(e) => return (Err(self.seal_error(self.setup_failed(&e))), 0),
         };
@@ -334,10 +336,11 @@ impl LoadedComponent {
                     {
                         // The failed store goes first: it may hold part of
                         // the pool, which others waiting need.
-                        *store = match self.new_store(name, call_id, Purpose::Call) {
-                            Ok(fresh) => fresh,
-                            Err(e) => break Err(SetupFailed(format!("{e:#}")).into()),
-                        };
+                        *store =
+                            match self.new_store(name, call_id, Purpose::Call, observer.clone()) {
+                                Ok(fresh) => fresh,
+                                Err(e) => break Err(SetupFailed(format!("{e:#}")).into()),
+                            };
                         if queued.is_none() {
                             queued = Some(self.pool_queue.lock().await);
                         } else {
@@ -373,12 +376,14 @@ impl LoadedComponent {
         tool: &str,
         call_id: &str,
         purpose: Purpose,
+        observer: Option<Arc<dyn CallObserver>>,
     ) -> wasmtime::Result<Store<State>> {
         // On every line the tool logs: the model's id, cut short.
         let info = CallInfo {
             component: self.label.clone(),
             tool: tool.to_owned(),
             call_id: crate::outcome::clip(call_id, 128),
+            observer,
         };
         let state = State::new(
             &self.grants,

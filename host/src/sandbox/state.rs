@@ -43,6 +43,8 @@ pub(crate) struct CallInfo {
     pub component: Arc<str>,
     pub tool: String,
     pub call_id: String,
+    /// Who else hears the tool's log lines while the call runs.
+    pub observer: Option<Arc<dyn crate::observe::CallObserver>>,
 }
 
 /// What describing a component's tools may touch: nothing. `tools()` runs

@@ -11,4 +11,5 @@ mod e2e;
 mod grants;
 mod limits;
 mod network;
+mod serve;
 mod util;

@@ -1,0 +1,555 @@
+//! MCP serving side by side, in one run: an MCP `tools/call` of `calc`
+//! against `toolhost serve` (Streamable HTTP and stdio) and against the
+//! Python MCP server most tool authors write today (the official `mcp`
+//! SDK's `MCPServer`, bench/peers/mcp_calc_server.py), driven by the same
+//! Rust client, so the client's own cost is the same for every server.
+//!
+//! Run with `scripts/bench.sh`, which builds the tools and the Python venv
+//! (target/clients-venv) first.
+//!
+//! Each server gets: p50 / p99 of one call at a time (1 client), and
+//! calls/s with 1 and 16 concurrent clients. toolhost's overhead per call
+//! is its HTTP p50 minus the p50 of the same call made in process.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use toolhost::{Manifest, SandboxOptions, ToolCall, ToolHost};
+
+mod common;
+use common::root;
+
+/// Calls timed one at a time per server and transport.
+const SEQUENTIAL: usize = 3_000;
+/// How long each throughput run lasts.
+const THROUGHPUT_FOR: Duration = Duration::from_secs(3);
+
+fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
+    samples.sort();
+    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
+    (at(0.50).as_secs_f64() * 1e6, at(0.99).as_secs_f64() * 1e6)
+}
+
+fn fmt_us(micros: f64) -> String {
+    if micros >= 10_000.0 {
+        format!("{:.1} ms", micros / 1e3)
+    } else if micros >= 100.0 {
+        format!("{micros:.0} µs")
+    } else {
+        format!("{micros:.1} µs")
+    }
+}
+
+/// The protocol a client speaks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Era {
+    /// 2026-07-28: stateless, per-request `_meta` and headers.
+    Stateless2026,
+    /// 2025-11-25: `initialize`, then requests in the session it gives (if any).
+    Session2025,
+}
+
+/// One MCP client over Streamable HTTP.
+#[derive(Clone)]
+struct HttpClient {
+    http: reqwest::Client,
+    url: String,
+    era: Era,
+    session: Option<String>,
+}
+
+impl HttpClient {
+    async fn connect(url: &str, era: Era) -> Self {
+        // reqwest is built without a default TLS provider; plain HTTP still
+        // needs one installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()
+            .unwrap();
+        let mut client = Self {
+            http,
+            url: url.to_owned(),
+            era,
+            session: None,
+        };
+        if era == Era::Session2025 {
+            let body = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+                "protocolVersion":"2025-11-25","capabilities":{},
+                "clientInfo":{"name":"bench","version":"1"}}});
+            let response = client.post(&body, None).await;
+            client.session = response
+                .headers()
+                .get("mcp-session-id")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let _ = read_result(response).await;
+            let initialized = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+            let _ = client.post(&initialized, None).await;
+        }
+        client
+    }
+
+    async fn post(&self, body: &Value, method: Option<(&str, &str)>) -> reqwest::Response {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        match self.era {
+            Era::Stateless2026 => {
+                request = request.header("mcp-protocol-version", "2026-07-28");
+                if let Some((method, name)) = method {
+                    request = request
+                        .header("mcp-method", method)
+                        .header("mcp-name", name);
+                }
+            }
+            Era::Session2025 => {
+                request = request.header("mcp-protocol-version", "2025-11-25");
+                if let Some(session) = &self.session {
+                    request = request.header("mcp-session-id", session);
+                }
+            }
+        }
+        request.send().await.expect("the server answers")
+    }
+
+    async fn call_calc(&self, id: u64) -> Value {
+        let mut params = json!({"name": "calc", "arguments": {"expression": "6*7"}});
+        if self.era == Era::Stateless2026 {
+            params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                     "io.modelcontextprotocol/clientCapabilities": {}});
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let result = read_result(self.post(&body, Some(("tools/call", "calc"))).await).await;
+        assert_eq!(result["result"]["content"][0]["text"], "42", "{result}");
+        result
+    }
+}
+
+/// The JSON-RPC response in a JSON body or in an event stream.
+async fn read_result(response: reqwest::Response) -> Value {
+    let sse = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
+    let text = response.text().await.unwrap();
+    if !sse {
+        return serde_json::from_str(&text).unwrap_or(Value::Null);
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("result").is_some() || v.get("error").is_some())
+        .unwrap_or(Value::Null)
+}
+
+/// A server process, killed on drop.
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// `toolhost serve --listen 127.0.0.1:0`, and its MCP URL.
+async fn toolhost_http(manifest: &str) -> (Server, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["--config", manifest, "serve", "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "error")
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("toolhost serve starts");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("toolhost serve prints its address");
+        if let Some(rest) = line.strip_prefix("toolhost: serving on ") {
+            break format!("{}/mcp", rest.split_whitespace().next().unwrap());
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (Server { child }, url)
+}
+
+fn python() -> std::path::PathBuf {
+    let python = root().join("target/clients-venv/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run scripts/bench.sh, which creates it",
+        python.display()
+    );
+    python
+}
+
+/// The Python MCPServer peer over HTTP, on a port of its own.
+async fn python_http() -> (Server, String) {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let child = Command::new(python())
+        .arg(root().join("bench/peers/mcp_calc_server.py"))
+        .args(["--http", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the Python MCP server starts");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the Python MCP server did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (Server { child }, url)
+}
+
+/// One MCP client over a server's stdin and stdout; requests may be in
+/// flight together (answers are matched by id).
+struct StdioClient {
+    _server: Server,
+    stdin: tokio::sync::Mutex<tokio::process::ChildStdin>,
+    waiting:
+        Arc<std::sync::Mutex<std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Value>>>>,
+    next: AtomicU64,
+}
+
+impl StdioClient {
+    async fn spawn(mut command: Command) -> Self {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the stdio server starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let waiting: Arc<
+            std::sync::Mutex<std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Value>>>,
+        > = Arc::default();
+        let reader = waiting.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if let Some(id) = message.get("id").and_then(Value::as_u64)
+                    && let Some(answer) = reader.lock().unwrap().remove(&id)
+                {
+                    let _ = answer.send(message);
+                }
+            }
+        });
+        let client = Self {
+            _server: Server { child },
+            stdin: tokio::sync::Mutex::new(stdin),
+            waiting,
+            next: AtomicU64::new(1),
+        };
+        client
+            .request(
+                "initialize",
+                json!({"protocolVersion":"2025-11-25","capabilities":{},
+                "clientInfo":{"name":"bench","version":"1"}}),
+            )
+            .await;
+        client
+            .send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+            .await;
+        client
+    }
+
+    async fn send(&self, message: Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        let mut stdin = self.stdin.lock().await;
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    async fn request(&self, method: &str, params: Value) -> Value {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        self.waiting.lock().unwrap().insert(id, answer);
+        self.send(json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
+            .await;
+        answered.await.expect("the server answers")
+    }
+
+    async fn call_calc(&self) {
+        let result = self
+            .request(
+                "tools/call",
+                json!({"name":"calc","arguments":{"expression":"6*7"}}),
+            )
+            .await;
+        assert_eq!(result["result"]["content"][0]["text"], "42", "{result}");
+    }
+}
+
+/// p50/p99 of one call at a time, and calls/s with 1 and 16 clients.
+struct Figures {
+    p50: f64,
+    p99: f64,
+    one: f64,
+    sixteen: f64,
+}
+
+/// Measure `call`, a call that may be made from `clients` tasks at once.
+async fn measure<F, Fut>(call: F) -> Figures
+where
+    F: Fn(u64) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    for i in 0..SEQUENTIAL as u64 / 10 {
+        call(i).await;
+    }
+    let mut samples = Vec::with_capacity(SEQUENTIAL);
+    for i in 0..SEQUENTIAL as u64 {
+        let started = Instant::now();
+        call(i).await;
+        samples.push(started.elapsed());
+    }
+    let (p50, p99) = percentiles(samples);
+    let rate = |clients: usize| {
+        let call = call.clone();
+        async move {
+            let done = Arc::new(AtomicU64::new(0));
+            let started = Instant::now();
+            let tasks: Vec<_> = (0..clients)
+                .map(|c| {
+                    let call = call.clone();
+                    let done = done.clone();
+                    tokio::spawn(async move {
+                        let mut i = (c as u64) << 32;
+                        while started.elapsed() < THROUGHPUT_FOR {
+                            call(i).await;
+                            i += 1;
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+            done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+        }
+    };
+    let one = rate(1).await;
+    let sixteen = rate(16).await;
+    Figures {
+        p50,
+        p99,
+        one,
+        sixteen,
+    }
+}
+
+fn row(system: &str, f: &Figures, rows: &mut Vec<Value>) {
+    println!(
+        "  {system:<46} {:>10} {:>10} {:>11.0} {:>11.0}",
+        fmt_us(f.p50),
+        fmt_us(f.p99),
+        f.one,
+        f.sixteen
+    );
+    rows.push(
+        json!({"section": "mcp", "system": system, "p50_us": f.p50, "p99_us": f.p99,
+        "calls_per_s_1": f.one, "calls_per_s_16": f.sixteen}),
+    );
+}
+
+fn main() {
+    let runtime = common::runtime();
+    let manifest = root().join("example-tools/toolhost.toml");
+    let manifest_arg = manifest.to_str().unwrap().to_owned();
+    println!(
+        "MCP tools/call of calc on \"6*7\", one Rust client per row (p50 / p99 one at a time; calls/s)"
+    );
+    println!(
+        "  {:<46} {:>10} {:>10} {:>11} {:>11}",
+        "", "p50", "p99", "1 client", "16 clients"
+    );
+    let mut rows = Vec::new();
+    runtime.block_on(async {
+        // The tool alone, in process: what the server adds is the rest.
+        let host = ToolHost::load_components(
+            Manifest::load(&manifest).unwrap().components,
+            SandboxOptions::default(),
+        )
+        .await
+        .unwrap();
+        let in_process = {
+            let host = host.clone();
+            measure(move |_| {
+                let host = host.clone();
+                async move {
+                    let outcome = host
+                        .call(ToolCall::new("b", "calc", json!({"expression": "6*7"})))
+                        .await;
+                    assert!(outcome.result.is_ok());
+                }
+            })
+            .await
+        };
+        drop(host);
+        row(
+            "toolhost in process (the tool alone)",
+            &in_process,
+            &mut rows,
+        );
+
+        let (server, url) = toolhost_http(&manifest_arg).await;
+        let mut http = Vec::new();
+        for (label, era) in [
+            (
+                "toolhost serve, HTTP, 2026-07-28 stateless",
+                Era::Stateless2026,
+            ),
+            ("toolhost serve, HTTP, 2025-11-25 session", Era::Session2025),
+        ] {
+            let client = HttpClient::connect(&url, era).await;
+            let figures = measure(move |i| {
+                let client = client.clone();
+                async move {
+                    client.call_calc(i).await;
+                }
+            })
+            .await;
+            row(label, &figures, &mut rows);
+            http.push(figures);
+        }
+        // The same call through the plain HTTP API, for what MCP itself adds.
+        let api = format!("{}/v1/tool_calls", url.trim_end_matches("/mcp"));
+        let http_client = reqwest::Client::new();
+        let plain = measure(move |i| {
+            let (client, api) = (http_client.clone(), api.clone());
+            async move {
+                let body =
+                    json!([{"id": format!("c{i}"), "name": "calc", "args": {"expression": "6*7"}}]);
+                let answer: Value = client
+                    .post(&api)
+                    .header("content-type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                assert_eq!(answer[0]["content"], "42", "{answer}");
+            }
+        })
+        .await;
+        row("toolhost serve, POST /v1/tool_calls", &plain, &mut rows);
+        drop(server);
+
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+        command
+            .args(["--config", &manifest_arg, "serve", "--stdio"])
+            .env("RUST_LOG", "error");
+        let client = Arc::new(StdioClient::spawn(command).await);
+        let stdio = measure(move |_| {
+            let client = client.clone();
+            async move { client.call_calc().await }
+        })
+        .await;
+        row("toolhost serve, stdio", &stdio, &mut rows);
+
+        let (server, url) = python_http().await;
+        let client = HttpClient::connect(&url, Era::Session2025).await;
+        let python_http = measure(move |i| {
+            let client = client.clone();
+            async move {
+                client.call_calc(i).await;
+            }
+        })
+        .await;
+        row("Python MCPServer (mcp SDK), HTTP", &python_http, &mut rows);
+        drop(server);
+
+        let mut command = Command::new(python());
+        command
+            .arg(root().join("bench/peers/mcp_calc_server.py"))
+            .arg("--stdio");
+        let client = Arc::new(StdioClient::spawn(command).await);
+        let python_stdio = measure(move |_| {
+            let client = client.clone();
+            async move { client.call_calc().await }
+        })
+        .await;
+        row(
+            "Python MCPServer (mcp SDK), stdio",
+            &python_stdio,
+            &mut rows,
+        );
+
+        let overhead = http[0].p50 - in_process.p50;
+        let best = http[0].sixteen.max(http[1].sixteen);
+        println!("\nRatios");
+        println!(
+            "  toolhost HTTP calls/s / Python MCPServer HTTP, 16 clients   {:.1}x",
+            best / python_http.sixteen
+        );
+        println!(
+            "  toolhost stdio calls/s / Python MCPServer stdio, 16 clients {:.1}x",
+            stdio.sixteen / python_stdio.sixteen
+        );
+        println!(
+            "  toolhost HTTP p50 / Python MCPServer HTTP p50               {:.2}",
+            http[0].p50 / python_http.p50
+        );
+        println!("\nTargets (issue 8)");
+        let target = |name: &str, ok: bool, measured: String| {
+            println!(
+                "  {:<4} {name:<58} {measured}",
+                if ok { "met" } else { "MISS" }
+            );
+        };
+        target(
+            "HTTP overhead per call beyond the tool < 100 µs p50",
+            overhead < 100.0,
+            fmt_us(overhead),
+        );
+        target(
+            "≥ 10× the Python MCPServer's calls/s (HTTP, 16 clients)",
+            best / python_http.sixteen >= 10.0,
+            format!("{:.1}x", best / python_http.sixteen),
+        );
+        rows.push(
+            json!({"section": "mcp", "system": "toolhost HTTP overhead beyond the tool",
+            "p50_us": overhead}),
+        );
+    });
+    let out = root().join("target/bench");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(
+        out.join("mcp.json"),
+        serde_json::to_string_pretty(&json!({"rows": rows})).unwrap(),
+    )
+    .unwrap();
+    println!("\nresults: target/bench/mcp.json");
+}

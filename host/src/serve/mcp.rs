@@ -1,0 +1,451 @@
+//! The MCP server: `tools/list` and `tools/call` over stdio or Streamable
+//! HTTP, built on rmcp.
+//!
+//! Both protocol eras are served and negotiated per request by rmcp:
+//! 2025-11-25 clients (`initialize`, sessions optional) and the stateless
+//! 2026-07-28 revision (`server/discover`, per-request `_meta`).
+//!
+//! - `tools/list`: every loaded tool, shaped by
+//!   [`crate::wire::definitions`] (title, annotations from the hints, the
+//!   input schema, an output schema that is always an object schema).
+//! - `tools/call`: the dispatcher's outcome, shaped by
+//!   [`crate::wire::results`]: `isError` for every failed outcome (invalid
+//!   arguments included), the typed error in `_meta`. A name no loaded tool
+//!   has is JSON-RPC error −32602, as the specification asks.
+//! - Cancellation: `notifications/cancelled`, or an HTTP client that drops
+//!   its stream, drops the call, which stops its instance.
+//! - Approval: a tool that needs approval is refused (`denied_by_user`)
+//!   unless the operator passed `--yes`. Neither the model nor the client
+//!   can grant a capability: approval only lets a call run with the grants
+//!   the manifest already gave.
+//! - Logging: once a client sets a level (`logging/setLevel`, or a
+//!   2026-07-28 request's `_meta` log level), the lines the tool logs at or
+//!   above it reach the client as `notifications/message` while the call
+//!   runs, masked and within the call's log budget, before its result.
+//! - A reload (`--watch`) sends `notifications/tools/list_changed` to every
+//!   connected client.
+
+// MCP logging is deprecated by SEP-2577 (2026-07-28), and rmcp marks its
+// types so; 2025-11-25 clients still ask for it.
+#![allow(deprecated)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use std::sync::Mutex;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod,
+    CompleteRequestParams, CompleteResult, ErrorData, Implementation, ListPromptsRequestMethod,
+    ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
+    ListResourcesRequestMethod, ListResourcesResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ResultType, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
+};
+use rmcp::service::{
+    NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink,
+};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ServerHandler, ServiceExt as _};
+use serde_json::Value;
+
+use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
+use crate::dispatcher::ToolSpec;
+use crate::observe::{CallObserver, LogLevel};
+use crate::tool_call::ToolCall;
+use crate::wire;
+
+/// What the server tells clients about itself.
+const INSTRUCTIONS: &str = "Each tool call runs in its own fresh WebAssembly sandbox with only the \
+capabilities its manifest grants, under fuel, time and memory limits. A failed call has isError \
+set and its typed error (type, message, retryable) in _meta[\"toolhost/error\"].";
+
+/// One MCP connection's handler (one per stdio process, one per HTTP
+/// session or stateless request); cheap to clone.
+#[derive(Clone, Debug)]
+pub struct McpServer {
+    shared: Shared,
+    listeners: Arc<Listeners>,
+    /// The level this client asked for with `logging/setLevel`; none until
+    /// it asks, and then no tool's lines are sent.
+    log_level: Arc<Mutex<Option<LoggingLevel>>>,
+}
+
+impl McpServer {
+    /// A handler serving `shared`'s tools; `listeners` is shared by every
+    /// handler of one server, so that a reload reaches every client.
+    fn new(shared: Shared, listeners: Arc<Listeners>) -> Self {
+        Self {
+            shared,
+            listeners,
+            log_level: Arc::default(),
+        }
+    }
+
+    /// The level asked for by this request (2026-07-28) or this
+    /// connection (`logging/setLevel`).
+    fn log_level(&self, context: &RequestContext<RoleServer>) -> Option<LoggingLevel> {
+        context
+            .meta
+            .log_level()
+            .or(*self.log_level.lock().expect("log level lock"))
+    }
+}
+
+/// Lines that wait to be sent to the client; more than a call's whole log
+/// budget (100 lines), so none is lost to a slow client within one call.
+const QUEUED_LINES: usize = 128;
+
+/// Passes a call's log lines on as `notifications/message`.
+#[derive(Debug)]
+struct LogForwarder {
+    minimum: LoggingLevel,
+    tool: String,
+    lines: tokio::sync::mpsc::Sender<(LoggingLevel, String)>,
+}
+
+impl LogForwarder {
+    /// The forwarder, and the task that sends what it queues to `peer`;
+    /// the task ends once the forwarder is dropped and its queue is empty.
+    fn start(
+        minimum: LoggingLevel,
+        tool: &str,
+        peer: Peer<RoleServer>,
+    ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
+        let (lines, mut queued) = tokio::sync::mpsc::channel(QUEUED_LINES);
+        let logger = tool.to_owned();
+        let task = tokio::spawn(async move {
+            while let Some((level, line)) = queued.recv().await {
+                let message = LoggingMessageNotificationParam::new(level, Value::String(line))
+                    .with_logger(logger.clone());
+                if peer.notify_logging_message(message).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let forwarder = Arc::new(Self {
+            minimum,
+            tool: tool.to_owned(),
+            lines,
+        });
+        (forwarder, task)
+    }
+}
+
+fn mcp_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Trace | LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Warn => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+    }
+}
+
+/// MCP's levels in order (rmcp's type has no order of its own).
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+impl CallObserver for LogForwarder {
+    fn wants(&self, level: LogLevel) -> bool {
+        rank(mcp_level(level)) >= rank(self.minimum)
+    }
+
+    fn log(&self, level: LogLevel, line: &str) {
+        if self.wants(level)
+            && self
+                .lines
+                .try_send((mcp_level(level), line.to_owned()))
+                .is_err()
+        {
+            tracing::debug!(tool = %self.tool, "a log line for the MCP client was dropped: the client is not reading");
+        }
+    }
+}
+
+/// Who hears of a new tool list: 2025-11-25 clients by their connection
+/// (stdio, or an HTTP session), 2026-07-28 clients by their open
+/// `subscriptions/listen` request.
+#[derive(Debug, Default)]
+struct Listeners {
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// Open `subscriptions/listen` requests, by a number of their own;
+    /// each removes itself when it ends.
+    subscriptions: Mutex<std::collections::HashMap<u64, SubscriptionSink>>,
+    next_subscription: std::sync::atomic::AtomicU64,
+}
+
+impl Listeners {
+    fn add_peer(&self, peer: Peer<RoleServer>) {
+        let mut peers = self.peers.lock().expect("listeners lock");
+        peers.retain(|p| !p.is_transport_closed());
+        peers.push(peer);
+    }
+
+    /// Tell every listener the tool list changed, forgetting those gone.
+    async fn tools_changed(&self) {
+        let peers: Vec<_> = {
+            let mut peers = self.peers.lock().expect("listeners lock");
+            peers.retain(|p| !p.is_transport_closed());
+            peers.clone()
+        };
+        for peer in peers {
+            let _ = peer.notify_tool_list_changed().await;
+        }
+        let sinks: Vec<_> = self
+            .subscriptions
+            .lock()
+            .expect("listeners lock")
+            .values()
+            .cloned()
+            .collect();
+        for sink in sinks {
+            let _ = sink.notify_tool_list_changed().await;
+        }
+    }
+
+    /// Until the server stops: pass every reload of `shared` on.
+    fn spawn_notifier(self: &Arc<Self>, shared: &Shared) -> tokio::task::JoinHandle<()> {
+        let mut changes = shared.changes();
+        let listeners = self.clone();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                listeners.tools_changed().await;
+            }
+        })
+    }
+}
+
+/// A tool definition as rmcp types it, from the one MCP mapping in
+/// [`wire::definitions`].
+fn mcp_tool(spec: &ToolSpec) -> Result<Tool, ErrorData> {
+    let definition = wire::definitions::tool_definition(spec, wire::definitions::Format::Mcp);
+    serde_json::from_value(definition).map_err(|e| {
+        ErrorData::internal_error(format!("tool '{}' cannot be listed: {e}", spec.name), None)
+    })
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let host = self.shared.host();
+        let tools = host.specs().map(mcp_tool).collect::<Result<Vec<_>, _>>()?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let host = self.shared.host();
+        let Some(spec) = host.spec(&request.name).cloned() else {
+            self.shared.metrics().reject("mcp", "unknown_tool");
+            let known: Vec<&str> = host.specs().map(|s| s.name.as_str()).take(20).collect();
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool {:?}; available tools: {}",
+                    crate::outcome::clip(&request.name, 64),
+                    known.join(", ")
+                ),
+                None,
+            ));
+        };
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let call = ToolCall::new(context.id.to_string(), spec.name.clone(), arguments);
+        let (observer, forwarding) = match self.log_level(&context) {
+            Some(minimum) => {
+                let (forwarder, task) =
+                    LogForwarder::start(minimum, &spec.name, context.peer.clone());
+                (Some(forwarder as Arc<dyn CallObserver>), Some(task))
+            }
+            None => (None, None),
+        };
+        let run = self
+            .shared
+            .call_one(&host, call, &NobodyToAsk, observer, "mcp");
+        // A cancelled request drops the call, which stops its instance.
+        let outcome = tokio::select! {
+            outcome = run => outcome,
+            () = context.ct.cancelled() => {
+                tracing::info!(tool = %spec.name, "call cancelled by the client");
+                return Err(ErrorData::internal_error("the request was cancelled", None));
+            }
+        };
+        // The tool's log lines go out before its result.
+        if let Some(forwarding) = forwarding {
+            let _ = forwarding.await;
+        }
+        let result = wire::results::render(&outcome, Some(&spec), wire::results::Format::Mcp);
+        let mut result: CallToolResult = serde_json::from_value(result).map_err(|e| {
+            ErrorData::internal_error(format!("the result cannot be sent: {e}"), None)
+        })?;
+        // rmcp drops it again for clients older than 2026-07-28.
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(result.into())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        *self.log_level.lock().expect("log level lock") = Some(request.level);
+        Ok(())
+    }
+
+    // A tool host has no prompts, resources or completions: say so with
+    // -32601 rather than answer empty lists for capabilities it does not
+    // declare (rmcp's defaults).
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Err(ErrorData::method_not_found::<ListPromptsRequestMethod>())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Err(ErrorData::method_not_found::<ListResourcesRequestMethod>())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Err(ErrorData::method_not_found::<
+            ListResourceTemplatesRequestMethod,
+        >())
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        Err(ErrorData::method_not_found::<CompleteRequestMethod>())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.listeners.add_peer(context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let id = self
+            .listeners
+            .next_subscription
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let subscriptions = &self.listeners.subscriptions;
+        subscriptions
+            .lock()
+            .expect("listeners lock")
+            .insert(id, context.sink().clone());
+        context.cancelled().await;
+        subscriptions.lock().expect("listeners lock").remove(&id);
+        Ok(())
+    }
+}
+
+/// Serve MCP on stdin and stdout until the client closes stdin.
+pub(super) async fn serve_stdio(shared: Shared) -> Result<(), ServeError> {
+    let listeners = Arc::new(Listeners::default());
+    let notify = listeners.spawn_notifier(&shared);
+    let server = McpServer::new(shared, listeners.clone())
+        // Non-blocking pipes when the client launched us with pipes (as MCP
+        // clients do): no hand-off to a blocking thread per message.
+        .serve(rmcp::transport::io::stdio_pipes())
+        .await
+        .map_err(|e| ServeError::Transport(format!("MCP over stdio: {e}")))?;
+    listeners.add_peer(server.peer().clone());
+    let result = server.waiting().await;
+    notify.abort();
+    result
+        .map(|_| ())
+        .map_err(|e| ServeError::Transport(format!("MCP over stdio: {e}")))
+}
+
+/// The `/mcp` endpoint: Streamable HTTP with sessions for 2025-11-25
+/// clients that want them, stateless for 2026-07-28 requests.
+pub(super) fn http_service(
+    shared: Shared,
+    config: &ServeConfig,
+    local: SocketAddr,
+    stop: tokio_util::sync::CancellationToken,
+) -> StreamableHttpService<McpServer, LocalSessionManager> {
+    // JSON answers where the call sends nothing before its result: no event
+    // stream to set up and tear down per call.
+    let mut http = StreamableHttpServerConfig::default()
+        .with_json_response(true)
+        .with_cancellation_token(stop)
+        .with_max_request_body_bytes(config.max_body);
+    if local.ip().is_loopback() {
+        http = http
+            .with_allowed_hosts(["localhost", "127.0.0.1", "::1"])
+            .with_allowed_origins(
+                [
+                    "http://localhost:*",
+                    "http://127.0.0.1:*",
+                    "http://[::1]:*",
+                    "https://localhost:*",
+                    "https://127.0.0.1:*",
+                    "https://[::1]:*",
+                ]
+                .into_iter()
+                .map(String::from)
+                .chain(config.allow_origins.iter().cloned()),
+            )
+            .enforce_origin_validation();
+    } else {
+        // Off loopback the bearer token guards the server; browsers are
+        // still held to the allowed origins.
+        http = http
+            .disable_allowed_hosts()
+            .with_allowed_origins(config.allow_origins.iter().cloned())
+            .enforce_origin_validation();
+    }
+    let listeners = Arc::new(Listeners::default());
+    // Ends with the runtime; the server lives as long as the process.
+    drop(listeners.spawn_notifier(&shared));
+    StreamableHttpService::new(
+        move || Ok(McpServer::new(shared.clone(), listeners.clone())),
+        Arc::new(LocalSessionManager::default()),
+        http,
+    )
+}

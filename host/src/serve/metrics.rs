@@ -1,0 +1,186 @@
+//! `GET /metrics`: what the server has done, in the Prometheus text format
+//! (OpenMetrics), for any scraper.
+//!
+//! Label values come only from the loaded tools' names and the fixed
+//! outcome taxonomy: a call to a tool that does not exist is counted under
+//! [`UNKNOWN_TOOL`], so a client cannot grow the label sets (and the
+//! server's memory) by making up names.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::dispatcher::ToolHost;
+use crate::outcome::Outcome;
+
+/// The `tool` label of calls to names no loaded tool has.
+pub const UNKNOWN_TOOL: &str = "(unknown)";
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tool: String,
+    /// `success` or an error type (`timeout`, `tool_error`, …).
+    outcome: &'static str,
+    /// `mcp` or `http`.
+    front_end: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RejectLabels {
+    front_end: &'static str,
+    reason: &'static str,
+}
+
+/// The server's counters and histograms.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    duration: Family<ToolLabels, Histogram>,
+    queue_wait: Histogram,
+    fuel: Family<ToolLabels, Counter<u64, AtomicU64>>,
+    in_flight: Gauge,
+    rejected: Family<RejectLabels, Counter>,
+    reloads: Family<ReloadLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    result: &'static str,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Empty metrics, registered under `toolhost_`.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("toolhost");
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "tool_calls",
+            "Tool calls answered, by tool, outcome (success or the error type) and front end",
+            calls.clone(),
+        );
+        // 50 µs to about 100 s: calls range from a few microseconds of
+        // arithmetic to tools that wait on the network until their deadline.
+        let duration = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.00005, 4.0, 11))
+        });
+        registry.register(
+            "tool_call_duration_seconds",
+            "Time from dispatch to outcome, queueing included, by tool",
+            duration.clone(),
+        );
+        let queue_wait = Histogram::new(exponential_buckets(0.00001, 4.0, 12));
+        registry.register(
+            "tool_call_queue_wait_seconds",
+            "Time calls waited for a free instance (the tool's or the host's concurrency limit)",
+            queue_wait.clone(),
+        );
+        let fuel = Family::<ToolLabels, Counter<u64, AtomicU64>>::default();
+        registry.register(
+            "tool_fuel_used",
+            "Fuel (wasm instructions, roughly) spent by calls, by tool",
+            fuel.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "instances_in_flight",
+            "Sandbox instances running a call at the time of the scrape",
+            in_flight.clone(),
+        );
+        let rejected = Family::<RejectLabels, Counter>::default();
+        registry.register(
+            "rejected_requests",
+            "Requests refused before any tool ran (malformed, too large, unauthorized, bad origin), by front end and reason",
+            rejected.clone(),
+        );
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "reloads",
+            "Hot reloads of the manifest and components, by result (ok or failed)",
+            reloads.clone(),
+        );
+        Self {
+            registry,
+            calls,
+            duration,
+            queue_wait,
+            fuel,
+            in_flight,
+            rejected,
+            reloads,
+        }
+    }
+
+    /// Count one answered call. `host` says whether its tool exists.
+    pub fn record(&self, host: &ToolHost, outcome: &Outcome, front_end: &'static str) {
+        let tool = if host.spec(&outcome.tool).is_some() {
+            outcome.tool.clone()
+        } else {
+            UNKNOWN_TOOL.to_owned()
+        };
+        let kind = match &outcome.result {
+            Ok(_) => "success",
+            Err(error) => error.kind.as_str(),
+        };
+        self.calls
+            .get_or_create(&CallLabels {
+                tool: tool.clone(),
+                outcome: kind,
+                front_end,
+            })
+            .inc();
+        let labels = ToolLabels { tool };
+        self.duration
+            .get_or_create(&labels)
+            .observe(outcome.stats.duration.as_secs_f64());
+        self.queue_wait
+            .observe(outcome.stats.queue_wait.as_secs_f64());
+        if outcome.stats.fuel_used > 0 {
+            self.fuel
+                .get_or_create(&labels)
+                .inc_by(outcome.stats.fuel_used);
+        }
+    }
+
+    /// Count one request refused at the edge.
+    pub fn reject(&self, front_end: &'static str, reason: &'static str) {
+        self.rejected
+            .get_or_create(&RejectLabels { front_end, reason })
+            .inc();
+    }
+
+    /// Count one reload.
+    pub fn reload(&self, ok: bool) {
+        let result = if ok { "ok" } else { "failed" };
+        self.reloads.get_or_create(&ReloadLabels { result }).inc();
+    }
+
+    /// Everything, as the text a scraper reads; `host` gives the gauges.
+    pub fn render(&self, host: &ToolHost) -> String {
+        self.in_flight
+            .set(i64::try_from(host.in_flight()).unwrap_or(i64::MAX));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String cannot fail");
+        text
+    }
+}

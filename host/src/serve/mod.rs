@@ -1,0 +1,253 @@
+//! `toolhost serve`: the tools for every agent.
+//!
+//! - [`mcp`]: an MCP server (rmcp) over stdio or Streamable HTTP, for both
+//!   protocol eras: 2025-11-25 clients (`initialize`, optional sessions) and
+//!   the stateless 2026-07-28 revision (`server/discover`, per-request
+//!   `_meta`), negotiated per request.
+//! - [`http`]: one HTTP server with `/mcp`, `POST /v1/tool_calls`,
+//!   `GET /v1/tools`, `/metrics` and `/healthz`, behind the guards every
+//!   route shares: Host and Origin checks (DNS rebinding), an optional
+//!   bearer token, body and batch limits.
+//! - [`reload`]: `--watch`, which loads a changed manifest or component
+//!   beside the running one and swaps it in atomically.
+//! - [`metrics`]: what `/metrics` reports.
+//!
+//! Every front end calls the same [`ToolHost`] and answers through
+//! [`crate::wire::results`], so a call reads the same whichever way it came.
+
+pub mod http;
+pub mod mcp;
+pub mod metrics;
+pub mod reload;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::dispatcher::{ApproveAll, Approver, LoadError, ToolHost, ToolSpec};
+use crate::manifest::Manifest;
+use crate::observe::CallObserver;
+use crate::outcome::Outcome;
+use crate::sandbox::SandboxOptions;
+use crate::tool_call::ToolCall;
+pub use metrics::Metrics;
+
+/// The largest HTTP request body accepted by default: 4 MiB, sixteen
+/// calls' worth of the default 256 KiB argument limit.
+pub const DEFAULT_MAX_BODY: usize = 4 << 20;
+
+/// The most calls one `POST /v1/tool_calls` may carry by default.
+pub const DEFAULT_MAX_BATCH: usize = 256;
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// stdio or an HTTP address.
+    pub transport: Transport,
+    /// The bearer token HTTP clients must send; required on a non-loopback
+    /// address.
+    pub token: Option<String>,
+    /// Browser origins accepted beyond loopback ones (`https://host[:port]`).
+    pub allow_origins: Vec<String>,
+    /// Reload the manifest and components when they change.
+    pub watch: bool,
+    /// Run calls that need approval without asking anyone.
+    pub approve_all: bool,
+    /// The largest HTTP request body, in bytes.
+    pub max_body: usize,
+    /// The most calls in one `POST /v1/tool_calls`.
+    pub max_batch: usize,
+}
+
+impl ServeConfig {
+    /// Serve over `transport` with the defaults: no token, no extra
+    /// origins, no reload, approval refused, default limits.
+    pub fn new(transport: Transport) -> Self {
+        Self {
+            transport,
+            token: None,
+            allow_origins: Vec::new(),
+            watch: false,
+            approve_all: false,
+            max_body: DEFAULT_MAX_BODY,
+            max_batch: DEFAULT_MAX_BATCH,
+        }
+    }
+}
+
+/// Where to serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// MCP over stdin and stdout.
+    Stdio,
+    /// HTTP on this address.
+    Http(SocketAddr),
+}
+
+/// Why serving failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The configuration cannot be served as given; the message says the fix.
+    #[error("{0}")]
+    Usage(String),
+    /// The manifest's components did not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The manifest could not be read.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+    /// The transport failed (the address is taken, stdio closed badly, …).
+    #[error("{0}")]
+    Transport(String),
+}
+
+/// Load `manifest` and serve it until stdin closes (stdio) or the process
+/// is told to stop (SIGINT or SIGTERM; in-flight calls finish first).
+/// `on_ready` is called once the tools are loaded and, for HTTP, the
+/// address is bound (with the address, which matters when its port was 0).
+///
+/// # Errors
+///
+/// [`ServeError::Usage`] for a configuration that would be unsafe or
+/// cannot work (a non-loopback address without a token), otherwise a load
+/// or transport error.
+pub async fn run(
+    manifest: Manifest,
+    options: SandboxOptions,
+    config: ServeConfig,
+    on_ready: impl FnOnce(Option<SocketAddr>) + Send,
+) -> Result<(), ServeError> {
+    if let Transport::Http(addr) = config.transport
+        && !addr.ip().is_loopback()
+        && config.token.is_none()
+    {
+        return Err(ServeError::Usage(format!(
+            "serving on {addr}, which is not a loopback address, needs a bearer token: \
+             pass --token-env NAME with the token in environment variable NAME \
+             (or listen on 127.0.0.1)"
+        )));
+    }
+    let host = ToolHost::load_components(manifest.components.clone(), options.clone()).await?;
+    let shared = Shared::new(host, &config);
+    let _watcher = if config.watch {
+        Some(reload::watch(manifest, options, shared.clone())?)
+    } else {
+        None
+    };
+    match config.transport {
+        Transport::Stdio => {
+            on_ready(None);
+            mcp::serve_stdio(shared).await
+        }
+        Transport::Http(addr) => http::serve(addr, shared, &config, on_ready).await,
+    }
+}
+
+/// What every front end shares: the tools (swapped whole on reload), the
+/// metrics and the approval policy.
+#[derive(Clone, Debug)]
+pub struct Shared {
+    tools: tokio::sync::watch::Sender<ToolHost>,
+    metrics: Arc<Metrics>,
+    approve_all: bool,
+    max_batch: usize,
+    max_body: usize,
+}
+
+impl Shared {
+    /// Serve `host` under `config`'s policy.
+    pub fn new(host: ToolHost, config: &ServeConfig) -> Self {
+        Self {
+            tools: tokio::sync::watch::Sender::new(host),
+            metrics: Arc::new(Metrics::new()),
+            approve_all: config.approve_all,
+            max_batch: config.max_batch,
+            max_body: config.max_body,
+        }
+    }
+
+    /// The tools as loaded now. A call keeps the version it started with to
+    /// its end, whatever a reload swaps in meanwhile.
+    pub fn host(&self) -> ToolHost {
+        self.tools.borrow().clone()
+    }
+
+    /// Swap in a newly loaded version; front ends tell their clients that
+    /// the tool list changed.
+    pub fn replace(&self, host: ToolHost) {
+        self.tools.send_replace(host);
+    }
+
+    /// A receiver that sees every swap.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<ToolHost> {
+        self.tools.subscribe()
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Run `calls` on the current version with `approver` (or approve all
+    /// under `--yes`), counting each outcome for `front_end`.
+    pub async fn call_batch(
+        &self,
+        host: &ToolHost,
+        calls: Vec<ToolCall>,
+        approver: Arc<dyn Approver>,
+        front_end: &'static str,
+    ) -> Vec<Outcome> {
+        let approver = if self.approve_all {
+            Arc::new(ApproveAll)
+        } else {
+            approver
+        };
+        let outcomes = host.call_batch_with(calls, approver).await;
+        for outcome in &outcomes {
+            self.metrics.record(host, outcome, front_end);
+        }
+        outcomes
+    }
+}
+
+impl Shared {
+    /// Run one call on `host` (the version the caller looked the tool up
+    /// in), telling `observer` what it reports while it runs.
+    pub async fn call_one(
+        &self,
+        host: &ToolHost,
+        call: ToolCall,
+        approver: &dyn Approver,
+        observer: Option<Arc<dyn CallObserver>>,
+        front_end: &'static str,
+    ) -> Outcome {
+        let outcome = if self.approve_all {
+            host.call_observed(call, &ApproveAll, observer).await
+        } else {
+            host.call_observed(call, approver, observer).await
+        };
+        self.metrics.record(host, &outcome, front_end);
+        outcome
+    }
+}
+
+/// The approver when nobody can be asked: refuses, saying how to allow it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NobodyToAsk;
+
+impl Approver for NobodyToAsk {
+    fn approve<'a>(
+        &'a self,
+        _call: &'a ToolCall,
+        spec: &'a ToolSpec,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        let message = format!(
+            "tool '{}' needs a person's approval and this server has nobody to ask; \
+             the operator can run `toolhost serve --yes`, or connect with an MCP client \
+             that supports elicitation",
+            crate::outcome::clip(&spec.name, 64)
+        );
+        Box::pin(std::future::ready(Err(message)))
+    }
+}

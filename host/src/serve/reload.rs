@@ -1,0 +1,136 @@
+//! `serve --watch`: reload the manifest and its components when they change.
+//!
+//! The new version loads beside the running one; only when every component
+//! has loaded is it swapped in, in one step, so a call sees either the old
+//! tools or the new ones, never a mix. Calls already running finish on the
+//! version they started with. A version that fails to load is logged and
+//! the old one keeps serving. MCP clients are told the tool list changed.
+//!
+//! Directories are watched rather than files: editors and build tools
+//! replace a file by renaming a new one over it, which a watch on the old
+//! file would miss.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
+
+use super::{ServeError, Shared};
+use crate::dispatcher::ToolHost;
+use crate::manifest::Manifest;
+use crate::sandbox::SandboxOptions;
+
+/// How long the files must stay quiet before a reload: a build writes a
+/// component in several steps, and an editor saves in more than one.
+const QUIET: Duration = Duration::from_millis(300);
+
+/// Watches until dropped.
+#[derive(Debug)]
+pub struct Watcher {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Start watching `manifest` and its components, reloading into `shared`.
+///
+/// # Errors
+///
+/// When the platform cannot watch files.
+pub fn watch(
+    manifest: Manifest,
+    options: SandboxOptions,
+    shared: Shared,
+) -> Result<Watcher, ServeError> {
+    let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<PathBuf>();
+    let mut watcher: RecommendedWatcher =
+        notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if let Ok(event) = event
+                && !event.kind.is_access()
+            {
+                for path in event.paths {
+                    let _ = changed.send(path);
+                }
+            }
+        })
+        .map_err(|e| ServeError::Transport(format!("cannot watch files for --watch: {e}")))?;
+    let manifest_path = absolute(&manifest.path);
+    let mut watched = Watched::default();
+    watched.update(&mut watcher, &manifest_path, &manifest);
+    let task = tokio::spawn(async move {
+        // Keep the watcher alive as long as the task.
+        let mut watcher = watcher;
+        while let Some(path) = changes.recv().await {
+            if !watched.files.contains(&path) {
+                continue;
+            }
+            // Let the writes settle: wait until no event arrives for QUIET.
+            while let Ok(Some(_)) = tokio::time::timeout(QUIET, changes.recv()).await {}
+            tracing::info!(path = %path.display(), "a watched file changed; reloading");
+            match reload(&manifest_path, &options).await {
+                Ok((manifest, host)) => {
+                    let tools = host.specs().count();
+                    shared.replace(host);
+                    shared.metrics().reload(true);
+                    watched.update(&mut watcher, &manifest_path, &manifest);
+                    tracing::warn!(tools, "reloaded: new calls use the new version");
+                }
+                Err(e) => {
+                    shared.metrics().reload(false);
+                    tracing::error!(error = %format!("{e:#}"), "reload failed; the previous version keeps serving");
+                }
+            }
+        }
+    });
+    Ok(Watcher { task })
+}
+
+async fn reload(path: &Path, options: &SandboxOptions) -> Result<(Manifest, ToolHost), ServeError> {
+    let manifest = Manifest::load(path)?;
+    let host = ToolHost::load_components(manifest.components.clone(), options.clone()).await?;
+    Ok((manifest, host))
+}
+
+/// The files whose changes trigger a reload, and the directories watched
+/// for them.
+#[derive(Default)]
+struct Watched {
+    files: BTreeSet<PathBuf>,
+    dirs: BTreeSet<PathBuf>,
+}
+
+impl Watched {
+    fn update(
+        &mut self,
+        watcher: &mut RecommendedWatcher,
+        manifest_path: &Path,
+        manifest: &Manifest,
+    ) {
+        let files: BTreeSet<PathBuf> = std::iter::once(manifest_path.to_path_buf())
+            .chain(manifest.components.iter().map(|c| absolute(&c.path)))
+            .collect();
+        let dirs: BTreeSet<PathBuf> = files
+            .iter()
+            .filter_map(|f| f.parent().map(Path::to_path_buf))
+            .collect();
+        for gone in self.dirs.difference(&dirs) {
+            let _ = watcher.unwatch(gone);
+        }
+        for dir in dirs.difference(&self.dirs) {
+            if let Err(e) = watcher.watch(dir, RecursiveMode::NonRecursive) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch this directory; changes in it will not reload");
+            }
+        }
+        self.files = files;
+        self.dirs = dirs;
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}

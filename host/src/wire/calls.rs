@@ -1,0 +1,1021 @@
+//! Tool calls as models and frameworks write them, read into [`ToolCall`]s.
+//!
+//! A batch is a JSON array of calls, one call object, or one assistant
+//! message. Accepted call shapes, mixed freely in one batch:
+//! - OpenAI: `{"id":"call_1","type":"function","function":{"name":"calc","arguments":"{\"x\":1}"}}`;
+//!   `arguments` is JSON text or an object, absent or `null` for none;
+//!   `type` may be left out, and `index` (sent in streamed calls) is allowed.
+//! - LangChain: `{"id":"call_1","name":"calc","args":{"x":1}}`, with an
+//!   optional `"type":"tool_call"`; `args` absent or `null` for none.
+//! - Anthropic: `{"type":"tool_use","id":"toolu_1","name":"calc","input":{"x":1}}`,
+//!   with an optional `cache_control`.
+//! - MCP: `{"name":"calc","arguments":{"x":1}}`, the `params` of `tools/call`
+//!   (with an optional `_meta`).
+//!
+//! Accepted messages:
+//! - OpenAI (or LangChain) `{"role":"assistant","tool_calls":[...]}`: its
+//!   calls; `content` is the model's text and is not read.
+//! - Anthropic `{"role":"assistant","content":[...]}`: its `tool_use` blocks;
+//!   `text`, `thinking` and `redacted_thinking` blocks are skipped.
+//!
+//! Each call shape is a typed serde struct that refuses unknown fields. The
+//! shape is read from `type` when the call has one, otherwise from the key
+//! only that shape has (`function`, `args` or `arguments`). A wrong pick can
+//! therefore only end in a refusal, never in a call read as another shape
+//! (an Anthropic block once passed as a LangChain call with no arguments).
+//!
+//! Every element is parsed on its own, so one bad element never costs the
+//! others their answers: an element that fits no shape still becomes a
+//! [`ToolCall`], carrying [`Arguments::Malformed`], which the dispatcher
+//! answers with `invalid_arguments` without running anything. A call without
+//! an id gets `call_N` from its position, made unique within the batch, so
+//! that every call can still be answered.
+//!
+//! No input makes the parser recurse without bound: whole elements and
+//! skipped values are scanned by serde_json's iterative `ignore_value`, and
+//! what is parsed into a [`Value`] is bounded by serde_json's recursion limit
+//! (128), past which the element is refused.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, MapAccess};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::tool_call::{Arguments, ToolCall};
+
+/// Parse a batch of tool calls: a JSON array of calls, one call object, or
+/// one assistant message (see the [module docs](self) for the shapes).
+///
+/// Returns one call per element of an array (per entry of `tool_calls`; per
+/// content block other than text and thinking), in order. An element that
+/// fits no accepted shape becomes a call with [`Arguments::Malformed`],
+/// keeping its own id and name when they can be read from it. Calls without an id get `call_N` (N its position from 1),
+/// or `call_N_K` when that is taken: a generated id never equals an id given
+/// in the batch, nor another generated one. Given ids are kept as they are,
+/// duplicates included; the dispatcher deals with those.
+///
+/// Nesting is never a reason to fail the batch: the batch and each element
+/// are first scanned without recursion, at any depth. An element nested
+/// deeper than serde_json's recursion limit (128) where a value must be
+/// built (its arguments) is one malformed call; deep JSON-text arguments are
+/// refused when parsed. No input panics or overflows the stack.
+///
+/// # Errors
+///
+/// Only when the input as a whole is not JSON, or is JSON but neither an
+/// array nor an object.
+pub fn parse_batch(json: &str) -> Result<Vec<ToolCall>, String> {
+    // Scanning into a `RawValue` checks the syntax without recursion and
+    // without building anything, so a deep element costs no stack here.
+    let batch: &RawValue =
+        serde_json::from_str(json).map_err(|e| format!("the batch is not JSON: {e}"))?;
+    let elements = match batch.get().as_bytes().first() {
+        Some(b'[') => serde_json::from_str::<Vec<&RawValue>>(batch.get())
+            .map_err(|e| format!("the batch is not JSON: {e}"))?
+            .into_iter()
+            .enumerate()
+            .map(|(i, raw)| Element::call(format!("tool call #{}", i + 1), raw))
+            .collect(),
+        Some(b'{') if has_key_role(batch.get()) => message_elements(batch.get()),
+        Some(b'{') => vec![Element::call("tool call #1".to_owned(), batch)],
+        _ => {
+            return Err(format!(
+                "the batch must be a JSON array of tool calls, one tool call object, or an assistant message, not {}",
+                describe(batch.get())
+            ));
+        }
+    };
+    let read: Vec<ReadCall> = elements.into_iter().map(Element::read).collect();
+    Ok(assign_ids(read))
+}
+
+/// The call shapes the host reads, for messages that say what to send.
+const CALL_SHAPES: &str = r#"send it as OpenAI {"id","type":"function","function":{"name","arguments"}}, LangChain {"id","name","args"}, Anthropic {"type":"tool_use","id","name","input"} or MCP {"name","arguments"}"#;
+
+/// One place in the batch where a call is expected.
+enum Element<'a> {
+    /// A call object as written; `label` names it in messages
+    /// (`tool call #3`, `content block #2`).
+    Call { label: String, raw: &'a RawValue },
+    /// No call can be read here; the message says which element, why, and
+    /// what to send instead.
+    Refused(String),
+}
+
+impl<'a> Element<'a> {
+    fn call(label: String, raw: &'a RawValue) -> Self {
+        Self::Call { label, raw }
+    }
+
+    /// Read the element as a call, or as a malformed call that says why.
+    fn read(self) -> ReadCall {
+        match self {
+            Self::Call { label, raw } => read_call(raw.get()).unwrap_or_else(|why| {
+                ReadCall::malformed(
+                    Some(raw.get()),
+                    format!("{label} is not a tool call this host reads ({why}); {CALL_SHAPES}"),
+                )
+            }),
+            Self::Refused(message) => ReadCall::malformed(None, message),
+        }
+    }
+}
+
+/// A call as read, before ids are assigned.
+struct ReadCall {
+    id: Option<String>,
+    name: String,
+    arguments: Arguments,
+}
+
+impl ReadCall {
+    /// A call that cannot run, keeping whatever id and name `raw` has so
+    /// that the answer can still be matched with what the model sent.
+    fn malformed(raw: Option<&str>, message: String) -> Self {
+        let salvaged = raw
+            .and_then(|raw| parse_object::<Salvage<'_>>(raw).ok())
+            .unwrap_or_default();
+        Self {
+            id: salvaged.id.and_then(string),
+            name: salvaged
+                .name
+                .and_then(string)
+                .or_else(|| {
+                    let function = parse_object::<Salvage<'_>>(salvaged.function?.get()).ok()?;
+                    function.name.and_then(string)
+                })
+                .unwrap_or_default(),
+            arguments: Arguments::Malformed(message),
+        }
+    }
+}
+
+/// The `id` and name of an element that fits no shape, when they are
+/// strings; everything else is skipped unread.
+#[derive(Default, Deserialize)]
+struct Salvage<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    function: Option<&'a RawValue>,
+}
+
+fn string(raw: &RawValue) -> Option<String> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// Give every call without an id one that no other call in the batch has.
+fn assign_ids(read: Vec<ReadCall>) -> Vec<ToolCall> {
+    let mut taken: HashSet<String> = read.iter().filter_map(|c| c.id.clone()).collect();
+    read.into_iter()
+        .enumerate()
+        .map(|(i, call)| ToolCall {
+            id: call.id.unwrap_or_else(|| fresh_id(i + 1, &mut taken)),
+            name: call.name,
+            arguments: call.arguments,
+        })
+        .collect()
+}
+
+/// `call_N`, or `call_N_2`, `call_N_3`… when the batch already uses it.
+fn fresh_id(position: usize, taken: &mut HashSet<String>) -> String {
+    let mut id = format!("call_{position}");
+    let mut suffix = 1;
+    while taken.contains(&id) {
+        suffix += 1;
+        id = format!("call_{position}_{suffix}");
+    }
+    taken.insert(id.clone());
+    id
+}
+
+/// Read one call object in whichever accepted shape it is.
+fn read_call(raw: &str) -> Result<ReadCall, String> {
+    let keys: ShapeKeys = parse_object(raw).map_err(reason)?;
+    let call = match keys.kind.as_deref() {
+        Some("function") => parse_object::<OpenAiCall>(raw).map_err(reason)?.into(),
+        Some("tool_call") => parse_object::<LangChainCall>(raw).map_err(reason)?.into(),
+        Some("tool_use") => parse_object::<AnthropicToolUse>(raw)
+            .map_err(reason)?
+            .into(),
+        Some(other) => {
+            return Err(format!(
+                "its type is {:?}; a call's type is \"function\", \"tool_call\" or \"tool_use\"",
+                crate::outcome::clip(other, 64)
+            ));
+        }
+        None if keys.function => parse_object::<OpenAiCall>(raw).map_err(reason)?.into(),
+        None if keys.arguments && !keys.args => {
+            parse_object::<McpCall>(raw).map_err(reason)?.into()
+        }
+        // `{"id","name"}` or `{"name"}` alone is a LangChain call without
+        // arguments (MCP's reading of it would be the same call).
+        None => parse_object::<LangChainCall>(raw).map_err(reason)?.into(),
+    };
+    Ok(call)
+}
+
+/// The keys that tell the shapes apart. Values other than `type` are
+/// skipped unread; a key counts even when its value is `null`.
+#[derive(Deserialize)]
+struct ShapeKeys {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    function: bool,
+    #[serde(default, deserialize_with = "present")]
+    args: bool,
+    #[serde(default, deserialize_with = "present")]
+    arguments: bool,
+}
+
+fn present<'de, D: de::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    IgnoredAny::deserialize(deserializer).map(|_| true)
+}
+
+/// OpenAI's chat-completions tool call.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenAiCall {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(rename = "type", default)]
+    _kind: Option<FunctionTag>,
+    #[serde(deserialize_with = "map_only")]
+    function: OpenAiFunction,
+    /// Position in a streamed response; not needed once the call is whole.
+    #[serde(rename = "index", default)]
+    _index: Option<u32>,
+}
+
+#[derive(Deserialize)]
+enum FunctionTag {
+    #[serde(rename = "function")]
+    Function,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenAiFunction {
+    name: String,
+    #[serde(default)]
+    arguments: Option<OpenAiArguments>,
+}
+
+/// OpenAI sends JSON text; some compatible servers send the object itself.
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = "`function.arguments` must be JSON text or an object"
+)]
+enum OpenAiArguments {
+    Text(String),
+    Object(Map<String, Value>),
+}
+
+impl From<OpenAiCall> for ReadCall {
+    fn from(call: OpenAiCall) -> Self {
+        Self {
+            id: call.id,
+            name: call.function.name,
+            arguments: match call.function.arguments {
+                Some(OpenAiArguments::Text(text)) => Arguments::Text(text),
+                Some(OpenAiArguments::Object(map)) => Arguments::Json(Value::Object(map)),
+                None => Arguments::Json(Value::Object(Map::new())),
+            },
+        }
+    }
+}
+
+/// LangChain's `ToolCall`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LangChainCall {
+    #[serde(default)]
+    id: Option<String>,
+    name: String,
+    #[serde(default)]
+    args: Option<Map<String, Value>>,
+    #[serde(rename = "type", default)]
+    _kind: Option<ToolCallTag>,
+}
+
+#[derive(Deserialize)]
+enum ToolCallTag {
+    #[serde(rename = "tool_call")]
+    ToolCall,
+}
+
+impl From<LangChainCall> for ReadCall {
+    fn from(call: LangChainCall) -> Self {
+        Self {
+            id: call.id,
+            name: call.name,
+            arguments: Arguments::Json(Value::Object(call.args.unwrap_or_default())),
+        }
+    }
+}
+
+/// Anthropic's `tool_use` content block. The API always sends `id` and
+/// `input`, so both are required.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnthropicToolUse {
+    #[serde(rename = "type")]
+    _kind: ToolUseTag,
+    id: String,
+    name: String,
+    input: Map<String, Value>,
+    /// Allowed on blocks sent back to the API; says nothing about the call.
+    #[serde(rename = "cache_control", default)]
+    _cache_control: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+enum ToolUseTag {
+    #[serde(rename = "tool_use")]
+    ToolUse,
+}
+
+impl From<AnthropicToolUse> for ReadCall {
+    fn from(call: AnthropicToolUse) -> Self {
+        Self {
+            id: Some(call.id),
+            name: call.name,
+            arguments: Arguments::Json(Value::Object(call.input)),
+        }
+    }
+}
+
+/// MCP's `tools/call` params. MCP calls have no id.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpCall {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Map<String, Value>>,
+    #[serde(rename = "_meta", default)]
+    _meta: Option<IgnoredAny>,
+}
+
+impl From<McpCall> for ReadCall {
+    fn from(call: McpCall) -> Self {
+        Self {
+            id: None,
+            name: call.name,
+            arguments: Arguments::Json(Value::Object(call.arguments.unwrap_or_default())),
+        }
+    }
+}
+
+/// Whether an object has a `role` key: messages do, calls never do.
+fn has_key_role(raw: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Role {
+        #[serde(default, deserialize_with = "present")]
+        role: bool,
+    }
+    // A `role` key that cannot be read (given twice) still marks a message.
+    parse_object::<Role>(raw).map_or(true, |r| r.role)
+}
+
+/// An assistant message, OpenAI's or Anthropic's. Its other fields (text,
+/// refusal, usage, model, ...) differ between APIs and versions and are
+/// never calls, so they are skipped rather than refused.
+#[derive(Deserialize)]
+struct AssistantMessage<'a> {
+    #[serde(rename = "role")]
+    _role: AssistantRole,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<&'a RawValue>>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+enum AssistantRole {
+    #[serde(rename = "assistant")]
+    Assistant,
+}
+
+/// An Anthropic content block: only its type is read here.
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+/// The calls of an assistant message: its `tool_calls`, or else the
+/// `tool_use` blocks of its `content`. A message that cannot be read is one
+/// malformed call, so that the batch is still answered.
+fn message_elements(raw: &str) -> Vec<Element<'_>> {
+    let refused = |why: String| {
+        vec![Element::Refused(format!(
+            r#"the assistant message cannot be read ({why}); send {{"role":"assistant","tool_calls":[...]}} or {{"role":"assistant","content":[...]}}"#
+        ))]
+    };
+    let message: AssistantMessage<'_> = match parse_object(raw) {
+        Ok(message) => message,
+        Err(e) => return refused(reason(e)),
+    };
+    if let Some(calls) = message.tool_calls {
+        return calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, raw)| Element::call(format!("tool call #{}", i + 1), raw))
+            .collect();
+    }
+    let Some(content) = message.content else {
+        return Vec::new();
+    };
+    let blocks = match content.get().as_bytes().first() {
+        // Text only: the model called no tool.
+        Some(b'"') => return Vec::new(),
+        Some(b'[') => match serde_json::from_str::<Vec<&RawValue>>(content.get()) {
+            Ok(blocks) => blocks,
+            Err(e) => return refused(reason(e)),
+        },
+        _ => {
+            return refused(format!(
+                "its content is {}, not text or an array of blocks",
+                describe(content.get())
+            ));
+        }
+    };
+    blocks
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, raw)| {
+            let label = format!("content block #{}", i + 1);
+            match parse_object::<Block>(raw.get()) {
+                Ok(block) if block.kind == "tool_use" => Some(Element::call(label, raw)),
+                Ok(block) if matches!(block.kind.as_str(), "text" | "thinking" | "redacted_thinking") => None,
+                Ok(block) => Some(Element::Refused(format!(
+                    "{label} is not a tool call: its type is {:?}; only tool_use blocks are calls (text and thinking blocks are skipped)",
+                    crate::outcome::clip(&block.kind, 64)
+                ))),
+                Err(e) => Some(Element::Refused(format!(
+                    r#"{label} cannot be read ({}); send calls as {{"type":"tool_use","id","name","input"}} blocks"#,
+                    reason(e)
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// Deserialize `T` from a JSON object only. Derived structs would also take
+/// an array, field by field (`["a","calc",{}]` as a LangChain call), which
+/// is exactly the guessing this module refuses.
+fn parse_object<'a, T: Deserialize<'a>>(raw: &'a str) -> Result<T, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(raw);
+    let value = map_only(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(value)
+}
+
+/// As [`parse_object`], for a field.
+fn map_only<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: de::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct MapOnly<T>(PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> de::Visitor<'de> for MapOnly<T> {
+        type Value = T;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            T::deserialize(de::value::MapAccessDeserializer::new(map))
+        }
+    }
+
+    deserializer.deserialize_map(MapOnly(PhantomData))
+}
+
+/// serde_json's message without its position, which would count from the
+/// start of the element rather than of the batch.
+/// serde's message, cut short: it quotes the model's text (a whole string
+/// value, an unknown key), which must never be echoed at any length.
+fn reason(e: serde_json::Error) -> String {
+    let message = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    let message = match message.strip_suffix(&position) {
+        Some(stripped) => stripped,
+        None => &message,
+    };
+    crate::outcome::clip(message, 200)
+}
+
+/// What kind of JSON value `raw` is, for messages.
+fn describe(raw: &str) -> &'static str {
+    match raw.as_bytes().first() {
+        Some(b'[') => "an array",
+        Some(b'{') => "an object",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The message of a malformed call, or a panic naming what it got.
+    fn malformed(call: &ToolCall) -> &str {
+        match &call.arguments {
+            Arguments::Malformed(message) => message,
+            other => panic!("expected a malformed call, got {other:?}"),
+        }
+    }
+
+    /// `depth` nested objects around `1`: `{"a":{"a":...1...}}`.
+    fn nested_object(depth: usize) -> String {
+        format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth))
+    }
+
+    #[test]
+    fn both_shapes_parse_in_one_batch() {
+        let calls = parse_batch(
+            r#"[{"id":"a","type":"function","function":{"name":"calc","arguments":"{\"expression\":\"1+1\"}"}},
+                {"id":"b","name":"calc","args":{"expression":"2"}},
+                {"name":"calc"}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            calls[0].arguments.parse().unwrap(),
+            json!({"expression":"1+1"})
+        );
+        assert_eq!(
+            calls[1].arguments,
+            Arguments::Json(json!({"expression":"2"}))
+        );
+        assert_eq!(calls[2].id, "call_3");
+        assert_eq!(calls[2].arguments.parse().unwrap(), json!({}));
+    }
+
+    #[test]
+    fn every_accepted_call_shape_parses() {
+        let calls = parse_batch(
+            r#"[{"id":"o1","type":"function","function":{"name":"calc","arguments":"{\"x\":1}"},"index":0},
+                {"id":"o2","function":{"name":"calc","arguments":{"x":2}}},
+                {"id":"o3","type":"function","function":{"name":"calc","arguments":null}},
+                {"id":"o4","type":"function","function":{"name":"calc"}},
+                {"id":"l1","name":"calc","args":{"x":3},"type":"tool_call"},
+                {"id":"l2","name":"calc","args":null},
+                {"type":"tool_use","id":"a1","name":"calc","input":{"x":4},"cache_control":{"type":"ephemeral"}},
+                {"name":"calc","arguments":{"x":5},"_meta":{"progressToken":1}},
+                {"name":"calc","arguments":null}]"#,
+        )
+        .unwrap();
+        let args: Vec<_> = calls.iter().map(|c| c.arguments.parse().unwrap()).collect();
+        assert_eq!(
+            args,
+            [
+                json!({"x":1}),
+                json!({"x":2}),
+                json!({}),
+                json!({}),
+                json!({"x":3}),
+                json!({}),
+                json!({"x":4}),
+                json!({"x":5}),
+                json!({}),
+            ]
+        );
+        let ids: Vec<_> = calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["o1", "o2", "o3", "o4", "l1", "l2", "a1", "call_8", "call_9"]
+        );
+        assert!(calls.iter().all(|c| c.name == "calc"));
+    }
+
+    #[test]
+    fn an_anthropic_block_is_never_read_as_a_langchain_call() {
+        let calls = parse_batch(
+            r#"[{"type":"tool_use","id":"t1","name":"calc","input":{"x":1}},
+                {"id":"t2","name":"calc","input":{"x":1}}]"#,
+        )
+        .unwrap();
+        assert_eq!(calls[0].arguments, Arguments::Json(json!({"x":1})));
+        // Without its type it is no shape at all: refused, not guessed.
+        assert!(malformed(&calls[1]).contains("unknown field `input`"));
+        assert_eq!(calls[1].id, "t2");
+    }
+
+    #[test]
+    fn calls_that_fit_no_shape_exactly_are_refused() {
+        let refused = [
+            // Unknown keys, at the top and inside `function`.
+            r#"{"id":"a","name":"calc","args":{},"extra":1}"#,
+            r#"{"id":"a","type":"function","function":{"name":"calc","arguments":"{}","strict":true}}"#,
+            // Keys of two shapes.
+            r#"{"id":"a","name":"calc","args":{},"arguments":{}}"#,
+            r#"{"id":"a","function":{"name":"calc"},"args":{}}"#,
+            // MCP calls have no id.
+            r#"{"id":"a","name":"calc","arguments":{}}"#,
+            // Types this host does not know.
+            r#"{"type":"function_call","call_id":"a","name":"calc","arguments":"{}"}"#,
+            r#"{"type":7,"name":"calc"}"#,
+            // Arguments that are not an object (or, for OpenAI, text).
+            r#"{"id":"a","name":"calc","args":[1]}"#,
+            r#"{"id":"a","type":"function","function":{"name":"calc","arguments":5}}"#,
+            r#"{"type":"tool_use","id":"a","name":"calc","input":"{}"}"#,
+            // Anthropic always sends id and input.
+            r#"{"type":"tool_use","name":"calc","input":{}}"#,
+            // A struct written as an array, field by field.
+            r#"["a","calc",{}]"#,
+            r#"{"id":"a","type":"function","function":["calc","{}"]}"#,
+            // Not an object, or no name.
+            r#"1"#,
+            r#"{"id":"a"}"#,
+            r#"{"id":"a","name":"calc","name":"calc"}"#,
+        ];
+        for element in refused {
+            let calls = parse_batch(&format!("[{element}]")).unwrap();
+            assert_eq!(calls.len(), 1, "{element}");
+            let message = malformed(&calls[0]);
+            assert!(message.contains("tool call #1"), "{element}: {message}");
+            assert!(message.contains("LangChain"), "{element}: {message}");
+        }
+    }
+
+    #[test]
+    fn one_bad_element_leaves_the_others_alone() {
+        let calls = parse_batch(
+            r#"[{"id":"a","name":"calc","args":{}},
+                1,
+                {"id":"keep","name":5},
+                {"id":"b","type":"function","function":{"name":"calc","arguments":"{}"}}]"#,
+        )
+        .unwrap();
+        assert_eq!(calls.len(), 4);
+        assert_eq!(calls[0].arguments, Arguments::Json(json!({})));
+        assert!(malformed(&calls[1]).starts_with("tool call #2 "));
+        assert!(malformed(&calls[1]).contains("expected a JSON object"));
+        assert_eq!(calls[1].id, "call_2");
+        assert!(malformed(&calls[2]).starts_with("tool call #3 "));
+        assert_eq!(calls[2].id, "keep");
+        assert_eq!(calls[3].id, "b");
+        assert!(calls[1].arguments.parse().unwrap_err().contains("#2"));
+    }
+
+    #[test]
+    fn a_malformed_call_keeps_its_readable_name() {
+        let calls = parse_batch(
+            r#"[{"id":"a","type":"function","function":{"name":"calc","arguments":5}},
+                {"id":"b","name":"calc","args":"x"}]"#,
+        )
+        .unwrap();
+        assert_eq!(calls[0].name, "calc");
+        assert_eq!(calls[1].name, "calc");
+    }
+
+    #[test]
+    fn an_assistant_message_yields_its_tool_calls() {
+        let calls =
+            parse_batch(r#"{"role":"assistant","tool_calls":[{"id":"x","name":"t","args":{}}]}"#)
+                .unwrap();
+        assert_eq!(calls.len(), 1);
+        let calls = parse_batch(
+            r#"{"role":"assistant","content":"let me check","refusal":null,
+                "tool_calls":[{"id":"x","type":"function","function":{"name":"t","arguments":"{}"}}, 2]}"#,
+        )
+        .unwrap();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].id, "x");
+        assert!(malformed(&calls[1]).starts_with("tool call #2 "));
+        assert!(
+            parse_batch(r#"{"role":"assistant","content":"no tools today"}"#)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_anthropic_message_yields_its_tool_use_blocks() {
+        let calls = parse_batch(
+            r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude","stop_reason":"tool_use",
+                "content":[{"type":"thinking","thinking":"hm","signature":"s"},
+                           {"type":"text","text":"Let me add."},
+                           {"type":"tool_use","id":"toolu_1","name":"calc","input":{"x":1}},
+                           {"type":"image","source":{}},
+                           {"type":"tool_use","id":"toolu_2","name":"calc","input":{"x":2}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(calls.len(), 3);
+        assert_eq!(calls[0].id, "toolu_1");
+        assert_eq!(calls[0].arguments, Arguments::Json(json!({"x":1})));
+        assert!(malformed(&calls[1]).starts_with("content block #4 "));
+        assert!(malformed(&calls[1]).contains("\"image\""));
+        assert_eq!(calls[2].id, "toolu_2");
+    }
+
+    #[test]
+    fn a_message_that_cannot_be_read_is_one_malformed_call() {
+        for message in [
+            r#"{"role":"user","content":"hi"}"#,
+            r#"{"role":"assistant","tool_calls":5}"#,
+            r#"{"role":"assistant","content":5}"#,
+            r#"{"role":"assistant","role":"assistant","tool_calls":[]}"#,
+        ] {
+            let calls = parse_batch(message).unwrap();
+            assert_eq!(calls.len(), 1, "{message}");
+            assert!(
+                malformed(&calls[0]).starts_with("the assistant message "),
+                "{message}"
+            );
+            assert_eq!(calls[0].id, "call_1");
+        }
+    }
+
+    #[test]
+    fn generated_ids_never_collide_with_given_ones() {
+        let calls = parse_batch(
+            r#"[{"name":"a"},{"id":"call_1","name":"b"},{"name":"c"},{"id":"call_3","name":"d"},
+                {"id":"call_1_2","name":"e"},{"name":"f"},1]"#,
+        )
+        .unwrap();
+        let ids: Vec<_> = calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "call_1_3", "call_1", "call_3_2", "call_3", "call_1_2", "call_6", "call_7"
+            ]
+        );
+    }
+
+    #[test]
+    fn only_input_that_is_no_array_or_object_fails_the_batch() {
+        for input in [
+            "nope",
+            "",
+            "5",
+            "\"x\"",
+            "null",
+            "[1,",
+            "[{\"name\":\"a\"}] x",
+        ] {
+            assert!(parse_batch(input).is_err(), "{input}");
+        }
+        assert!(parse_batch("5").unwrap_err().contains("not a number"));
+        assert!(parse_batch("[]").unwrap().is_empty());
+        assert!(parse_batch(" {\"name\":\"calc\"} ").unwrap().len() == 1);
+    }
+
+    #[test]
+    fn bad_json_arguments_are_reported_when_parsed() {
+        let call = ToolCall::with_raw_arguments("a", "calc", "{not json");
+        assert!(
+            call.arguments
+                .parse()
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
+    }
+
+    #[test]
+    fn deep_arguments_in_one_call_cost_only_that_call() {
+        let deep = nested_object(100_000);
+        let batch = format!(
+            r#"[{{"id":"deep","name":"calc","args":{deep}}},
+                {{"type":"tool_use","id":"deep2","name":"calc","input":{{"x":{deep}}}}},
+                {{"id":"text","type":"function","function":{{"name":"calc","arguments":{text}}}}},
+                {{"id":"ok","name":"calc","args":{{"x":1}}}},
+                {deep}]"#,
+            text = serde_json::to_string(&deep).unwrap(),
+        );
+        let calls = parse_batch(&batch).unwrap();
+        assert_eq!(calls.len(), 5);
+        assert_eq!(calls[0].id, "deep");
+        assert!(malformed(&calls[0]).contains("recursion limit"));
+        assert_eq!(calls[1].id, "deep2");
+        assert!(malformed(&calls[1]).contains("recursion limit"));
+        // JSON text is kept as text and refused when parsed.
+        assert_eq!(calls[2].id, "text");
+        assert!(
+            calls[2]
+                .arguments
+                .parse()
+                .unwrap_err()
+                .contains("recursion limit")
+        );
+        assert_eq!(calls[3].arguments, Arguments::Json(json!({"x":1})));
+        assert!(malformed(&calls[4]).starts_with("tool call #5 "));
+    }
+
+    #[test]
+    fn a_deep_batch_is_refused_or_answered_without_overflowing() {
+        // Deep but whole: the outer array has one element, which is no call.
+        let deep_array = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let calls = parse_batch(&deep_array).unwrap();
+        assert_eq!(calls.len(), 1);
+        assert!(malformed(&calls[0]).contains("expected a JSON object"));
+        let calls = parse_batch(&nested_object(100_000)).unwrap();
+        assert_eq!(calls.len(), 1);
+        // Deep and cut short: not JSON.
+        assert!(parse_batch(&"[".repeat(100_000)).is_err());
+        // Deep inside a message's content blocks.
+        let message = format!(
+            r#"{{"role":"assistant","content":[{{"type":"tool_use","id":"t","name":"calc","input":{deep}}}]}}"#,
+            deep = nested_object(100_000)
+        );
+        let calls = parse_batch(&message).unwrap();
+        assert_eq!(calls[0].id, "t");
+        assert!(malformed(&calls[0]).contains("recursion limit"));
+    }
+
+    /// The dispatcher's half of the contract: a malformed call is answered
+    /// `invalid_arguments` before its name is looked up (here no tool is
+    /// loaded at all), and the other calls as usual, in order.
+    #[tokio::test]
+    async fn a_malformed_element_is_answered_invalid_arguments_in_order() {
+        use crate::ErrorType::{InvalidArguments, UnknownTool};
+
+        let options = crate::SandboxOptions {
+            cache_dir: None,
+            max_instances: 1,
+            ..Default::default()
+        };
+        let host = crate::ToolHost::load_components(Vec::new(), options)
+            .await
+            .unwrap();
+        let calls = parse_batch(
+            r#"[{"id":"a","name":"calc","args":[1]}, 7, {"id":"c","name":"nope","args":{}}]"#,
+        )
+        .unwrap();
+        let outcomes = host.call_batch(calls).await;
+        let answers: Vec<_> = outcomes
+            .iter()
+            .map(|o| (o.call_id.as_str(), o.result.as_ref().err().map(|e| e.kind)))
+            .collect();
+        assert_eq!(
+            answers,
+            [
+                ("a", Some(InvalidArguments)),
+                ("call_2", Some(InvalidArguments)),
+                ("c", Some(UnknownTool)),
+            ]
+        );
+        assert!(outcomes[1].to_message().content.contains("tool call #2"));
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Keys the accepted shapes use, so that random objects come close.
+        const KEYS: &[&str] = &[
+            "id",
+            "type",
+            "function",
+            "name",
+            "arguments",
+            "args",
+            "input",
+            "role",
+            "tool_calls",
+            "content",
+            "index",
+            "_meta",
+            "cache_control",
+            "text",
+        ];
+        /// Values the accepted shapes look for, ids that collide with
+        /// generated ones among them.
+        const WORDS: &[&str] = &[
+            "function",
+            "tool_call",
+            "tool_use",
+            "assistant",
+            "text",
+            "thinking",
+            "calc",
+            "call_1",
+            "call_2",
+            "call_1_2",
+            "call_3",
+            "{}",
+            "{\"x\":1}",
+            "",
+        ];
+
+        fn key() -> impl Strategy<Value = String> {
+            prop_oneof![
+                3 => prop::sample::select(KEYS).prop_map(str::to_owned),
+                1 => "[a-z_]{0,6}",
+            ]
+        }
+
+        fn leaf() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                (-1e9..1e9f64).prop_map(Value::from),
+                prop::sample::select(WORDS).prop_map(Value::from),
+                ".{0,8}".prop_map(Value::String),
+            ]
+        }
+
+        /// Any JSON value, a few levels deep.
+        fn json() -> impl Strategy<Value = Value> {
+            leaf().prop_recursive(4, 48, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    prop::collection::btree_map(key(), inner, 0..6)
+                        .prop_map(|map| Value::Object(map.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// A call in one of the accepted shapes, with or without an id.
+        fn call() -> impl Strategy<Value = Value> {
+            let id = prop::option::of(prop::sample::select(WORDS));
+            let args = prop::collection::btree_map(key(), leaf(), 0..3)
+                .prop_map(|map| Value::Object(map.into_iter().collect()));
+            (0..4u8, id, args).prop_map(|(shape, id, args)| {
+                let mut call = match shape {
+                    0 => json!({"type":"function","function":{"name":"calc","arguments":args.to_string()}}),
+                    1 => json!({"name":"calc","args":args}),
+                    2 => json!({"type":"tool_use","name":"calc","input":args}),
+                    _ => return json!({"name":"calc","arguments":args}),
+                };
+                if let Some(id) = id {
+                    call["id"] = json!(id);
+                }
+                call
+            })
+        }
+
+        fn element() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                2 => call(),
+                1 => prop::collection::btree_map(key(), json(), 0..5)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+                1 => json(),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn never_panics_on_arbitrary_text(text in any::<String>()) {
+                let _ = parse_batch(&text);
+            }
+
+            #[test]
+            fn never_panics_on_json_like_text(text in r#"[\[\]{}",:0-9a-z_ \\]{0,64}"#) {
+                let _ = parse_batch(&text);
+            }
+
+            #[test]
+            fn any_array_or_object_is_answered(value in json()) {
+                match parse_batch(&value.to_string()) {
+                    Ok(calls) => {
+                        if let Value::Array(items) = &value {
+                            prop_assert_eq!(calls.len(), items.len());
+                        }
+                    }
+                    Err(_) => prop_assert!(!value.is_array() && !value.is_object()),
+                }
+            }
+
+            #[test]
+            fn arrays_get_one_call_per_element_and_unique_generated_ids(
+                items in prop::collection::vec(element(), 0..10)
+            ) {
+                let calls = parse_batch(&Value::Array(items.clone()).to_string()).unwrap();
+                prop_assert_eq!(calls.len(), items.len());
+                let given: HashSet<&str> = items
+                    .iter()
+                    .filter_map(|item| item.get("id")?.as_str())
+                    .collect();
+                let mut generated = HashSet::new();
+                for (item, call) in items.iter().zip(&calls) {
+                    match item.get("id").and_then(Value::as_str) {
+                        Some(id) => prop_assert_eq!(&call.id, id),
+                        None => {
+                            prop_assert!(!given.contains(call.id.as_str()), "{} is given", call.id);
+                            prop_assert!(generated.insert(call.id.clone()), "{} twice", call.id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The edge: every wire shape toolhost reads or writes, in one place.
+//!
+//! - [`calls`]: tool calls as OpenAI, LangChain, Anthropic and MCP write
+//!   them, read into [`ToolCall`](crate::ToolCall)s; shapes it does not
+//!   know are refused with a message that names the accepted ones.
+//! - [`definitions`]: tool definitions for OpenAI, Anthropic and MCP.
+//! - [`results`]: outcomes as ToolMessages, Anthropic `tool_result` blocks
+//!   and MCP `CallToolResult`s.
+//!
+//! Everything behind the edge (the dispatcher, the sandbox) sees only
+//! [`ToolCall`](crate::ToolCall), [`ToolSpec`](crate::ToolSpec) and
+//! [`Outcome`](crate::Outcome). The model providers' request and response
+//! formats live with the providers, in [`crate::model`].
+
+pub mod calls;
+pub mod definitions;
+pub mod results;
+
+pub use calls::parse_batch;

@@ -1,0 +1,110 @@
+"""What every client test shares: the toolhost binary, the manifest, and one
+`toolhost serve --listen` per test session.
+
+The binary is $TOOLHOST_BIN (default target/release/toolhost); the manifest
+is tests/clients/toolhost.toml (calc and the probe, granted nothing, 2 s
+timeout). Async tests run on anyio's pytest plugin, which the mcp SDK brings.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = Path(__file__).resolve().parent / "toolhost.toml"
+COMPONENTS = [ROOT / "target/tools/calc.wasm", ROOT / "target/tools/probe.wasm"]
+
+# A server answers /healthz once its components are loaded; the first start
+# after a build compiles them (seconds), later ones hit the cache.
+START_TIMEOUT_S = 120.0
+
+
+def toolhost_bin() -> Path:
+    path = Path(os.environ.get("TOOLHOST_BIN", ROOT / "target/release/toolhost"))
+    return path if path.is_absolute() else ROOT / path
+
+
+def serve_stdio_args() -> list[str]:
+    """The arguments of `toolhost serve --stdio` on the test manifest."""
+    return ["--config", str(MANIFEST), "serve", "--stdio"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def toolhost() -> Path:
+    """The binary, after checking that it and the components exist."""
+    binary = toolhost_bin()
+    if not binary.is_file():
+        pytest.fail(f"{binary} does not exist: build it (cargo build --release) or set TOOLHOST_BIN")
+    missing = [str(c) for c in COMPONENTS if not c.is_file()]
+    if missing:
+        pytest.fail(f"missing components {missing}: run scripts/build-tools.sh")
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def http_server(toolhost: Path) -> Iterator[str]:
+    """`toolhost serve --listen 127.0.0.1:PORT` for the session; yields its base URL."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tempfile.NamedTemporaryFile(prefix="toolhost-serve-", suffix=".log", delete=False)
+    process = subprocess.Popen(
+        [str(toolhost), "--config", str(MANIFEST), "serve", "--listen", f"127.0.0.1:{port}"],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
+
+    def server_log() -> str:
+        return Path(log.name).read_text(errors="replace")[-4000:]
+
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"toolhost serve exited with {process.returncode} before answering /healthz:\n{server_log()}")
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1.0, trust_env=False).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"toolhost serve did not answer /healthz within {START_TIMEOUT_S:.0f} s:\n{server_log()}")
+        time.sleep(0.1)
+    try:
+        yield base
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+        os.unlink(log.name)
+
+
+@pytest.fixture(scope="session")
+def mcp_url(http_server: str) -> str:
+    return f"{http_server}/mcp"

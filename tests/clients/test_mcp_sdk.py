@@ -1,0 +1,336 @@
+"""The official MCP Python SDK against `toolhost serve`, over stdio and
+Streamable HTTP.
+
+It runs under either major version of the SDK, in the venv it is run from
+(tests/clients/run.sh runs it in both):
+
+- mcp 2.x (target/clients-venv): the `Client` front door, in both protocol
+  eras: `legacy` (the `initialize` handshake, 2025-11-25) and `modern` (the
+  SDK's default `auto` mode: a `server/discover` probe, then the stateless
+  2026-07-28 revision, which the test requires toolhost to negotiate).
+- mcp 1.x (target/clients-venv-langchain, the version langchain-mcp-adapters
+  needs): `ClientSession` and `initialize`, the only era 1.x speaks.
+
+Every result is compared in its wire shape (`model_dump(by_alias=True)`:
+`isError`, `structuredContent`, `_meta`), which is the same in both SDKs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import serve_stdio_args
+from mcp import ClientSession, StdioServerParameters, types
+
+try:  # mcp 2.x
+    from mcp.shared.exceptions import MCPError as McpError
+except ImportError:  # mcp 1.x
+    from mcp.shared.exceptions import McpError  # type: ignore[no-redef,attr-defined]
+
+pytestmark = pytest.mark.anyio
+
+MCP_MAJOR = int(version("mcp").split(".")[0])
+ERAS = ["legacy", "modern"] if MCP_MAJOR >= 2 else ["legacy"]
+HANDSHAKE_VERSION = "2025-11-25"
+MODERN_VERSION = "2026-07-28"
+ERROR_KEY = "toolhost/error"
+# No test here needs longer: the slowest waits for the manifest's 2 s timeout.
+TEST_DEADLINE_S = 60.0
+# The probe runs one call at a time (tests/clients/toolhost.toml), so a call
+# queued behind a spin that was not really stopped waits out its 2 s deadline.
+PROMPT_S = 1.0
+
+
+def wire(model: Any) -> dict[str, Any]:
+    """A result or tool as it travels: camelCase keys, `_meta`, no unset fields."""
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def text_of(result: dict[str, Any]) -> str:
+    assert [block["type"] for block in result["content"]] == ["text"], result
+    return result["content"][0]["text"]
+
+
+def typed_error(result: dict[str, Any]) -> dict[str, Any]:
+    """The typed error a failed result carries, after checking its shape."""
+    assert result["isError"] is True, result
+    error = result.get("_meta", {}).get(ERROR_KEY)
+    assert isinstance(error, dict), f"no _meta[{ERROR_KEY!r}] in {result}"
+    assert isinstance(error["type"], str) and error["type"], error
+    assert isinstance(error["message"], str) and error["message"], error
+    assert isinstance(error["retryable"], bool), error
+    return error
+
+
+class Connection:
+    """One connected client, the same to the tests whichever SDK made it."""
+
+    def __init__(self, caller: Any, session: ClientSession, protocol_version: str, server_name: str | None):
+        # mcp 2.x: the `Client`; mcp 1.x: the `ClientSession` itself.
+        self._caller = caller
+        self.session = session
+        self.protocol_version = protocol_version
+        self.server_name = server_name
+
+    async def list_tools(self) -> dict[str, dict[str, Any]]:
+        result = await self._caller.list_tools()
+        return {tool.name: wire(tool) for tool in result.tools}
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return wire(await self._caller.call_tool(name, arguments))
+
+    async def abandon(self, name: str, arguments: dict[str, Any], after_s: float) -> None:
+        """Start a call, give up on it after `after_s`, and let the server know the
+        way a user of this SDK does."""
+        if MCP_MAJOR >= 2:
+            # The SDK cancels for us: `notifications/cancelled` on stdio and
+            # legacy HTTP; on 2026-07-28 HTTP it aborts the request's POST.
+            with anyio.move_on_after(after_s) as scope:
+                await self._caller.call_tool(name, arguments)
+            assert scope.cancelled_caught, f"{name} answered before it was cancelled"
+            return
+        # mcp 1.x sends nothing when a caller gives up: send the notification
+        # for the request id the call is about to take.
+        request_id = self.session._request_id  # noqa: SLF001
+        with anyio.move_on_after(after_s) as scope:
+            await self.session.call_tool(name, arguments)
+        assert scope.cancelled_caught, f"{name} answered before it was cancelled"
+        await self.session.send_notification(
+            types.ClientNotification(
+                types.CancelledNotification(
+                    params=types.CancelledNotificationParams(requestId=request_id, reason="the test gave up")
+                )
+            )
+        )
+
+
+@asynccontextmanager
+async def connect(transport: str, era: str, toolhost: Path, mcp_url: str | None) -> AsyncIterator[Connection]:
+    stdio = StdioServerParameters(command=str(toolhost), args=serve_stdio_args())
+    with anyio.fail_after(TEST_DEADLINE_S):
+        async with AsyncExitStack() as stack:
+            if MCP_MAJOR >= 2:
+                from mcp import Client
+
+                server: Any = mcp_url if transport == "http" else stdio
+                mode = "legacy" if era == "legacy" else "auto"
+                client = await stack.enter_async_context(Client(server, mode=mode))
+                info = client.server_info
+                connection = Connection(client, client.session, client.protocol_version, info and info.name)
+            else:
+                if transport == "http":
+                    from mcp.client.streamable_http import streamable_http_client
+
+                    streams = await stack.enter_async_context(streamable_http_client(mcp_url))
+                else:
+                    from mcp.client.stdio import stdio_client
+
+                    streams = await stack.enter_async_context(stdio_client(stdio))
+                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+                init = await session.initialize()
+                connection = Connection(session, session, init.protocolVersion, init.serverInfo.name)
+            yield connection
+
+
+Connector = Callable[[], AbstractAsyncContextManager[Connection]]
+
+
+def connector(request: pytest.FixtureRequest, toolhost: Path, transport: str, era: str) -> Connector:
+    """Opens a connection over `transport` in `era`; stdio starts a server per
+    connection, HTTP uses the session's server."""
+    url = request.getfixturevalue("mcp_url") if transport == "http" else None
+    return lambda: connect(transport, era, toolhost, url)
+
+
+@pytest.fixture(
+    params=[(transport, era) for transport in ("stdio", "http") for era in ERAS],
+    ids=lambda p: f"{p[0]}-{p[1]}",
+)
+def open_connection(request: pytest.FixtureRequest, toolhost: Path) -> Connector:
+    """Opens a connection over this test's transport, in this test's era."""
+    return connector(request, toolhost, *request.param)
+
+
+async def test_initialize_and_list_tools(open_connection: Connector) -> None:
+    async with open_connection() as conn:
+        if conn.protocol_version != MODERN_VERSION:
+            assert conn.protocol_version == HANDSHAKE_VERSION
+        if conn.server_name is not None:
+            assert conn.server_name == "toolhost"
+        tools = await conn.list_tools()
+    assert {"calc", "echo", "sleep", "spin", "panic"} <= tools.keys()
+    calc = tools["calc"]
+    assert calc["description"]
+    assert calc["inputSchema"]["type"] == "object"
+    assert calc["inputSchema"]["properties"]["expression"]["type"] == "string"
+    assert calc["inputSchema"]["required"] == ["expression"]
+    # An object schema: the SDK validates structuredContent against it.
+    assert calc["outputSchema"]["type"] == "object"
+    assert calc["outputSchema"]["properties"]["value"]["type"] == "number"
+    assert calc["annotations"]["readOnlyHint"] is True
+    assert calc["annotations"].get("destructiveHint") is False
+
+
+@pytest.mark.skipif(MCP_MAJOR < 2, reason="mcp 1.x speaks only the handshake era")
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_modern_era_is_negotiated(transport: str, toolhost: Path, request: pytest.FixtureRequest) -> None:
+    """mcp 2.x's default (`auto`) ends on the stateless revision, not a fallback to `initialize`."""
+    async with connector(request, toolhost, transport, "modern")() as conn:
+        assert conn.protocol_version == MODERN_VERSION
+        assert conn.session.discover_result is not None
+        assert MODERN_VERSION in conn.session.discover_result.supported_versions
+        assert text_of(await conn.call("calc", {"expression": "6*7"})) == "42"
+
+
+async def test_call_calc(open_connection: Connector) -> None:
+    async with open_connection() as conn:
+        await conn.list_tools()
+        result = await conn.call("calc", {"expression": "6*7"})
+    assert result["isError"] is False
+    assert text_of(result) == "42"
+    assert result["structuredContent"] == {"value": 42}
+    assert ERROR_KEY not in result.get("_meta", {})
+
+
+async def test_call_before_listing(open_connection: Connector) -> None:
+    """Calling a tool never listed on this connection: the SDK lists the tools
+    itself to validate structuredContent against the output schema."""
+    async with open_connection() as conn:
+        result = await conn.call("calc", {"expression": "2*(3+4)"})
+    assert text_of(result) == "14"
+    assert result["structuredContent"] == {"value": 14}
+
+
+async def test_tool_error_is_a_result_with_its_typed_error(open_connection: Connector) -> None:
+    async with open_connection() as conn:
+        result = await conn.call("calc", {"expression": "1/0"})
+    error = typed_error(result)
+    assert error["type"] == "tool_error"
+    assert error["tool_kind"] == "invalid_input"
+    assert error["retryable"] is True
+    assert "structuredContent" not in result
+    assert text_of(result).startswith("Error: tool 'calc' failed (invalid_input)")
+    assert error["message"] in text_of(result)
+
+
+async def test_bad_expression(open_connection: Connector) -> None:
+    async with open_connection() as conn:
+        result = await conn.call("calc", {"expression": "2+"})
+    error = typed_error(result)
+    assert (error["type"], error["tool_kind"]) == ("tool_error", "invalid_input")
+
+
+async def test_invalid_arguments(open_connection: Connector) -> None:
+    async with open_connection() as conn:
+        result = await conn.call("calc", {"expr": "1"})
+    error = typed_error(result)
+    assert error["type"] == "invalid_arguments"
+    assert error["retryable"] is True
+    assert "expression" in error["message"]
+
+
+async def test_timeout(open_connection: Connector) -> None:
+    async with open_connection() as conn:
+        started = time.monotonic()
+        result = await conn.call("spin", {})
+        elapsed = time.monotonic() - started
+    error = typed_error(result)
+    assert error["type"] == "timeout"
+    assert error["retryable"] is True
+    assert 1.5 < elapsed < 10, f"spin ended after {elapsed:.2f} s; the manifest's timeout is 2 s"
+
+
+async def test_trap(open_connection: Connector) -> None:
+    async with open_connection() as conn:
+        result = await conn.call("panic", {})
+    error = typed_error(result)
+    assert error["type"] == "trap"
+    assert error["retryable"] is False
+
+
+async def test_unknown_tool_is_a_protocol_error(open_connection: Connector) -> None:
+    async with open_connection() as conn:
+        with pytest.raises(McpError) as raised:
+            await conn.call("no_such_tool", {})
+        assert raised.value.error.code == types.INVALID_PARAMS == -32602
+        assert "no_such_tool" in raised.value.error.message
+        assert "calc" in raised.value.error.message  # it lists the tools that exist
+        # The connection survives it.
+        assert text_of(await conn.call("calc", {"expression": "1+1"})) == "2"
+
+
+async def test_cancellation_stops_the_call(open_connection: Connector) -> None:
+    """A cancelled call frees its instance at once: the probe runs one call at a
+    time, so the next probe call is prompt only if the spin really stopped."""
+    async with open_connection() as conn:
+        await conn.list_tools()
+        await conn.abandon("spin", {}, after_s=0.3)
+        started = time.monotonic()
+        result = await conn.call("echo", {"text": "still here", "times": 1})
+        elapsed = time.monotonic() - started
+        assert result["isError"] is False, result
+        assert text_of(result) == "still here"
+        assert elapsed < PROMPT_S, (
+            f"the next probe call took {elapsed:.2f} s: the cancelled spin kept its instance until its deadline"
+        )
+        assert text_of(await conn.call("calc", {"expression": "6*7"})) == "42"
+
+
+async def test_sleep_is_cancelled_too(open_connection: Connector) -> None:
+    """A call waiting in a host call (wasi:clocks sleep), not burning fuel, stops as well."""
+    async with open_connection() as conn:
+        await conn.list_tools()
+        await conn.abandon("sleep", {"n": 1900}, after_s=0.3)
+        started = time.monotonic()
+        result = await conn.call("echo", {"text": "x", "times": 2})
+        elapsed = time.monotonic() - started
+        assert text_of(result) == "xx"
+        assert elapsed < PROMPT_S, f"the next probe call took {elapsed:.2f} s"
+
+
+async def test_parallel_calls(open_connection: Connector) -> None:
+    n = 16
+    results: dict[int, dict[str, Any]] = {}
+    async with open_connection() as conn:
+        await conn.list_tools()
+
+        async def one(i: int) -> None:
+            results[i] = await conn.call("calc", {"expression": f"{i}*{i}+1"})
+
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(one, i)
+    assert sorted(results) == list(range(n))
+    for i, result in results.items():
+        assert result["isError"] is False, result
+        assert text_of(result) == str(i * i + 1)
+        assert result["structuredContent"] == {"value": i * i + 1}
+
+
+async def test_parallel_calls_run_at_once(open_connection: Connector) -> None:
+    """Calls on one connection run concurrently: a slow one does not hold up a fast one."""
+    async with open_connection() as conn:
+        await conn.list_tools()
+        finished: list[str] = []
+
+        async def slow() -> None:
+            result = await conn.call("sleep", {"n": 800})
+            assert text_of(result) == "awake"
+            finished.append("sleep")
+
+        async def fast() -> None:
+            await anyio.sleep(0.1)
+            assert text_of(await conn.call("calc", {"expression": "6*7"})) == "42"
+            finished.append("calc")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow)
+            tg.start_soon(fast)
+    assert finished == ["calc", "sleep"]
