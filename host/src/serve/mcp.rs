@@ -14,10 +14,13 @@
 //!   has is JSON-RPC error −32602, as the specification asks.
 //! - Cancellation: `notifications/cancelled`, or an HTTP client that drops
 //!   its stream, drops the call, which stops its instance.
-//! - Approval: a tool that needs approval is refused (`denied_by_user`)
-//!   unless the operator passed `--yes`. Neither the model nor the client
-//!   can grant a capability: approval only lets a call run with the grants
-//!   the manifest already gave.
+//! - Approval: a tool that needs approval runs when the operator passed
+//!   `--yes`, or when the person at a 2025-11-25 client that supports
+//!   elicitation says yes (`elicitation/create`); otherwise it is refused
+//!   (`denied_by_user`). (2026-07-28 forbids requests from server to
+//!   client; asking there waits on input-required results, contract 0.2.)
+//!   Neither the model nor the client can grant a capability: approval only
+//!   lets a call run with the grants the manifest already gave.
 //! - Logging: once a client sets a level (`logging/setLevel`, or a
 //!   2026-07-28 request's `_meta` log level), the lines the tool logs at or
 //!   above it reach the client as `notifications/message` while the call
@@ -34,13 +37,14 @@ use std::sync::Arc;
 
 use std::sync::Mutex;
 
+use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod,
-    CompleteRequestParams, CompleteResult, ErrorData, Implementation, ListPromptsRequestMethod,
-    ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
-    ListResourcesRequestMethod, ListResourcesResult, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ResultType, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
+    CompleteRequestParams, CompleteResult, ElicitationAction, ErrorData, Implementation,
+    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod,
+    ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult, ListToolsResult,
+    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion,
+    ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink,
@@ -51,10 +55,85 @@ use rmcp::{ServerHandler, ServiceExt as _};
 use serde_json::Value;
 
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
-use crate::dispatcher::ToolSpec;
+use crate::dispatcher::{Approver, ToolSpec};
 use crate::observe::{CallObserver, LogLevel};
 use crate::tool_call::ToolCall;
 use crate::wire;
+
+/// How long a person has to answer an approval request.
+const APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Whether the client can be asked: it declared elicitation, and it speaks
+/// a revision that lets the server send it requests (before 2026-07-28).
+fn can_ask(context: &RequestContext<RoleServer>) -> bool {
+    let legacy = context
+        .protocol_version()
+        .is_none_or(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str());
+    legacy
+        && context
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some())
+}
+
+/// Asks the person at the MCP client whether a call that needs approval may
+/// run. The answer is a yes or no, never more: the schema has one boolean.
+#[derive(Debug)]
+struct AskTheClient {
+    peer: Peer<RoleServer>,
+}
+
+impl Approver for AskTheClient {
+    fn approve<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        spec: &'a ToolSpec,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let why = if spec.hints.destructive {
+                "it may delete or overwrite data"
+            } else {
+                "the operator asked to approve each call"
+            };
+            let arguments = match call.arguments.parse() {
+                Ok(value) => value.to_string(),
+                Err(_) => "(unreadable)".to_owned(),
+            };
+            let message = format!(
+                "Allow the tool '{}' to run? It needs approval because {why}. It can only use \
+                 what its manifest grants. Arguments: {}",
+                crate::outcome::clip(&spec.name, 64),
+                crate::outcome::clip(&arguments, 500)
+            );
+            let params = serde_json::from_value(serde_json::json!({
+                "mode": "form",
+                "message": message,
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"approve": {"type": "boolean", "title": "Run this call"}},
+                    "required": ["approve"],
+                },
+            }))
+            .map_err(|e| format!("cannot ask for approval: {e}"))?;
+            let answer = self
+                .peer
+                .create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT))
+                .await
+                .map_err(|e| format!("approval could not be asked for: {e}"))?;
+            let approved = matches!(answer.action, ElicitationAction::Accept)
+                && answer
+                    .content
+                    .as_ref()
+                    .and_then(|c| c.get("approve"))
+                    .and_then(Value::as_bool)
+                    == Some(true);
+            if approved {
+                Ok(())
+            } else {
+                Err("the person at the client did not approve this call".to_owned())
+            }
+        })
+    }
+}
 
 /// What the server tells clients about itself.
 const INSTRUCTIONS: &str = "Each tool call runs in its own fresh WebAssembly sandbox with only the \
@@ -286,9 +365,16 @@ impl ServerHandler for McpServer {
             }
             None => (None, None),
         };
-        let run = self
-            .shared
-            .call_one(&host, call, &NobodyToAsk, observer, "mcp");
+        let asker;
+        let approver: &dyn Approver = if can_ask(&context) {
+            asker = AskTheClient {
+                peer: context.peer.clone(),
+            };
+            &asker
+        } else {
+            &NobodyToAsk
+        };
+        let run = self.shared.call_one(&host, call, approver, observer, "mcp");
         // A cancelled request drops the call, which stops its instance.
         let outcome = tokio::select! {
             outcome = run => outcome,
