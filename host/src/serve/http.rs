@@ -35,10 +35,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt as _;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq as _;
+use tokio::sync::Semaphore;
 
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
 use crate::wire;
@@ -46,6 +48,14 @@ use crate::wire;
 /// How long shutdown waits for in-flight requests before exiting anyway: a
 /// client holding an MCP event stream open must not keep the process alive.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Connections open at once; more are closed as they arrive. Each holds a
+/// descriptor, which the tools' descriptor pool must not run short of.
+const MAX_CONNECTIONS: usize = 1024;
+
+/// How long a client may take to send a request's headers: a connection
+/// that dribbles them must not hold a descriptor for ever.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serve HTTP on `addr` until SIGINT or SIGTERM.
 pub(super) async fn serve(
@@ -63,39 +73,78 @@ pub(super) async fn serve(
         .local_addr()
         .map_err(|e| ServeError::Transport(e.to_string()))?;
     let stop = tokio_util::sync::CancellationToken::new();
-    let app = router(shared, config, local, stop.clone());
+    let app = router(shared.clone(), config, local, stop.clone());
     on_ready(Some(local));
-    let graceful = {
-        let stop = stop.clone();
-        async move {
-            shutdown_signal().await;
-            tracing::warn!("shutting down: finishing calls in flight");
-            stop.cancel();
-        }
-    };
-    // Small answers go out at once: without NODELAY, an event-stream answer
-    // written in two parts waits on the client's delayed ACK (40 ms).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    let server = axum::serve(listener, app).with_graceful_shutdown(graceful);
-    let server = tokio::spawn(async move { server.await });
-    tokio::select! {
-        result = server => match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ServeError::Transport(e.to_string())),
-            Err(e) => Err(ServeError::Transport(e.to_string())),
-        },
-        () = async { stop.cancelled().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
-            tracing::warn!("requests still open after {}s; exiting", SHUTDOWN_GRACE.as_secs());
-            Ok(())
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let tcp = match accepted {
+                    Ok((tcp, _)) => tcp,
+                    Err(e) => {
+                        // Out of descriptors, most likely: wait rather than spin.
+                        tracing::warn!(error = %e, "cannot accept a connection");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = connections.clone().try_acquire_owned() else {
+                    shared.metrics().reject("http", "connections");
+                    tracing::warn!("refused a connection: {MAX_CONNECTIONS} are open already");
+                    continue;
+                };
+                tokio::spawn(connection(tcp, app.clone(), stop.clone(), permit));
+            }
+            () = &mut signal => break,
         }
     }
+    tracing::warn!("shutting down: finishing calls in flight");
+    drop(listener);
+    stop.cancel();
+    // Every connection holds a permit until it has closed.
+    let all = u32::try_from(MAX_CONNECTIONS).expect("a small number");
+    if tokio::time::timeout(SHUTDOWN_GRACE, connections.acquire_many(all))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "requests still open after {}s; exiting",
+            SHUTDOWN_GRACE.as_secs()
+        );
+    }
+    Ok(())
 }
 
-async fn shutdown_signal() {
+/// Serve one connection until it closes, or until shutdown, when it
+/// finishes the request in flight and closes.
+async fn connection(
+    tcp: tokio::net::TcpStream,
+    app: Router,
+    stop: tokio_util::sync::CancellationToken,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    // Small answers go out at once: without NODELAY, an event-stream answer
+    // written in two parts waits on the client's delayed ACK (40 ms).
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+    }
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(app))
+        .with_upgrades();
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        () = stop.cancelled() => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    let _ = connection.await;
+}
+
+pub(super) async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -124,7 +173,10 @@ pub(super) struct Guard {
     /// `None` when the address is not loopback (the token protects it).
     loopback_only: bool,
     allowed_origins: Vec<String>,
-    token: Option<String>,
+    /// The token's hash: compared in constant time, and of one length
+    /// whatever the token's, so a comparison says nothing of either.
+    token: Option<blake3::Hash>,
+    sessions: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
 }
 
 /// The whole app: routes, guards and limits.
@@ -134,12 +186,17 @@ pub fn router(
     local: SocketAddr,
     stop: tokio_util::sync::CancellationToken,
 ) -> Router {
+    let sessions = super::mcp::sessions();
     let guard = Arc::new(Guard {
         loopback_only: local.ip().is_loopback(),
         allowed_origins: config.allow_origins.clone(),
-        token: config.token.clone(),
+        token: config
+            .token
+            .clone()
+            .map(|t| blake3::hash(t.trim().as_bytes())),
+        sessions: sessions.clone(),
     });
-    let mcp = super::mcp::http_service(shared.clone(), config, local, stop);
+    let mcp = super::mcp::http_service(shared.clone(), config, local, stop, sessions);
     let api = Router::new()
         .route("/v1/tool_calls", post(tool_calls))
         .route("/v1/tools", get(tools))
@@ -171,14 +228,15 @@ async fn not_found() -> Response {
     )
 }
 
-/// Host, Origin and token checks, before any route runs.
+/// Host, Origin and token checks, before any route runs (`/healthz` skips
+/// only the token, so that probes need none).
 async fn check_request(
     State((guard, shared)): State<(Arc<Guard>, Shared)>,
     request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
-    if guard.loopback_only && !host_is_loopback(headers) {
+    if guard.loopback_only && !host_is_loopback(headers, request.uri()) {
         shared.metrics().reject("http", "host");
         return error(
             StatusCode::FORBIDDEN,
@@ -187,8 +245,10 @@ async fn check_request(
              connect to 127.0.0.1 or localhost",
         );
     }
-    if let Some(origin) = headers.get(header::ORIGIN)
-        && !origin_allowed(origin, guard.loopback_only, &guard.allowed_origins)
+    let mut origins = headers.get_all(header::ORIGIN).iter();
+    if let Some(origin) = origins.next()
+        && (origins.next().is_some()
+            || !origin_allowed(origin, guard.loopback_only, &guard.allowed_origins))
     {
         shared.metrics().reject("http", "origin");
         return error(
@@ -196,6 +256,9 @@ async fn check_request(
             "forbidden_origin",
             "requests from this Origin are not accepted; the operator can allow it with --allow-origin",
         );
+    }
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
     }
     if let Some(token) = &guard.token
         && !bearer_matches(headers, token)
@@ -211,16 +274,55 @@ async fn check_request(
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return response;
     }
+    if may_open_session(&request)
+        && super::mcp::open_sessions(&guard.sessions).await >= super::mcp::MAX_SESSIONS
+    {
+        shared.metrics().reject("mcp", "sessions");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_sessions",
+            format!(
+                "{} MCP sessions are open, the most this server keeps; close one (DELETE /mcp), \
+                 wait for an idle one to expire, or use the stateless 2026-07-28 protocol",
+                super::mcp::MAX_SESSIONS
+            ),
+        );
+    }
     next.run(request).await
 }
 
-fn host_is_loopback(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
-        // HTTP/1.1 requires Host; without one there is nothing to rebind.
-        return true;
-    };
-    let Ok(authority) = host.parse::<axum::http::uri::Authority>() else {
-        return false;
+/// Whether a request could open an MCP session: a POST to `/mcp` that is
+/// not in a session yet and not a stateless 2026-07-28 request.
+fn may_open_session(request: &Request) -> bool {
+    let headers = request.headers();
+    request.method() == axum::http::Method::POST
+        && request.uri().path().starts_with("/mcp")
+        && !headers.contains_key("mcp-session-id")
+        && headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_none_or(|v| v < "2026-07-28")
+}
+
+/// Whether the request names a loopback host: its one `Host` header, or
+/// the authority of its target. A request that names none, or more than
+/// one `Host`, is refused: there is no telling what it was meant for.
+fn host_is_loopback(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let authority = match (hosts.next(), hosts.next()) {
+        (Some(host), None) => match host
+            .to_str()
+            .ok()
+            .map(str::parse::<axum::http::uri::Authority>)
+        {
+            Some(Ok(authority)) => authority,
+            _ => return false,
+        },
+        (None, _) => match uri.authority() {
+            Some(authority) => authority.clone(),
+            None => return false,
+        },
+        (Some(_), Some(_)) => return false,
     };
     is_loopback_name(authority.host())
 }
@@ -240,6 +342,10 @@ fn origin_allowed(origin: &HeaderValue, loopback_only: bool, allowed: &[String])
         return false;
     };
     let origin = origin.trim().trim_end_matches('/');
+    // `null` is what sandboxed frames and local files send, from any site.
+    if origin.eq_ignore_ascii_case("null") {
+        return false;
+    }
     if allowed
         .iter()
         .any(|a| a.trim_end_matches('/').eq_ignore_ascii_case(origin))
@@ -256,20 +362,19 @@ fn origin_allowed(origin: &HeaderValue, loopback_only: bool, allowed: &[String])
         && uri.authority().is_some_and(|a| is_loopback_name(a.host()))
 }
 
-fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+fn bearer_matches(headers: &HeaderMap, token: &blake3::Hash) -> bool {
     let Some(given) = headers
         .get(header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
-        .and_then(|h| {
-            h.strip_prefix("Bearer ")
-                .or_else(|| h.strip_prefix("bearer "))
-        })
+        .and_then(|h| h.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
     else {
         return false;
     };
-    // Lengths may differ; ct_eq on slices of different lengths is false
-    // without comparing contents, which leaks only the length.
-    given.trim().as_bytes().ct_eq(token.as_bytes()).into()
+    // Both sides hashed: equal lengths, and a constant-time comparison.
+    let given = blake3::hash(given.as_bytes());
+    given.as_bytes().ct_eq(token.as_bytes()).into()
 }
 
 async fn healthz(State(shared): State<Shared>) -> Response {
@@ -367,22 +472,22 @@ async fn tool_calls(
             "the body is not UTF-8 text; send a JSON array of tool calls".into(),
         );
     };
-    let calls = match wire::parse_batch(text) {
+    let calls = match wire::parse_batch_at_most(text, shared.max_batch) {
         Ok(calls) => calls,
-        Err(message) => return reject("malformed", StatusCode::BAD_REQUEST, message),
+        Err(wire::BatchError::TooMany { count, max }) => {
+            return reject(
+                "batch_too_large",
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the request carries {count} tool calls; this server takes at most {max} at once \
+                     (split the batch, or raise it with `toolhost serve --max-batch`)"
+                ),
+            );
+        }
+        Err(wire::BatchError::Unreadable(message)) => {
+            return reject("malformed", StatusCode::BAD_REQUEST, message);
+        }
     };
-    if calls.len() > shared.max_batch {
-        return reject(
-            "batch_too_large",
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "the request carries {} tool calls; this server takes at most {} at once \
-                 (split the batch, or raise it with `toolhost serve --max-batch`)",
-                calls.len(),
-                shared.max_batch
-            ),
-        );
-    }
     let host = shared.host();
     // Dropping this future (a client that hung up) aborts the calls.
     let outcomes = shared
@@ -409,17 +514,21 @@ mod tests {
 
     #[test]
     fn only_loopback_hosts_pass_on_a_loopback_server() {
-        assert!(host_is_loopback(&headers(&[("host", "127.0.0.1:8787")])));
-        assert!(host_is_loopback(&headers(&[("host", "localhost")])));
-        assert!(host_is_loopback(&headers(&[("host", "[::1]:80")])));
-        assert!(!host_is_loopback(&headers(&[(
-            "host",
-            "evil.example:8787"
-        )])));
-        assert!(!host_is_loopback(&headers(&[(
-            "host",
-            "127.0.0.1.evil.example"
-        )])));
+        let path = axum::http::Uri::from_static("/v1/tools");
+        let loopback = |h: &HeaderMap| host_is_loopback(h, &path);
+        assert!(loopback(&headers(&[("host", "127.0.0.1:8787")])));
+        assert!(loopback(&headers(&[("host", "localhost")])));
+        assert!(loopback(&headers(&[("host", "[::1]:80")])));
+        assert!(!loopback(&headers(&[("host", "evil.example:8787")])));
+        assert!(!loopback(&headers(&[("host", "127.0.0.1.evil.example")])));
+        // No Host at all (HTTP/1.0): only a loopback target passes.
+        assert!(!loopback(&HeaderMap::new()));
+        let absolute = axum::http::Uri::from_static("http://127.0.0.1:8787/v1/tools");
+        assert!(host_is_loopback(&HeaderMap::new(), &absolute));
+        // Two Host headers: refused, whichever comes first.
+        let mut two = headers(&[("host", "127.0.0.1")]);
+        two.append("host", "evil.example".parse().unwrap());
+        assert!(!loopback(&two));
     }
 
     #[test]
@@ -433,11 +542,23 @@ mod tests {
         assert!(!ok("http://localhost:3000", false));
         assert!(!ok("https://evil.example", true));
         assert!(!ok("null", true));
+        let null_allowed = vec!["null".to_owned()];
+        assert!(!origin_allowed(
+            &"null".parse().unwrap(),
+            true,
+            &null_allowed
+        ));
         assert!(!ok("http://localhost.evil.example", true));
     }
 
     #[test]
     fn bearer_tokens_must_match_exactly() {
+        let bearer_matches =
+            |h: &HeaderMap, t: &str| bearer_matches(h, &blake3::hash(t.as_bytes()));
+        assert!(bearer_matches(
+            &headers(&[("authorization", "BEARER s3cret")]),
+            "s3cret"
+        ));
         assert!(bearer_matches(
             &headers(&[("authorization", "Bearer s3cret")]),
             "s3cret"

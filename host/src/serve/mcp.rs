@@ -172,6 +172,9 @@ impl McpServer {
     }
 }
 
+/// How long a notification may wait on a client that does not read.
+const NOTIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Lines that wait to be sent to the client; more than a call's whole log
 /// budget (100 lines), so none is lost to a slow client within one call.
 const QUEUED_LINES: usize = 128;
@@ -272,14 +275,18 @@ impl Listeners {
     }
 
     /// Tell every listener the tool list changed, forgetting those gone.
-    async fn tools_changed(&self) {
+    /// Each is told on its own task, under [`NOTIFY_TIMEOUT`]: a client
+    /// that does not read its stream holds up nobody else.
+    fn tools_changed(&self) {
         let peers: Vec<_> = {
             let mut peers = self.peers.lock().expect("listeners lock");
             peers.retain(|p| !p.is_transport_closed());
             peers.clone()
         };
         for peer in peers {
-            let _ = peer.notify_tool_list_changed().await;
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(NOTIFY_TIMEOUT, peer.notify_tool_list_changed()).await;
+            });
         }
         let sinks: Vec<_> = self
             .subscriptions
@@ -289,7 +296,9 @@ impl Listeners {
             .cloned()
             .collect();
         for sink in sinks {
-            let _ = sink.notify_tool_list_changed().await;
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(NOTIFY_TIMEOUT, sink.notify_tool_list_changed()).await;
+            });
         }
     }
 
@@ -299,7 +308,7 @@ impl Listeners {
         let listeners = self.clone();
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
-                listeners.tools_changed().await;
+                listeners.tools_changed();
             }
         })
     }
@@ -383,9 +392,15 @@ impl ServerHandler for McpServer {
                 return Err(ErrorData::internal_error("the request was cancelled", None));
             }
         };
-        // The tool's log lines go out before its result.
-        if let Some(forwarding) = forwarding {
-            let _ = forwarding.await;
+        // The tool's log lines go out before its result, unless the client
+        // does not read them: then they are dropped, never the result.
+        if let Some(mut forwarding) = forwarding
+            && tokio::time::timeout(NOTIFY_TIMEOUT, &mut forwarding)
+                .await
+                .is_err()
+        {
+            forwarding.abort();
+            tracing::debug!(tool = %spec.name, "log lines for the MCP client were dropped: it does not read them");
         }
         let result = wire::results::render(&outcome, Some(&spec), wire::results::Format::Mcp);
         let mut result: CallToolResult = serde_json::from_value(result).map_err(|e| {
@@ -479,12 +494,45 @@ pub(super) async fn serve_stdio(shared: Shared) -> Result<(), ServeError> {
         .serve(rmcp::transport::io::stdio_pipes())
         .await
         .map_err(|e| ServeError::Transport(format!("MCP over stdio: {e}")))?;
-    listeners.add_peer(server.peer().clone());
-    let result = server.waiting().await;
+    // The client is told of reloads once it has sent `initialized` (or
+    // opened `subscriptions/listen`): see `on_initialized`.
+    let stop = server.cancellation_token();
+    let waiting = server.waiting();
+    tokio::pin!(waiting);
+    let result = tokio::select! {
+        result = &mut waiting => result,
+        () = super::http::shutdown_signal() => {
+            // Calls in flight get rmcp's drain window to answer.
+            tracing::warn!("shutting down: finishing calls in flight");
+            stop.cancel();
+            waiting.await
+        }
+    };
     notify.abort();
     result
         .map(|_| ())
         .map_err(|e| ServeError::Transport(format!("MCP over stdio: {e}")))
+}
+
+/// MCP sessions (2025-11-25 clients over HTTP) open at once; each costs
+/// about 50 KB. Past it, a request that could open a session is refused
+/// (503) until one ends; 2026-07-28 requests need no session.
+pub(super) const MAX_SESSIONS: usize = 1024;
+
+/// A session nobody has used for this long is closed.
+const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The session store of `/mcp`, bounded by [`MAX_SESSIONS`] (checked by
+/// the HTTP guard) and [`SESSION_IDLE`].
+pub(super) fn sessions() -> Arc<LocalSessionManager> {
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    Arc::new(sessions)
+}
+
+/// How many sessions are open.
+pub(super) async fn open_sessions(sessions: &LocalSessionManager) -> usize {
+    sessions.sessions.read().await.len()
 }
 
 /// The `/mcp` endpoint: Streamable HTTP with sessions for 2025-11-25
@@ -494,6 +542,7 @@ pub(super) fn http_service(
     config: &ServeConfig,
     local: SocketAddr,
     stop: tokio_util::sync::CancellationToken,
+    sessions: Arc<LocalSessionManager>,
 ) -> StreamableHttpService<McpServer, LocalSessionManager> {
     // JSON answers where the call sends nothing before its result: no event
     // stream to set up and tear down per call.
@@ -531,7 +580,7 @@ pub(super) fn http_service(
     drop(listeners.spawn_notifier(&shared));
     StreamableHttpService::new(
         move || Ok(McpServer::new(shared.clone(), listeners.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         http,
     )
 }

@@ -25,6 +25,9 @@ use crate::sandbox::SandboxOptions;
 /// component in several steps, and an editor saves in more than one.
 const QUIET: Duration = Duration::from_millis(300);
 
+/// The longest a reload waits for the files to settle.
+const SETTLE_AT_MOST: Duration = Duration::from_secs(3);
+
 /// Watches until dropped.
 #[derive(Debug)]
 pub struct Watcher {
@@ -69,8 +72,18 @@ pub fn watch(
             if !watched.files.contains(&path) {
                 continue;
             }
-            // Let the writes settle: wait until no event arrives for QUIET.
-            while let Ok(Some(_)) = tokio::time::timeout(QUIET, changes.recv()).await {}
+            // Let the writes settle: wait until no watched file changes for
+            // QUIET, but no longer than SETTLE_AT_MOST (other files in the
+            // same directory, a log being written, never hold it up).
+            let settled_by = tokio::time::Instant::now() + SETTLE_AT_MOST;
+            let mut quiet_until = tokio::time::Instant::now() + QUIET;
+            while let Ok(Some(changed)) =
+                tokio::time::timeout_at(quiet_until.min(settled_by), changes.recv()).await
+            {
+                if watched.files.contains(&changed) {
+                    quiet_until = tokio::time::Instant::now() + QUIET;
+                }
+            }
             tracing::info!(path = %path.display(), "a watched file changed; reloading");
             match reload(&manifest_path, &options).await {
                 Ok((manifest, host)) => {

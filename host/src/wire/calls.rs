@@ -69,28 +69,66 @@ use crate::tool_call::{Arguments, ToolCall};
 /// Only when the input as a whole is not JSON, or is JSON but neither an
 /// array nor an object.
 pub fn parse_batch(json: &str) -> Result<Vec<ToolCall>, String> {
+    parse_batch_at_most(json, usize::MAX).map_err(|e| e.to_string())
+}
+
+/// Why a batch could not be read at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    /// Not JSON, or neither an array nor an object; the message says which.
+    #[error("{0}")]
+    Unreadable(String),
+    /// More calls (array elements, `tool_calls` entries or content blocks)
+    /// than the caller takes at once.
+    #[error("the batch has {count} tool calls; at most {max} are taken at once")]
+    TooMany {
+        /// How many the batch has.
+        count: usize,
+        /// The most taken.
+        max: usize,
+    },
+}
+
+/// [`parse_batch`], refusing a batch of more than `max` calls before any
+/// of them is read: a server's limit, checked at the cost of one scan.
+///
+/// # Errors
+///
+/// [`BatchError::TooMany`] over `max`, [`BatchError::Unreadable`] when
+/// [`parse_batch`] would fail.
+pub fn parse_batch_at_most(json: &str, max: usize) -> Result<Vec<ToolCall>, BatchError> {
     // Scanning into a `RawValue` checks the syntax without recursion and
     // without building anything, so a deep element costs no stack here.
-    let batch: &RawValue =
-        serde_json::from_str(json).map_err(|e| format!("the batch is not JSON: {e}"))?;
+    let batch: &RawValue = serde_json::from_str(json)
+        .map_err(|e| BatchError::Unreadable(format!("the batch is not JSON: {e}")))?;
     let elements = match batch.get().as_bytes().first() {
-        Some(b'[') => serde_json::from_str::<Vec<&RawValue>>(batch.get())
-            .map_err(|e| format!("the batch is not JSON: {e}"))?
-            .into_iter()
-            .enumerate()
-            .map(|(i, raw)| Element::call(format!("tool call #{}", i + 1), raw))
-            .collect(),
-        Some(b'{') if has_key_role(batch.get()) => message_elements(batch.get()),
+        Some(b'[') => {
+            let raws = serde_json::from_str::<Vec<&RawValue>>(batch.get())
+                .map_err(|e| BatchError::Unreadable(format!("the batch is not JSON: {e}")))?;
+            at_most(raws.len(), max)?;
+            raws.into_iter()
+                .enumerate()
+                .map(|(i, raw)| Element::call(format!("tool call #{}", i + 1), raw))
+                .collect()
+        }
+        Some(b'{') if has_key_role(batch.get()) => message_elements(batch.get(), max)?,
         Some(b'{') => vec![Element::call("tool call #1".to_owned(), batch)],
         _ => {
-            return Err(format!(
+            return Err(BatchError::Unreadable(format!(
                 "the batch must be a JSON array of tool calls, one tool call object, or an assistant message, not {}",
                 describe(batch.get())
-            ));
+            )));
         }
     };
     let read: Vec<ReadCall> = elements.into_iter().map(Element::read).collect();
     Ok(assign_ids(read))
+}
+
+fn at_most(count: usize, max: usize) -> Result<(), BatchError> {
+    if count > max {
+        return Err(BatchError::TooMany { count, max });
+    }
+    Ok(())
 }
 
 /// The call shapes the host reads, for messages that say what to send.
@@ -411,32 +449,36 @@ struct Block {
     kind: String,
 }
 
-/// The calls of an assistant message: its `tool_calls`, or else the
-/// `tool_use` blocks of its `content`. A message that cannot be read is one
-/// malformed call, so that the batch is still answered.
-fn message_elements(raw: &str) -> Vec<Element<'_>> {
+/// The calls of an assistant message: its `tool_calls` (when there are
+/// any), or else the `tool_use` blocks of its `content`. A message that
+/// cannot be read is one malformed call, so that the batch is still
+/// answered; one with more than `max` calls or blocks is refused whole.
+fn message_elements(raw: &str, max: usize) -> Result<Vec<Element<'_>>, BatchError> {
     let refused = |why: String| {
-        vec![Element::Refused(format!(
+        Ok(vec![Element::Refused(format!(
             r#"the assistant message cannot be read ({why}); send {{"role":"assistant","tool_calls":[...]}} or {{"role":"assistant","content":[...]}}"#
-        ))]
+        ))])
     };
     let message: AssistantMessage<'_> = match parse_object(raw) {
         Ok(message) => message,
         Err(e) => return refused(reason(e)),
     };
-    if let Some(calls) = message.tool_calls {
-        return calls
+    if let Some(calls) = message.tool_calls
+        && !calls.is_empty()
+    {
+        at_most(calls.len(), max)?;
+        return Ok(calls
             .into_iter()
             .enumerate()
             .map(|(i, raw)| Element::call(format!("tool call #{}", i + 1), raw))
-            .collect();
+            .collect());
     }
     let Some(content) = message.content else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let blocks = match content.get().as_bytes().first() {
         // Text only: the model called no tool.
-        Some(b'"') => return Vec::new(),
+        Some(b'"') | Some(b'n') => return Ok(Vec::new()),
         Some(b'[') => match serde_json::from_str::<Vec<&RawValue>>(content.get()) {
             Ok(blocks) => blocks,
             Err(e) => return refused(reason(e)),
@@ -448,16 +490,17 @@ fn message_elements(raw: &str) -> Vec<Element<'_>> {
             ));
         }
     };
-    blocks
+    at_most(blocks.len(), max)?;
+    Ok(blocks
         .into_iter()
         .enumerate()
         .filter_map(|(i, raw)| {
             let label = format!("content block #{}", i + 1);
             match parse_object::<Block>(raw.get()) {
                 Ok(block) if block.kind == "tool_use" => Some(Element::call(label, raw)),
-                Ok(block) if matches!(block.kind.as_str(), "text" | "thinking" | "redacted_thinking") => None,
+                Ok(block) if not_for_the_host(&block.kind) => None,
                 Ok(block) => Some(Element::Refused(format!(
-                    "{label} is not a tool call: its type is {:?}; only tool_use blocks are calls (text and thinking blocks are skipped)",
+                    "{label} is not a tool call: its type is {:?}; only tool_use blocks are calls (text, thinking and server tool blocks are skipped)",
                     crate::outcome::clip(&block.kind, 64)
                 ))),
                 Err(e) => Some(Element::Refused(format!(
@@ -466,7 +509,24 @@ fn message_elements(raw: &str) -> Vec<Element<'_>> {
                 ))),
             }
         })
-        .collect()
+        .collect())
+}
+
+/// Blocks of an assistant message that are no call for this host: the
+/// model's text and thinking, and the tools Anthropic's servers run
+/// themselves (`server_tool_use`, `mcp_tool_use`, and their `*_tool_result`
+/// blocks), which are answered already. Answering them here would invent
+/// `tool_result`s for ids the API never asked about.
+fn not_for_the_host(kind: &str) -> bool {
+    matches!(
+        kind,
+        "text"
+            | "thinking"
+            | "redacted_thinking"
+            | "server_tool_use"
+            | "mcp_tool_use"
+            | "container_upload"
+    ) || kind.ends_with("tool_result")
 }
 
 /// Deserialize `T` from a JSON object only. Derived structs would also take
@@ -871,6 +931,47 @@ mod tests {
             ]
         );
         assert!(outcomes[1].to_message().content.contains("tool call #2"));
+    }
+
+    #[test]
+    fn a_batch_over_its_limit_is_refused_before_it_is_read() {
+        let many = format!("[{}]", vec!["{}"; 300].join(","));
+        assert_eq!(
+            parse_batch_at_most(&many, 256),
+            Err(BatchError::TooMany {
+                count: 300,
+                max: 256
+            })
+        );
+        let message = format!(r#"{{"role":"assistant","tool_calls":{many}}}"#);
+        assert!(matches!(
+            parse_batch_at_most(&message, 256),
+            Err(BatchError::TooMany { count: 300, .. })
+        ));
+        assert_eq!(parse_batch_at_most(&many, 300).unwrap().len(), 300);
+    }
+
+    #[test]
+    fn an_empty_tool_calls_list_falls_back_to_the_content_blocks() {
+        let calls = parse_batch(
+            r#"{"role":"assistant","tool_calls":[],"content":[{"type":"tool_use","id":"t1","name":"calc","input":{}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].id, "t1");
+    }
+
+    #[test]
+    fn blocks_anthropic_runs_itself_are_not_answered_again() {
+        let calls = parse_batch(
+            r#"{"role":"assistant","content":[
+                {"type":"server_tool_use","id":"srv_1","name":"web_search","input":{}},
+                {"type":"web_search_tool_result","tool_use_id":"srv_1","content":[]},
+                {"type":"tool_use","id":"t1","name":"calc","input":{}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(calls[0].id, "t1");
     }
 
     mod properties {

@@ -16,4 +16,4 @@ pub mod calls;
 pub mod definitions;
 pub mod results;
 
-pub use calls::parse_batch;
+pub use calls::{BatchError, parse_batch, parse_batch_at_most};

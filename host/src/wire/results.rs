@@ -79,6 +79,27 @@ pub fn mcp_call_result(outcome: &Outcome, spec: Option<&ToolSpec>) -> Value {
         "isError": outcome.is_error(),
     });
     let mut meta = Map::new();
+    // A tool that declares an output schema must send structured output
+    // (MCP clients refuse the result otherwise, as the Python SDK does): when
+    // it sent none, or it was dropped for being over `max_output`, the
+    // result says so as an error instead of breaking the client.
+    let missing = outcome.result.as_ref().is_ok_and(|output| {
+        output.structured.is_none() && spec.is_some_and(|s| s.output_schema.is_some())
+    });
+    if missing {
+        let error = CallError::new(
+            crate::outcome::ErrorType::ToolError,
+            "the tool declares an output schema but gave no structured output (or it was over \
+             the max_output limit and was dropped); raise max_output, or make the tool return it",
+        );
+        result["isError"] = json!(true);
+        meta.insert(
+            MCP_ERROR_KEY.into(),
+            serde_json::to_value(&error).expect("an error is JSON"),
+        );
+        result["_meta"] = Value::Object(meta);
+        return result;
+    }
     match &outcome.result {
         Ok(output) => {
             if let Some(structured) = &output.structured {
@@ -218,6 +239,30 @@ mod tests {
             render(&success(), None, Format::Mcp),
             json!({"content":[{"type":"text","text":"42"}],"isError":false,
                    "structuredContent":{"value":42.0},"_meta":{"toolhost/artifact":"raw"}})
+        );
+    }
+
+    #[test]
+    fn mcp_results_of_tools_with_output_schemas_always_carry_structured_content() {
+        let spec = ToolSpec {
+            name: "calc".into(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+            output_schema: Some(json!({"type": "object"})),
+            hints: Default::default(),
+        };
+        let mut dropped = success();
+        if let Ok(output) = &mut dropped.result {
+            output.structured = None;
+        }
+        let result = render(&dropped, Some(&spec), Format::Mcp);
+        assert_eq!(result["isError"], true, "{result}");
+        assert!(result.get("structuredContent").is_none());
+        assert_eq!(result["_meta"]["toolhost/error"]["type"], "tool_error");
+        // With structured output, the same tool's result is a success.
+        assert_eq!(
+            render(&success(), Some(&spec), Format::Mcp)["isError"],
+            false
         );
     }
 

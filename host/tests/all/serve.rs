@@ -1648,3 +1648,113 @@ fn stdio_serves_mcp_until_stdin_closes() {
         server.stderr.lock().unwrap()
     );
 }
+
+// --- Limits an attacker on the other end of a connection meets ---------
+
+#[tokio::test]
+async fn mcp_sessions_are_capped_and_stateless_requests_still_pass() {
+    let server = Server::start(&manifest(None), &[]);
+    // Sessions that never send `initialized` count too.
+    let mut refused = None;
+    for i in 0..1100u64 {
+        let response = server.mcp(&initialize_2025(i), &[]).await;
+        if response.status == StatusCode::SERVICE_UNAVAILABLE {
+            refused = Some((i, response.text));
+            break;
+        }
+        assert!(response.status.is_success(), "{}", response.status);
+    }
+    let (at, text) = refused.expect("the 1025th session is refused");
+    assert_eq!(at, 1024, "sessions open before the refusal");
+    assert!(text.contains("too_many_sessions"), "{text}");
+    // A 2026-07-28 request needs no session and still runs.
+    let call = server
+        .mcp_2026(
+            7,
+            "tools/call",
+            json!({"name": "calc", "arguments": {"expression": "6*7"}}),
+        )
+        .await;
+    assert_eq!(call.result(7)["isError"], false, "{}", call.text);
+}
+
+#[tokio::test]
+async fn a_huge_batch_is_refused_before_its_calls_are_read() {
+    let server = Server::start(&manifest(None), &[]);
+    // About 4 MiB of empty calls: refused on the count, with the fix named.
+    let body = format!("[{}]", vec!["{}"; 1_300_000].join(","));
+    let response = server
+        .http
+        .post(server.url("/v1/tool_calls"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let (kind, message) = refused(response, StatusCode::PAYLOAD_TOO_LARGE).await;
+    assert_eq!(kind, "invalid_request");
+    assert!(message.contains("1300000 tool calls"), "{message}");
+    assert!(message.contains("--max-batch"), "{message}");
+}
+
+#[tokio::test]
+async fn connections_are_capped_and_a_client_must_send_its_headers_in_time() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let server = Server::start(&manifest(None), &[]);
+    // 1024 connections that send half a request and then nothing.
+    let mut held = Vec::new();
+    for _ in 0..1024 {
+        let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        tcp.write_all(b"GET /v1/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        held.push(tcp);
+    }
+    // One more is closed at once, without an answer.
+    let mut extra = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let _ = extra
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), extra.read_to_end(&mut answer)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the connection over the cap was served: {:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    // The half-sent requests are dropped after the header timeout (10 s),
+    // and the server answers again.
+    let mut first = held.swap_remove(0);
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(30), first.read_to_end(&mut rest)).await;
+    assert!(
+        closed.is_ok(),
+        "a connection that never finished its headers stayed open"
+    );
+    drop(held);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(response) = server.http.get(server.url("/healthz")).send().await
+            && response.status().is_success()
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server did not recover"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn sigterm_stops_a_stdio_server_with_status_zero() {
+    let mut server = StdioServer::start(&manifest(None));
+    server.send(&initialize_2025(1));
+    assert_eq!(server.reply(1)["result"]["protocolVersion"], "2025-11-25");
+    let pid = rustix::process::Pid::from_child(&server.child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = wait_exit(&mut server.child, Duration::from_secs(10))
+        .expect("the stdio server exits after SIGTERM");
+    assert!(status.success(), "{status:?}");
+}
