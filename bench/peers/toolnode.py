@@ -18,15 +18,12 @@ Prints one JSON object on stdout and progress on stderr.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import math
-import operator
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
 
@@ -39,6 +36,8 @@ from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 from langgraph.prebuilt import ToolNode  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
+
+from arithmetic import evaluate, format_number  # noqa: E402
 
 # Default invokes per batch size: enough samples for a p99 while the whole run
 # (warm-up and throughput included) takes 20-35 s on 2 cores.
@@ -53,56 +52,10 @@ EXPECTED = "42"
 # pass an empty one, as a graph with no context, store or stream does.
 RUNTIME: Runtime = Runtime()
 
-_BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {
-    ast.UAdd: operator.pos,
-    ast.USub: operator.neg,
-}
-
-
-def _evaluate(node: ast.AST) -> float:
-    """Walk the parsed expression, allowing only numbers and arithmetic."""
-    if isinstance(node, ast.Expression):
-        return _evaluate(node.body)
-    # bool is an int subclass: refuse `True + 1`.
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return float(node.value)
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return _BINARY[type(node.op)](_evaluate(node.left), _evaluate(node.right))
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_evaluate(node.operand))
-    raise ValueError(f"unsupported syntax: {ast.dump(node)[:60]}")
-
-
-def _format_number(value: float) -> str:
-    """Integers print without a fractional part ("42", not "42.0"), as in the Rust tool."""
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
-
-
 @tool
 def calc(expression: str) -> str:
     """Evaluate an arithmetic expression: numbers, + - * / % **, parentheses. Example: "2 * (3 + 4) ** 2"."""
-    # Same bound as the Rust tool's schema; it also keeps parsing shallow.
-    if not 1 <= len(expression) <= 1000:
-        raise ValueError("expression must be 1 to 1000 characters")
-    try:
-        # Floats, as in the Rust tool: `**` overflows to an error rather than
-        # building a huge integer.
-        value = _evaluate(ast.parse(expression, mode="eval"))
-    except (SyntaxError, ZeroDivisionError, OverflowError, RecursionError) as error:
-        raise ValueError(f"cannot evaluate {expression!r}: {error}") from error
-    if not math.isfinite(value):
-        raise ValueError(f"{expression!r} has no finite value")
-    return _format_number(value)
+    return format_number(evaluate(expression))
 
 
 def tool_calls_message(size: int) -> AIMessage:

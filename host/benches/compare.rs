@@ -23,31 +23,14 @@ use toolhost::sandbox::baseline::{NaiveHost, ReusedInstance};
 use toolhost::{ComponentConfig, Limits, Manifest, SandboxOptions, ToolCall, ToolHost};
 
 mod common;
-use common::{root, tool};
+use common::{fmt_us, percentiles, root, tool};
 
 #[path = "../../example-tools/calc/src/eval.rs"]
 #[allow(dead_code, unused_imports)]
 mod calc;
 
-/// p50 and p99 of `samples`.
-fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
-    samples.sort();
-    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
-    (at(0.50), at(0.99))
-}
-
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
-}
-
-fn fmt_us(micros: f64) -> String {
-    if micros >= 10_000.0 {
-        format!("{:.1} ms", micros / 1e3)
-    } else if micros >= 100.0 {
-        format!("{micros:.0} µs")
-    } else {
-        format!("{micros:.2} µs")
-    }
 }
 
 /// Time `iterations` sequential runs of `f` after a warm-up of a tenth.

@@ -22,28 +22,12 @@ use tokio::process::{Child, Command};
 use toolhost::{Manifest, SandboxOptions, ToolCall, ToolHost};
 
 mod common;
-use common::root;
+use common::{fmt_us, percentiles, root};
 
 /// Calls timed one at a time per server and transport.
 const SEQUENTIAL: usize = 3_000;
 /// How long each throughput run lasts.
 const THROUGHPUT_FOR: Duration = Duration::from_secs(3);
-
-fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
-    samples.sort();
-    let at = |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize];
-    (at(0.50).as_secs_f64() * 1e6, at(0.99).as_secs_f64() * 1e6)
-}
-
-fn fmt_us(micros: f64) -> String {
-    if micros >= 10_000.0 {
-        format!("{:.1} ms", micros / 1e3)
-    } else if micros >= 100.0 {
-        format!("{micros:.0} µs")
-    } else {
-        format!("{micros:.1} µs")
-    }
-}
 
 /// The protocol a client speaks.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -333,6 +317,7 @@ where
         samples.push(started.elapsed());
     }
     let (p50, p99) = percentiles(samples);
+    let (p50, p99) = (p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
     let rate = |clients: usize| {
         let call = call.clone();
         async move {

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -211,6 +211,7 @@ pub fn router(
         .route("/healthz", get(healthz))
         .merge(api)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(shared)
 }
 
@@ -218,6 +219,14 @@ pub fn router(
 fn error(status: StatusCode, kind: &str, message: impl Into<String>) -> Response {
     let body = json!({"error": {"type": kind, "message": message.into()}});
     (status, axum::Json(body)).into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method: POST /v1/tool_calls; GET /v1/tools, /metrics and /healthz",
+    )
 }
 
 async fn not_found() -> Response {
@@ -387,12 +396,22 @@ async fn metrics(State(shared): State<Shared>) -> Response {
     ([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text).into_response()
 }
 
+/// What a query string may hold.
+const FORMAT_QUERY: &str = "the query string takes one parameter, format (e.g. ?format=anthropic)";
+
 #[derive(Deserialize)]
 struct FormatQuery {
     format: Option<String>,
 }
 
-async fn tools(State(shared): State<Shared>, Query(query): Query<FormatQuery>) -> Response {
+async fn tools(
+    State(shared): State<Shared>,
+    query: Result<Query<FormatQuery>, QueryRejection>,
+) -> Response {
+    let Ok(Query(query)) = query else {
+        shared.metrics().reject("http", "bad_format");
+        return error(StatusCode::BAD_REQUEST, "invalid_request", FORMAT_QUERY);
+    };
     let format = match query
         .format
         .as_deref()
@@ -415,7 +434,7 @@ async fn tools(State(shared): State<Shared>, Query(query): Query<FormatQuery>) -
 
 async fn tool_calls(
     State(shared): State<Shared>,
-    Query(query): Query<FormatQuery>,
+    query: Result<Query<FormatQuery>, QueryRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -443,6 +462,9 @@ async fn tool_calls(
                 format!("the request body cannot be read: {}", rejection.body_text()),
             );
         }
+    };
+    let Ok(Query(query)) = query else {
+        return reject("bad_format", StatusCode::BAD_REQUEST, FORMAT_QUERY.into());
     };
     let format = match query
         .format

@@ -336,6 +336,16 @@ impl ServerHandler for McpServer {
         .with_instructions(INSTRUCTIONS)
     }
 
+    /// The tool as listed, so that rmcp checks a 2026-07-28 request's
+    /// `Mcp-Param-*` headers against the `x-mcp-header` annotations of its
+    /// input schema.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.shared
+            .host()
+            .spec(name)
+            .and_then(|spec| mcp_tool(spec).ok())
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,

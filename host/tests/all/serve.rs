@@ -1758,3 +1758,26 @@ fn sigterm_stops_a_stdio_server_with_status_zero() {
         .expect("the stdio server exits after SIGTERM");
     assert!(status.success(), "{status:?}");
 }
+
+#[tokio::test]
+async fn a_bad_query_string_or_method_gets_a_json_error() {
+    let server = Server::start(&manifest(None), &[]);
+    let response = server
+        .http
+        .get(server.url("/v1/tools?format=openai&format=mcp"))
+        .send()
+        .await
+        .unwrap();
+    let (kind, message) = refused(response, StatusCode::BAD_REQUEST).await;
+    assert_eq!(kind, "invalid_request");
+    assert!(message.contains("format"), "{message}");
+    let response = server
+        .http
+        .get(server.url("/v1/tool_calls"))
+        .send()
+        .await
+        .unwrap();
+    let (kind, message) = refused(response, StatusCode::METHOD_NOT_ALLOWED).await;
+    assert_eq!(kind, "method_not_allowed");
+    assert!(message.contains("POST /v1/tool_calls"), "{message}");
+}
