@@ -297,7 +297,15 @@ async fn check_request(
             ),
         );
     }
-    next.run(request).await
+    let closing_session =
+        request.method() == axum::http::Method::DELETE && request.uri().path().starts_with("/mcp");
+    let mut response = next.run(request).await;
+    // rmcp answers a session's DELETE with 202; MCP clients expect 200 or
+    // 204 (the Python SDK warns "Session termination failed: 202").
+    if closing_session && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 /// Whether a request could open an MCP session: a POST to `/mcp` that is

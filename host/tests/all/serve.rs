@@ -1781,3 +1781,19 @@ async fn a_bad_query_string_or_method_gets_a_json_error() {
     assert_eq!(kind, "method_not_allowed");
     assert!(message.contains("POST /v1/tool_calls"), "{message}");
 }
+
+#[tokio::test]
+async fn closing_an_mcp_session_answers_no_content() {
+    let server = Server::start(&manifest(None), &[]);
+    let session = open_session(&server).await;
+    let response = server
+        .http
+        .delete(server.url("/mcp"))
+        .header("mcp-session-id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    // What the MCP Python SDK expects (it warns on anything but 200 or 204).
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+}
