@@ -62,6 +62,7 @@ pub(super) async fn serve(
     addr: SocketAddr,
     shared: Shared,
     config: &ServeConfig,
+    signal: impl std::future::Future<Output = ()>,
     on_ready: impl FnOnce(Option<SocketAddr>),
 ) -> Result<(), ServeError> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
@@ -76,7 +77,6 @@ pub(super) async fn serve(
     let app = router(shared.clone(), config, local, stop.clone());
     on_ready(Some(local));
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let signal = shutdown_signal();
     tokio::pin!(signal);
     loop {
         tokio::select! {
@@ -144,26 +144,37 @@ async fn connection(
     let _ = connection.await;
 }
 
-pub(super) async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// A future that ends on SIGINT or SIGTERM. The handlers are installed
+/// when this is called, not when the future is first polled: a signal that
+/// arrives in between must not kill the process outright.
+pub(super) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = interrupt.await;
-                    return;
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = terminate.recv() => {}
+                    }
                 }
-            };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = term.recv() => {}
+                _ => {
+                    tracing::warn!(
+                        "cannot watch for SIGINT and SIGTERM; stop the server by killing it"
+                    );
+                    std::future::pending::<()>().await;
+                }
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = interrupt.await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
@@ -176,6 +187,7 @@ pub(super) struct Guard {
     /// The token's hash: compared in constant time, and of one length
     /// whatever the token's, so a comparison says nothing of either.
     token: Option<blake3::Hash>,
+    max_body: usize,
     sessions: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
 }
 
@@ -194,6 +206,7 @@ pub fn router(
             .token
             .clone()
             .map(|t| blake3::hash(t.trim().as_bytes())),
+        max_body: config.max_body,
         sessions: sessions.clone(),
     });
     let mcp = super::mcp::http_service(shared.clone(), config, local, stop, sessions);
@@ -283,20 +296,35 @@ async fn check_request(
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return response;
     }
-    if may_open_session(&request)
+    let request = if may_open_session(&request)
         && super::mcp::open_sessions(&guard.sessions).await >= super::mcp::MAX_SESSIONS
     {
-        shared.metrics().reject("mcp", "sessions");
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_sessions",
-            format!(
-                "{} MCP sessions are open, the most this server keeps; close one (DELETE /mcp), \
-                 wait for an idle one to expire, or use the stateless 2026-07-28 protocol",
-                super::mcp::MAX_SESSIONS
-            ),
-        );
-    }
+        // At the cap, look inside: only `initialize` opens a session, and
+        // its headers alone cannot be trusted to say which it is.
+        let (parts, body) = request.into_parts();
+        let Ok(body) = axum::body::to_bytes(body, guard.max_body).await else {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request",
+                "the request body is over the server's --max-body",
+            );
+        };
+        if opens_session(&body) {
+            shared.metrics().reject("mcp", "sessions");
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_sessions",
+                format!(
+                    "{} MCP sessions are open, the most this server keeps; close one (DELETE /mcp), \
+                     wait for an idle one to expire, or use the stateless 2026-07-28 protocol",
+                    super::mcp::MAX_SESSIONS
+                ),
+            );
+        }
+        Request::from_parts(parts, axum::body::Body::from(body))
+    } else {
+        request
+    };
     let closing_session =
         request.method() == axum::http::Method::DELETE && request.uri().path().starts_with("/mcp");
     let mut response = next.run(request).await;
@@ -309,16 +337,27 @@ async fn check_request(
 }
 
 /// Whether a request could open an MCP session: a POST to `/mcp` that is
-/// not in a session yet and not a stateless 2026-07-28 request.
+/// not in a session yet.
 fn may_open_session(request: &Request) -> bool {
-    let headers = request.headers();
     request.method() == axum::http::Method::POST
         && request.uri().path().starts_with("/mcp")
-        && !headers.contains_key("mcp-session-id")
-        && headers
-            .get("mcp-protocol-version")
-            .and_then(|v| v.to_str().ok())
-            .is_none_or(|v| v < "2026-07-28")
+        && !request.headers().contains_key("mcp-session-id")
+}
+
+/// Whether a JSON-RPC body is an `initialize` request (or a batch holding
+/// one): what opens an MCP session, whatever the headers say.
+fn opens_session(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Method {
+        #[serde(default)]
+        method: Option<String>,
+    }
+    let is_initialize = |m: Method| m.method.as_deref() == Some("initialize");
+    match serde_json::from_slice::<Method>(body) {
+        Ok(message) => is_initialize(message),
+        Err(_) => serde_json::from_slice::<Vec<Method>>(body)
+            .map_or(false, |batch| batch.into_iter().any(is_initialize)),
+    }
 }
 
 /// Whether the request names a loopback host: its one `Host` header, or
@@ -579,6 +618,20 @@ mod tests {
             &null_allowed
         ));
         assert!(!ok("http://localhost.evil.example", true));
+    }
+
+    #[test]
+    fn only_initialize_opens_a_session() {
+        assert!(opens_session(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+        ));
+        assert!(opens_session(
+            br#"[{"method":"ping"},{"method":"initialize"}]"#
+        ));
+        assert!(!opens_session(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#
+        ));
+        assert!(!opens_session(b"not json"));
     }
 
     #[test]

@@ -495,7 +495,10 @@ impl ServerHandler for McpServer {
 }
 
 /// Serve MCP on stdin and stdout until the client closes stdin.
-pub(super) async fn serve_stdio(shared: Shared) -> Result<(), ServeError> {
+pub(super) async fn serve_stdio(
+    shared: Shared,
+    signal: impl std::future::Future<Output = ()>,
+) -> Result<(), ServeError> {
     let listeners = Arc::new(Listeners::default());
     let notify = listeners.spawn_notifier(&shared);
     let server = McpServer::new(shared, listeners.clone())
@@ -511,7 +514,7 @@ pub(super) async fn serve_stdio(shared: Shared) -> Result<(), ServeError> {
     tokio::pin!(waiting);
     let result = tokio::select! {
         result = &mut waiting => result,
-        () = super::http::shutdown_signal() => {
+        () = signal => {
             // Calls in flight get rmcp's drain window to answer.
             tracing::warn!("shutting down: finishing calls in flight");
             stop.cancel();

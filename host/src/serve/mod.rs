@@ -128,6 +128,8 @@ pub async fn run(
              (or listen on 127.0.0.1)"
         )));
     }
+    // Before anything else: a signal from here on stops the server cleanly.
+    let signal = http::shutdown_signal();
     let host = ToolHost::load_components(manifest.components.clone(), options.clone()).await?;
     let shared = Shared::new(host, &config);
     let _watcher = if config.watch {
@@ -138,9 +140,9 @@ pub async fn run(
     match config.transport {
         Transport::Stdio => {
             on_ready(None);
-            mcp::serve_stdio(shared).await
+            mcp::serve_stdio(shared, signal).await
         }
-        Transport::Http(addr) => http::serve(addr, shared, &config, on_ready).await,
+        Transport::Http(addr) => http::serve(addr, shared, &config, signal, on_ready).await,
     }
 }
 

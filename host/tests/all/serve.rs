@@ -1667,6 +1667,21 @@ async fn mcp_sessions_are_capped_and_stateless_requests_still_pass() {
     let (at, text) = refused.expect("the 1025th session is refused");
     assert_eq!(at, 1024, "sessions open before the refusal");
     assert!(text.contains("too_many_sessions"), "{text}");
+    // Headers that claim 2026-07-28 do not get an initialize past the cap.
+    let sneaky = server
+        .mcp(
+            &json!({"jsonrpc": "2.0", "id": 5000, "method": "initialize", "params": {
+                "protocolVersion": "2026-07-28", "capabilities": {},
+                "clientInfo": {"name": "toolhost-tests", "version": "1"}}}),
+            &[("MCP-Protocol-Version", "2026-07-28")],
+        )
+        .await;
+    assert_eq!(
+        sneaky.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        sneaky.text
+    );
     // A 2026-07-28 request needs no session and still runs.
     let call = server
         .mcp_2026(
