@@ -356,7 +356,7 @@ fn opens_session(body: &[u8]) -> bool {
     match serde_json::from_slice::<Method>(body) {
         Ok(message) => is_initialize(message),
         Err(_) => serde_json::from_slice::<Vec<Method>>(body)
-            .map_or(false, |batch| batch.into_iter().any(is_initialize)),
+            .is_ok_and(|batch| batch.into_iter().any(is_initialize)),
     }
 }
 
