@@ -57,6 +57,10 @@ const MAX_CONNECTIONS: usize = 1024;
 /// that dribbles them must not hold a descriptor for ever.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a client may take to send a request's whole body (at most
+/// `--max-body`, 4 MiB by default).
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Serve HTTP on `addr` until SIGINT or SIGTERM.
 pub(super) async fn serve(
     addr: SocketAddr,
@@ -296,35 +300,66 @@ async fn check_request(
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return response;
     }
-    let request = if may_open_session(&request)
-        && super::mcp::open_sessions(&guard.sessions).await >= super::mcp::MAX_SESSIONS
+    // Every body is read here, whole, within BODY_READ_TIMEOUT and
+    // --max-body: a client that dribbles one cannot hold its connection.
+    let (parts, body) = request.into_parts();
+    let body = match tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        axum::body::to_bytes(body, guard.max_body),
+    )
+    .await
     {
-        // At the cap, look inside: only `initialize` opens a session, and
-        // its headers alone cannot be trusted to say which it is.
-        let (parts, body) = request.into_parts();
-        let Ok(body) = axum::body::to_bytes(body, guard.max_body).await else {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) if is_too_large(&e) => {
+            shared.metrics().reject("http", "body_too_large");
             return error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_request",
-                "the request body is over the server's --max-body",
-            );
-        };
-        if opens_session(&body) {
-            shared.metrics().reject("mcp", "sessions");
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too_many_sessions",
                 format!(
-                    "{} MCP sessions are open, the most this server keeps; close one (DELETE /mcp), \
-                     wait for an idle one to expire, or use the stateless 2026-07-28 protocol",
-                    super::mcp::MAX_SESSIONS
+                    "the request body is over {} bytes, the most this server accepts \
+                     (send fewer calls at once, or raise it with `toolhost serve --max-body`)",
+                    guard.max_body
                 ),
             );
         }
-        Request::from_parts(parts, axum::body::Body::from(body))
-    } else {
-        request
+        Ok(Err(_)) => {
+            shared.metrics().reject("http", "malformed");
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "the request body could not be read",
+            );
+        }
+        Err(_) => {
+            shared.metrics().reject("http", "body_timeout");
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request",
+                format!(
+                    "the request body took over {} s to arrive",
+                    BODY_READ_TIMEOUT.as_secs()
+                ),
+            );
+        }
     };
+    // Only `initialize` opens an MCP session, whatever the headers say: at
+    // the cap, look inside.
+    if may_open_session(&parts)
+        && super::mcp::open_sessions(&guard.sessions).await >= super::mcp::MAX_SESSIONS
+        && opens_session(&body)
+    {
+        shared.metrics().reject("mcp", "sessions");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_sessions",
+            format!(
+                "{} MCP sessions are open, the most this server keeps; close one (DELETE /mcp), \
+                 wait for an idle one to expire, or use the stateless 2026-07-28 protocol",
+                super::mcp::MAX_SESSIONS
+            ),
+        );
+    }
+    let request = Request::from_parts(parts, axum::body::Body::from(body));
     let closing_session =
         request.method() == axum::http::Method::DELETE && request.uri().path().starts_with("/mcp");
     let mut response = next.run(request).await;
@@ -337,11 +372,28 @@ async fn check_request(
 }
 
 /// Whether a request could open an MCP session: a POST to `/mcp` that is
-/// not in a session yet.
-fn may_open_session(request: &Request) -> bool {
-    request.method() == axum::http::Method::POST
-        && request.uri().path().starts_with("/mcp")
-        && !request.headers().contains_key("mcp-session-id")
+/// not in a session yet, read the way rmcp reads it (a session id that is
+/// not visible ASCII is no session id).
+fn may_open_session(parts: &axum::http::request::Parts) -> bool {
+    parts.method == axum::http::Method::POST
+        && parts.uri.path().starts_with("/mcp")
+        && parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .is_none()
+}
+
+/// Whether reading a body failed on its length.
+fn is_too_large(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = source {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// Whether a JSON-RPC body is an `initialize` request (or a batch holding

@@ -501,12 +501,17 @@ pub(super) async fn serve_stdio(
 ) -> Result<(), ServeError> {
     let listeners = Arc::new(Listeners::default());
     let notify = listeners.spawn_notifier(&shared);
-    let server = McpServer::new(shared, listeners.clone())
+    let mut signal = std::pin::pin!(signal);
+    let serving = McpServer::new(shared, listeners.clone())
         // Non-blocking pipes when the client launched us with pipes (as MCP
         // clients do): no hand-off to a blocking thread per message.
-        .serve(rmcp::transport::io::stdio_pipes())
-        .await
-        .map_err(|e| ServeError::Transport(format!("MCP over stdio: {e}")))?;
+        .serve(rmcp::transport::io::stdio_pipes());
+    // A signal before the client's first request stops the server too.
+    let server = tokio::select! {
+        server = serving => server
+            .map_err(|e| ServeError::Transport(format!("MCP over stdio: {e}")))?,
+        () = &mut signal => return Ok(()),
+    };
     // The client is told of reloads once it has sent `initialized` (or
     // opened `subscriptions/listen`): see `on_initialized`.
     let stop = server.cancellation_token();
@@ -514,7 +519,7 @@ pub(super) async fn serve_stdio(
     tokio::pin!(waiting);
     let result = tokio::select! {
         result = &mut waiting => result,
-        () = signal => {
+        () = &mut signal => {
             // Calls in flight get rmcp's drain window to answer.
             tracing::warn!("shutting down: finishing calls in flight");
             stop.cancel();

@@ -490,8 +490,7 @@ fn message_elements(raw: &str, max: usize) -> Result<Vec<Element<'_>>, BatchErro
             ));
         }
     };
-    at_most(blocks.len(), max)?;
-    Ok(blocks
+    let elements: Vec<Element<'_>> = blocks
         .into_iter()
         .enumerate()
         .filter_map(|(i, raw)| {
@@ -509,7 +508,10 @@ fn message_elements(raw: &str, max: usize) -> Result<Vec<Element<'_>>, BatchErro
                 ))),
             }
         })
-        .collect())
+        .collect();
+    // Only the blocks that are answered count: text and thinking are free.
+    at_most(elements.len(), max)?;
+    Ok(elements)
 }
 
 /// Blocks of an assistant message that are no call for this host: the

@@ -1682,6 +1682,21 @@ async fn mcp_sessions_are_capped_and_stateless_requests_still_pass() {
         "{}",
         sneaky.text
     );
+    // Nor does a session id rmcp cannot read (it is no session id to rmcp).
+    let unreadable = server
+        .http
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header(
+            "mcp-session-id",
+            reqwest::header::HeaderValue::from_bytes(b"\xff").unwrap(),
+        )
+        .body(initialize_2025(5001).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unreadable.status(), StatusCode::SERVICE_UNAVAILABLE);
     // A 2026-07-28 request needs no session and still runs.
     let call = server
         .mcp_2026(
@@ -1811,4 +1826,22 @@ async fn closing_an_mcp_session_answers_no_content() {
         .unwrap();
     // What the MCP Python SDK expects (it warns on anything but 200 or 204).
     assert_eq!(response.status(), StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn a_body_that_never_finishes_is_cut_off() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let server = Server::start(&manifest(None), &[]);
+    let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    tcp.write_all(
+        b"POST /v1/tool_calls HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[",
+    )
+    .await
+    .unwrap();
+    // The body's deadline is 30 s; the answer is a 408.
+    let mut answer = vec![0; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(60), tcp.read(&mut answer)).await;
+    let n = read.expect("no answer within 60 s").unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
 }
