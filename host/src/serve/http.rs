@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -219,7 +219,8 @@ pub fn router(
         .route("/v1/tools", get(tools))
         .route("/metrics", get(metrics))
         .nest_service("/mcp", mcp)
-        .layer(DefaultBodyLimit::max(config.max_body))
+        // `check_request` reads every body, within --max-body.
+        .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(
             (guard, shared.clone()),
             check_request,
@@ -503,22 +504,25 @@ struct FormatQuery {
     format: Option<String>,
 }
 
+/// The `?format=` a request asks for, or the default; a message saying the
+/// fix when the query cannot be read.
+fn requested_format<F>(query: Result<Query<FormatQuery>, QueryRejection>) -> Result<F, String>
+where
+    F: std::str::FromStr<Err = String> + Default,
+{
+    let Ok(Query(query)) = query else {
+        return Err(FORMAT_QUERY.to_owned());
+    };
+    query.format.as_deref().map_or(Ok(F::default()), str::parse)
+}
+
 async fn tools(
     State(shared): State<Shared>,
     query: Result<Query<FormatQuery>, QueryRejection>,
 ) -> Response {
-    let Ok(Query(query)) = query else {
-        shared.metrics().reject("http", "bad_format");
-        return error(StatusCode::BAD_REQUEST, "invalid_request", FORMAT_QUERY);
-    };
-    let format = match query
-        .format
-        .as_deref()
-        .map(str::parse::<wire::definitions::Format>)
-    {
-        None => wire::definitions::Format::OpenAI,
-        Some(Ok(format)) => format,
-        Some(Err(message)) => {
+    let format = match requested_format(query) {
+        Ok(format) => format,
+        Err(message) => {
             shared.metrics().reject("http", "bad_format");
             return error(StatusCode::BAD_REQUEST, "invalid_request", message);
         }
@@ -535,44 +539,16 @@ async fn tool_calls(
     State(shared): State<Shared>,
     query: Result<Query<FormatQuery>, QueryRejection>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    // Read whole by `check_request`, within --max-body and its deadline.
+    body: Bytes,
 ) -> Response {
     let reject = |reason: &'static str, status: StatusCode, message: String| {
         shared.metrics().reject("http", reason);
         error(status, "invalid_request", message)
     };
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return reject(
-                "body_too_large",
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "the request body is over {} bytes, the most this server accepts \
-                     (send fewer calls at once, or raise it with `toolhost serve --max-body`)",
-                    shared.max_body
-                ),
-            );
-        }
-        Err(rejection) => {
-            return reject(
-                "malformed",
-                StatusCode::BAD_REQUEST,
-                format!("the request body cannot be read: {}", rejection.body_text()),
-            );
-        }
-    };
-    let Ok(Query(query)) = query else {
-        return reject("bad_format", StatusCode::BAD_REQUEST, FORMAT_QUERY.into());
-    };
-    let format = match query
-        .format
-        .as_deref()
-        .map(str::parse::<wire::results::Format>)
-    {
-        None => wire::results::Format::ToolMessage,
-        Some(Ok(format)) => format,
-        Some(Err(message)) => return reject("bad_format", StatusCode::BAD_REQUEST, message),
+    let format = match requested_format(query) {
+        Ok(format) => format,
+        Err(message) => return reject("bad_format", StatusCode::BAD_REQUEST, message),
     };
     let json_body = headers
         .get(header::CONTENT_TYPE)

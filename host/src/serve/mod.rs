@@ -154,7 +154,6 @@ pub struct Shared {
     metrics: Arc<Metrics>,
     approve_all: bool,
     max_batch: usize,
-    max_body: usize,
 }
 
 impl Shared {
@@ -165,7 +164,6 @@ impl Shared {
             metrics: Arc::new(Metrics::new()),
             approve_all: config.approve_all,
             max_batch: config.max_batch,
-            max_body: config.max_body,
         }
     }
 
