@@ -4,6 +4,7 @@
 #   - the wasm32-wasip2 Rust target (Rust tools)
 #   - componentize-py (Python tools), pinned
 #   - componentize-js and jco, from example-tools/units-js/package-lock.json
+#   - redis-server (Debian's package), for the tests of shared stores
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,4 +24,12 @@ if [ ! -d example-tools/units-js/node_modules ]; then
     command -v npm >/dev/null || { echo "setup: npm is missing; install Node.js 20+ (apt-get install nodejs npm)" >&2; exit 1; }
     echo "setup: installing componentize-js (npm ci)"
     (cd example-tools/units-js && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+if ! command -v redis-server >/dev/null; then
+    echo "setup: installing redis-server (apt-get)"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get install -y -qq redis-server >/dev/null ||
+        { echo "setup: could not install redis-server; install it (apt-get install redis-server)" >&2; exit 1; }
 fi

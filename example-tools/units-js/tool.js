@@ -3,7 +3,7 @@
 // Pure computation: it reads one config value and logs, both through the
 // `host` import, and needs nothing else from the host.
 
-import { config, log } from 'toolhost:tool/host@0.1.0';
+import { config, log } from 'toolhost:tool/host@0.2.0';
 
 const DEFAULT_PRECISION = 4;
 
@@ -128,7 +128,9 @@ function convertUnits(args) {
   const content = `${value} ${from} = ${result} ${to}`;
   log(warning ? 'warn' : 'debug', warning ? `convert_units: ${warning}` : `convert_units: ${content}`);
   return {
-    content,
+    // A result is a list of content blocks (a WIT variant: `{ tag, val }`);
+    // this tool returns one text block.
+    content: [{ tag: 'text', val: content }],
     structured: JSON.stringify({ value: result, unit: to }),
     artifact: undefined,
   };
@@ -138,6 +140,8 @@ const TOOLS = {
   convert_units: {
     spec: {
       name: 'convert_units',
+      // An absent `option` is `undefined`: the host derives a title from the name.
+      title: undefined,
       description:
         'Convert a quantity between units of length (m, km, cm, mm, mi, ft, in), ' +
         'mass (kg, g, lb, oz) or temperature (C, F, K).',

@@ -7,6 +7,15 @@
 //! functions, and [`http`] makes outgoing requests through `wasi:http`, which
 //! the host allows only to the hosts the manifest grants.
 //!
+//! Built against contract `toolhost:tool@0.2.0`, it also offers:
+//! - results of several [`Content`] blocks: text, images, audio, resource
+//!   links and embedded resources ([`Output::with_image`] and friends);
+//! - [`progress`] reports, shown to MCP clients and in `toolhost run`;
+//! - [`ask`]ing the person a question mid-call, the answer typed by a
+//!   struct of yours;
+//! - the application's injected context ([`Context::context`]);
+//! - key-value [`store`]s the manifest grants.
+//!
 //! Build with `cargo build --target wasm32-wasip2 --release`: the result is a
 //! WebAssembly component the host loads directly.
 //!
@@ -45,7 +54,7 @@
 //! }
 //! # fn main() {
 //! #     let out = greet(GreetArgs { name: "Ada".into(), emphasis: 2 }).unwrap();
-//! #     assert_eq!(out.content, "Hello, Ada!!");
+//! #     assert_eq!(out.to_text(), "Hello, Ada!!");
 //! # }
 //! ```
 //!
@@ -56,6 +65,7 @@
 
 pub mod bindings;
 pub mod http;
+pub mod store;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -68,7 +78,7 @@ use bindings::exports::toolhost::tool::tool as wit_tool;
 use bindings::toolhost::tool::host;
 use bindings::toolhost::tool::types as wit;
 
-pub use bindings::toolhost::tool::host::Level;
+pub use bindings::toolhost::tool::host::{AskRefusal, Level};
 
 /// Write `message` to the host's structured log, tagged with the call's ids.
 ///
@@ -87,11 +97,115 @@ pub fn config(key: &str) -> Option<String> {
     host::config(key)
 }
 
+/// Report progress on the call: `done` out of `total`, when known, with an
+/// optional short message. MCP clients show it as a progress bar, and
+/// `toolhost run` on its display. Reports whose `done` does not grow are
+/// dropped, as are reports past the host's budget (1000 per call).
+pub fn progress(done: f64, total: Option<f64>, message: Option<&str>) {
+    host::progress(done, total, message);
+}
+
+/// Why a question got no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// Declined, cancelled, nobody to ask, or an invalid question.
+    pub reason: AskRefusal,
+    /// The host's words, for the log or the model.
+    pub message: String,
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl From<Refused> for ToolError {
+    /// A question without an answer becomes the tool's error: `declined`
+    /// and `cancelled` are the person's choice (not retryable), no one to
+    /// ask is `unavailable`, and a bad question is the tool's bug.
+    fn from(refused: Refused) -> Self {
+        match refused.reason {
+            AskRefusal::Declined => Self::new(
+                "declined",
+                format!("the person declined: {}", refused.message),
+            ),
+            AskRefusal::Cancelled => Self::new(
+                "cancelled",
+                format!("the person dismissed the question: {}", refused.message),
+            ),
+            AskRefusal::Unavailable => Self::new(
+                "unavailable",
+                format!("nobody could be asked: {}", refused.message),
+            ),
+            AskRefusal::InvalidQuestion => Self::new("invalid_question", refused.message),
+        }
+    }
+}
+
+/// Ask the person a question mid-call and wait for the answer, typed as
+/// `T`: a struct whose fields are strings, numbers or booleans (an `enum`
+/// of unit variants for a choice). Its doc comments become the form's
+/// labels. Waiting does not count against the call's timeout.
+///
+/// # Errors
+///
+/// [`Refused`] when the person declines or dismisses the question, when
+/// nobody can be asked (no terminal, a client without elicitation), or
+/// when `T` is not a form the host can show.
+///
+/// ```no_run
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct Confirm {
+///     /// Delete them?
+///     confirm: bool,
+/// }
+///
+/// # fn run() -> Result<(), toolhost_guest::ToolError> {
+/// let answer: Confirm = toolhost_guest::ask("Delete the 3 old reports?")?;
+/// if !answer.confirm {
+///     return Err(toolhost_guest::ToolError::new("declined", "kept the reports"));
+/// }
+/// # Ok(()) }
+/// ```
+pub fn ask<T: DeserializeOwned + JsonSchema>(question: &str) -> Result<T, Refused> {
+    let mut schema = schema_of::<T>();
+    if let Some(object) = schema.as_object_mut() {
+        // Only the form itself: clients show `title` as the form's heading.
+        object.remove("$schema");
+        object.remove("title");
+    }
+    let answer = ask_json(question, &schema.to_string())?;
+    serde_json::from_str(&answer).map_err(|e| Refused {
+        reason: AskRefusal::InvalidQuestion,
+        message: format!("the answer does not fit the type asked for: {e}"),
+    })
+}
+
+/// [`ask`] with the answer's JSON Schema written by hand; returns the
+/// answer as JSON text.
+///
+/// # Errors
+///
+/// As [`ask`].
+pub fn ask_json(question: &str, answer_schema: &str) -> Result<String, Refused> {
+    host::ask(question, answer_schema).map_err(|refused| Refused {
+        reason: refused.reason,
+        message: refused.message,
+    })
+}
+
 /// Facts about the call in progress.
 #[derive(Debug, Clone)]
 pub struct Context {
     call_id: String,
     deadline_ms: u64,
+    context: Option<String>,
 }
 
 impl Context {
@@ -105,13 +219,115 @@ impl Context {
     pub fn deadline_ms(&self) -> u64 {
         self.deadline_ms
     }
+
+    /// The context the application supplied with the call, as JSON text
+    /// (a user, a tenant, a session): never written by the model, never
+    /// shown to it. `None` when the application supplied none.
+    pub fn context(&self) -> Option<&str> {
+        self.context.as_deref()
+    }
+
+    /// [`Context::context`] read as `T`; `None` when there is none or it
+    /// does not fit `T`.
+    pub fn context_as<T: DeserializeOwned>(&self) -> Option<T> {
+        serde_json::from_str(self.context.as_deref()?).ok()
+    }
+}
+
+/// One part of a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    /// Text for the model.
+    Text(String),
+    /// An image, e.g. `image/png` bytes.
+    Image {
+        /// Its media type.
+        mime_type: String,
+        /// Its bytes.
+        data: Vec<u8>,
+    },
+    /// A sound, e.g. `audio/wav` bytes.
+    Audio {
+        /// Its media type.
+        mime_type: String,
+        /// Its bytes.
+        data: Vec<u8>,
+    },
+    /// A link to a resource the client can open; its contents are not sent.
+    ResourceLink {
+        /// Where it is.
+        uri: String,
+        /// What it is called.
+        name: String,
+        /// Its media type, when known.
+        mime_type: Option<String>,
+        /// What it is, for the model.
+        description: Option<String>,
+    },
+    /// A text resource sent whole.
+    TextResource {
+        /// Its URI.
+        uri: String,
+        /// Its media type, when known.
+        mime_type: Option<String>,
+        /// Its text.
+        text: String,
+    },
+    /// A binary resource sent whole.
+    BlobResource {
+        /// Its URI.
+        uri: String,
+        /// Its media type, when known.
+        mime_type: Option<String>,
+        /// Its bytes.
+        data: Vec<u8>,
+    },
+}
+
+impl From<Content> for wit::ContentBlock {
+    fn from(content: Content) -> Self {
+        match content {
+            Content::Text(text) => Self::Text(text),
+            Content::Image { mime_type, data } => Self::Image(wit::Media { mime_type, data }),
+            Content::Audio { mime_type, data } => Self::Audio(wit::Media { mime_type, data }),
+            Content::ResourceLink {
+                uri,
+                name,
+                mime_type,
+                description,
+            } => Self::ResourceLink(wit::ResourceLink {
+                uri,
+                name,
+                mime_type,
+                description,
+            }),
+            Content::TextResource {
+                uri,
+                mime_type,
+                text,
+            } => Self::Embedded(wit::EmbeddedResource {
+                uri,
+                mime_type,
+                contents: wit::ResourceContents::Text(text),
+            }),
+            Content::BlobResource {
+                uri,
+                mime_type,
+                data,
+            } => Self::Embedded(wit::EmbeddedResource {
+                uri,
+                mime_type,
+                contents: wit::ResourceContents::Blob(data),
+            }),
+        }
+    }
 }
 
 /// A successful tool result.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Output {
-    /// Text for the model.
-    pub content: String,
+    /// What the model reads and sees, in order.
+    pub content: Vec<Content>,
     /// JSON for clients that use structured output (MCP `structuredContent`).
     pub structured: Option<String>,
     /// Kept for the application, never sent to the model.
@@ -122,9 +338,14 @@ impl Output {
     /// A plain-text result.
     pub fn text(content: impl Into<String>) -> Self {
         Self {
-            content: content.into(),
+            content: vec![Content::Text(content.into())],
             ..Self::default()
         }
+    }
+
+    /// A result of one image.
+    pub fn image(mime_type: impl Into<String>, data: Vec<u8>) -> Self {
+        Self::default().with_image(mime_type, data)
     }
 
     /// A structured result: `value` as JSON, both as the model's text and as
@@ -137,16 +358,72 @@ impl Output {
     pub fn json(value: &impl Serialize) -> Self {
         let json = serde_json::to_string(value).expect("tool output must serialize to JSON");
         Self {
-            content: json.clone(),
+            content: vec![Content::Text(json.clone())],
             structured: Some(json),
             artifact: None,
         }
     }
 
-    /// Replace the model's text, keeping any structured result.
+    /// The text blocks, joined by newlines: what a text-only client reads.
+    pub fn to_text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|c| match c {
+                Content::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Replace the model's content with one text, keeping any structured
+    /// result.
     pub fn with_content(mut self, content: impl Into<String>) -> Self {
-        self.content = content.into();
+        self.content = vec![Content::Text(content.into())];
         self
+    }
+
+    /// Add a block.
+    pub fn with(mut self, content: Content) -> Self {
+        self.content.push(content);
+        self
+    }
+
+    /// Add text.
+    pub fn with_text(self, text: impl Into<String>) -> Self {
+        self.with(Content::Text(text.into()))
+    }
+
+    /// Add an image (`image/png`, `image/jpeg`, `image/gif` or
+    /// `image/webp` reach every client).
+    pub fn with_image(self, mime_type: impl Into<String>, data: Vec<u8>) -> Self {
+        self.with(Content::Image {
+            mime_type: mime_type.into(),
+            data,
+        })
+    }
+
+    /// Add a sound.
+    pub fn with_audio(self, mime_type: impl Into<String>, data: Vec<u8>) -> Self {
+        self.with(Content::Audio {
+            mime_type: mime_type.into(),
+            data,
+        })
+    }
+
+    /// Add a link to a resource.
+    pub fn with_link(
+        self,
+        uri: impl Into<String>,
+        name: impl Into<String>,
+        description: Option<String>,
+    ) -> Self {
+        self.with(Content::ResourceLink {
+            uri: uri.into(),
+            name: name.into(),
+            mime_type: None,
+            description,
+        })
     }
 
     /// Attach data for the application that the model never sees.
@@ -258,6 +535,7 @@ impl From<http::Error> for ToolError {
 /// Build one with [`Tool::new`] and list it in [`export_tools!`].
 pub struct Tool {
     name: String,
+    title: Option<String>,
     description: String,
     hints: wit::Hints,
     input_schema: fn() -> serde_json::Value,
@@ -292,6 +570,7 @@ impl Tool {
     {
         Self {
             name: name.into(),
+            title: None,
             description: description.into(),
             hints: wit::Hints::empty(),
             input_schema: schema_of::<A>,
@@ -303,6 +582,13 @@ impl Tool {
                 handler.call(args, cx)
             }),
         }
+    }
+
+    /// A title for people (MCP clients show it); without one, the host
+    /// derives it from the name.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
     }
 
     /// Declare the schema of [`Output::structured`] (MCP `outputSchema`).
@@ -339,6 +625,7 @@ impl Tool {
     fn spec(&self) -> wit::ToolSpec {
         wit::ToolSpec {
             name: self.name.clone(),
+            title: self.title.clone(),
             description: self.description.clone(),
             input_schema: (self.input_schema)().to_string(),
             output_schema: self.output_schema.map(|schema| schema().to_string()),
@@ -434,6 +721,7 @@ impl<P: __private::Provider> wit_tool::Guest for P {
         let cx = Context {
             call_id: context.call_id,
             deadline_ms: context.deadline_ms,
+            context: context.context,
         };
         let tools = P::tools();
         let result = match tools.iter().find(|tool| tool.name == name) {
@@ -445,7 +733,7 @@ impl<P: __private::Provider> wit_tool::Guest for P {
         };
         result
             .map(|out| wit::ToolOutput {
-                content: out.content,
+                content: out.content.into_iter().map(Into::into).collect(),
                 structured: out.structured,
                 artifact: out.artifact,
             })

@@ -72,11 +72,12 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
-use crate::dispatcher::{Approver, ToolHost, ToolSpec};
+use crate::dispatcher::{Approver, CallEnv, ToolHost, ToolSpec};
 use crate::manifest::ModelConfig;
 use crate::model::{
     Message, ModelClient, ModelError, ModelEvent, ModelRequest, ModelResponse, Usage,
 };
+use crate::observe::{Answer, Asker, CallObserver, LogLevel, NobodyToAsk, Progress, Question};
 use crate::tool_call::ToolCall;
 use crate::wire::results::ToolMessage;
 
@@ -189,6 +190,28 @@ pub enum AgentEvent {
         /// The arguments as the model wrote them.
         arguments: String,
     },
+    /// A running tool reported progress.
+    ToolProgress {
+        /// The call's id.
+        id: String,
+        /// The tool.
+        name: String,
+        /// How much is done.
+        done: f64,
+        /// How much there is, when known.
+        total: Option<f64>,
+        /// The tool's short message.
+        message: Option<String>,
+    },
+    /// A running tool asked the person a question.
+    ToolAsked {
+        /// The call's id.
+        id: String,
+        /// The tool.
+        name: String,
+        /// The question, as the person was shown it.
+        question: String,
+    },
     /// A tool call ended.
     ToolResult {
         /// The ToolMessage, typed error included.
@@ -249,6 +272,8 @@ pub struct Agent {
     model: Arc<dyn ModelClient>,
     host: ToolHost,
     approver: Arc<dyn Approver>,
+    asker: Arc<dyn Asker>,
+    context: Option<Arc<serde_json::Value>>,
     policy: AgentPolicy,
 }
 
@@ -274,8 +299,25 @@ impl Agent {
             model,
             host,
             approver,
+            asker: Arc::new(NobodyToAsk),
+            context: None,
             policy,
         }
+    }
+
+    /// Answer the questions tools ask with `asker` (by default nobody can
+    /// be asked, and tools get a refusal at once).
+    pub fn with_asker(mut self, asker: Arc<dyn Asker>) -> Self {
+        self.asker = asker;
+        self
+    }
+
+    /// Give every tool call `context` (the application's, e.g. the user):
+    /// tools read it and scoped stores are kept by it; the model never
+    /// sees it.
+    pub fn with_context(mut self, context: serde_json::Value) -> Self {
+        self.context = Some(Arc::new(context));
+        self
     }
 
     /// Run until the model answers, the step budget ends, or the endpoint
@@ -457,10 +499,29 @@ impl Agent {
                 ToolCall::with_raw_arguments(c.id.clone(), c.name.clone(), c.arguments.clone())
             })
             .collect();
-        let outcomes = self
-            .host
-            .call_batch_with(batch, self.approver.clone())
-            .await;
+        // Progress and questions come from the calls while they run; they
+        // become events here, on the run's own task, as they arrive.
+        let (notes, mut heard) = mpsc::unbounded_channel();
+        let relay = Arc::new(Relay {
+            notes,
+            asker: self.asker.clone(),
+        });
+        let mut env = CallEnv::default()
+            .approver(self.approver.clone())
+            .asker(relay.clone())
+            .observer(relay);
+        env.context.clone_from(&self.context);
+        let calls = self.host.call_batch_in(batch, env);
+        tokio::pin!(calls);
+        let outcomes = loop {
+            tokio::select! {
+                outcomes = &mut calls => break outcomes,
+                Some(event) = heard.recv() => run.emit(event),
+            }
+        };
+        while let Ok(event) = heard.try_recv() {
+            run.emit(event);
+        }
         for outcome in outcomes {
             let message = outcome.to_message();
             run.emit(AgentEvent::ToolResult {
@@ -471,10 +532,53 @@ impl Agent {
             run.push(Message::Tool {
                 tool_call_id: message.tool_call_id,
                 name: message.name,
-                content: message.content,
+                content: message.content.to_text(),
+                blocks: message.content.blocks().to_vec(),
                 is_error: message.is_error,
             });
         }
+    }
+}
+
+/// Turns what running calls report into events, and passes their
+/// questions on to the agent's asker.
+struct Relay {
+    notes: mpsc::UnboundedSender<AgentEvent>,
+    asker: Arc<dyn Asker>,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Relay")
+    }
+}
+
+impl CallObserver for Relay {
+    fn wants(&self, _: LogLevel) -> bool {
+        false
+    }
+
+    fn log(&self, _: LogLevel, _: &str) {}
+
+    fn progress(&self, progress: &Progress) {
+        let _ = self.notes.send(AgentEvent::ToolProgress {
+            id: progress.call_id.clone(),
+            name: progress.tool.clone(),
+            done: progress.done,
+            total: progress.total,
+            message: progress.message.clone(),
+        });
+    }
+}
+
+impl Asker for Relay {
+    fn ask<'a>(&'a self, question: &'a Question) -> futures::future::BoxFuture<'a, Answer> {
+        let _ = self.notes.send(AgentEvent::ToolAsked {
+            id: question.call_id.clone(),
+            name: question.tool.clone(),
+            question: question.message.clone(),
+        });
+        self.asker.ask(question)
     }
 }
 

@@ -38,9 +38,9 @@ use tracing::Instrument as _;
 
 use crate::arguments::{ArgumentSchema, ComponentSchemas, Invalid};
 use crate::manifest::{Approval, ComponentConfig, Manifest};
-use crate::observe::CallObserver;
+use crate::observe::{Asker, CallObserver, NobodyToAsk};
 use crate::outcome::{CallError, CallStats, ErrorType, Outcome, clip};
-use crate::sandbox::{CacheStatus, LoadedComponent, RawSpec, Sandbox, SandboxOptions};
+use crate::sandbox::{CacheStatus, CallSide, LoadedComponent, RawSpec, Sandbox, SandboxOptions};
 use crate::tool_call::ToolCall;
 
 /// What the model sees of a tool, validated at load.
@@ -48,6 +48,9 @@ use crate::tool_call::ToolCall;
 pub struct ToolSpec {
     /// `^[A-Za-z0-9_-]{1,64}$`, unique across the host.
     pub name: String,
+    /// For people: the tool's own title (contract 0.2), or one derived
+    /// from the name.
+    pub title: String,
     /// For the model.
     pub description: String,
     /// JSON Schema of the arguments object.
@@ -131,6 +134,89 @@ impl Approver for ApproveAll {
         Box::pin(async { Ok(()) })
     }
 }
+
+/// What the application supplies with calls, beside the calls themselves;
+/// never anything the model wrote.
+///
+/// ```
+/// use std::sync::Arc;
+/// use toolhost::dispatcher::CallEnv;
+///
+/// let env = CallEnv::default()
+///     .approver(Arc::new(toolhost::ApproveAll))
+///     .context(serde_json::json!({"user": "ada"}));
+/// ```
+#[derive(Clone)]
+pub struct CallEnv {
+    /// Decides calls that need approval (default [`RefuseAll`]).
+    pub approver: Arc<dyn Approver>,
+    /// Answers the questions tools ask (default [`NobodyToAsk`]: every
+    /// question is refused at once).
+    pub asker: Arc<dyn Asker>,
+    /// Hears each call's log lines and progress while it runs.
+    pub observer: Option<Arc<dyn CallObserver>>,
+    /// Injected context: JSON the tool reads as `call-context.context`,
+    /// and which picks the namespace of scoped stores. The model never
+    /// writes it and never sees it.
+    pub context: Option<Arc<Value>>,
+}
+
+impl Default for CallEnv {
+    fn default() -> Self {
+        Self {
+            approver: Arc::new(RefuseAll),
+            asker: Arc::new(NobodyToAsk),
+            observer: None,
+            context: None,
+        }
+    }
+}
+
+impl fmt::Debug for CallEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallEnv")
+            .field("observer", &self.observer)
+            .field("context", &self.context)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallEnv {
+    /// Replace the approver.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    /// Replace the asker.
+    pub fn asker(mut self, asker: Arc<dyn Asker>) -> Self {
+        self.asker = asker;
+        self
+    }
+
+    /// Set the observer.
+    pub fn observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Set the injected context.
+    pub fn context(mut self, context: Value) -> Self {
+        self.context = Some(Arc::new(context));
+        self
+    }
+
+    fn side(&self) -> CallSide {
+        CallSide {
+            observer: self.observer.clone(),
+            asker: self.asker.clone(),
+            context: self.context.clone(),
+        }
+    }
+}
+
+/// The longest title a tool may have.
+pub const MAX_TITLE: usize = 128;
 
 /// The longest description a tool may have: models read every description
 /// on every turn, and a host must not pass megabytes of one on.
@@ -321,6 +407,15 @@ impl ToolHost {
             .map(|s| (&s.config, s.tools.as_slice(), s.loaded.cache))
     }
 
+    /// The contract version each component was built against (`0.1.0` or
+    /// `0.2.0`), in manifest order.
+    pub fn contract_versions(&self) -> impl Iterator<Item = (&ComponentConfig, &'static str)> {
+        self.inner
+            .slots
+            .iter()
+            .map(|s| (&s.config, s.loaded.contract_version()))
+    }
+
     /// Whether a call of tool `name` must be approved first.
     pub fn needs_approval(&self, name: &str) -> bool {
         let Some(&index) = self.inner.by_name.get(name) else {
@@ -350,12 +445,31 @@ impl ToolHost {
     }
 
     /// [`ToolHost::call_with`], telling `observer` what the call reports
-    /// while it runs (its log lines).
+    /// while it runs (its log lines and progress).
     pub async fn call_observed(
         &self,
         call: ToolCall,
         approver: &dyn Approver,
         observer: Option<Arc<dyn CallObserver>>,
+    ) -> Outcome {
+        let side = CallSide {
+            observer,
+            ..CallSide::default()
+        };
+        self.call_traced(call, approver, side).await
+    }
+
+    /// Run one call in `env`: its approver, asker, observer and injected
+    /// context.
+    pub async fn call_in(&self, call: ToolCall, env: &CallEnv) -> Outcome {
+        self.call_traced(call, &*env.approver, env.side()).await
+    }
+
+    async fn call_traced(
+        &self,
+        call: ToolCall,
+        approver: &dyn Approver,
+        side: CallSide,
     ) -> Outcome {
         // The name and id are the model's: cut short in logs, however long.
         let span = tracing::info_span!(
@@ -369,9 +483,7 @@ impl ToolHost {
         if !span.is_disabled() {
             span.record("arguments", self.logged_arguments(&call).as_str());
         }
-        self.dispatch(call, approver, observer)
-            .instrument(span)
-            .await
+        self.dispatch(call, approver, side).instrument(span).await
     }
 
     /// The call's arguments as logged: masked, then cut to
@@ -405,6 +517,12 @@ impl ToolHost {
         calls: Vec<ToolCall>,
         approver: Arc<dyn Approver>,
     ) -> Vec<Outcome> {
+        self.call_batch_in(calls, CallEnv::default().approver(approver))
+            .await
+    }
+
+    /// [`ToolHost::call_batch`] in `env`, shared by every call of the batch.
+    pub async fn call_batch_in(&self, calls: Vec<ToolCall>, env: CallEnv) -> Vec<Outcome> {
         let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(calls.len());
         let mut runnable = Vec::with_capacity(calls.len());
         // A repeated tool_call_id: the first call with it runs; each later
@@ -438,14 +556,14 @@ impl ToolHost {
             .map(|(i, call)| {
                 let (id, name) = (call.id.clone(), call.name.clone());
                 let host = self.clone();
-                let approver = approver.clone();
-                let task = tokio::spawn(async move { host.call_with(call, &*approver).await });
+                let env = env.clone();
+                let task = tokio::spawn(async move { host.call_in(call, &env).await });
                 (i, id, name, AbortOnDrop(task))
             })
             .collect();
         if let Some((i, call)) = last {
             let (id, name) = (call.id.clone(), call.name.clone());
-            let outcome = std::panic::AssertUnwindSafe(self.call_with(call, &*approver))
+            let outcome = std::panic::AssertUnwindSafe(self.call_in(call, &env))
                 .catch_unwind()
                 .await;
             outcomes[i] = Some(outcome.unwrap_or_else(|_| task_failed(id, name, "panicked")));
@@ -460,14 +578,9 @@ impl ToolHost {
             .collect()
     }
 
-    async fn dispatch(
-        &self,
-        call: ToolCall,
-        approver: &dyn Approver,
-        observer: Option<Arc<dyn CallObserver>>,
-    ) -> Outcome {
+    async fn dispatch(&self, call: ToolCall, approver: &dyn Approver, side: CallSide) -> Outcome {
         let started = Instant::now();
-        let mut outcome = self.run(&call, approver, observer).await;
+        let mut outcome = self.run(&call, approver, side).await;
         // A person's time to answer is not the tool's time.
         outcome.stats.duration = started
             .elapsed()
@@ -490,12 +603,7 @@ impl ToolHost {
         outcome
     }
 
-    async fn run(
-        &self,
-        call: &ToolCall,
-        approver: &dyn Approver,
-        observer: Option<Arc<dyn CallObserver>>,
-    ) -> Outcome {
+    async fn run(&self, call: &ToolCall, approver: &dyn Approver, side: CallSide) -> Outcome {
         // The name is the model's: never echoed at any length (a real tool
         // name is at most 64 characters, so this cuts only made-up ones).
         let fail = |error: CallError| Outcome::error(call.id.clone(), clip(&call.name, 64), error);
@@ -573,7 +681,7 @@ impl ToolHost {
         let queue_wait = queued.elapsed();
         let (result, fuel_used) = slot
             .loaded
-            .call(&call.name, &text, &call.id, remaining, observer)
+            .call(&call.name, &text, &call.id, remaining, side)
             .await;
         Outcome {
             call_id: call.id.clone(),
@@ -678,7 +786,7 @@ fn bounded_json(value: &Value, limit: usize) -> Option<String> {
 }
 
 /// Names OpenAI and Anthropic both accept.
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .bytes()
@@ -739,8 +847,23 @@ fn validate_spec(
         .as_deref()
         .map(|text| parse("output-schema", text))
         .transpose()?;
+    let title = match raw.title {
+        None => crate::wire::definitions::title(&raw.name),
+        Some(title)
+            if title.trim().is_empty()
+                || title.chars().count() > MAX_TITLE
+                || title.chars().any(char::is_control) =>
+        {
+            return Err(format!(
+                "tool {:?}: its title must be 1 to {MAX_TITLE} characters on one line",
+                raw.name
+            ));
+        }
+        Some(title) => title,
+    };
     Ok(Entry {
         spec: ToolSpec {
+            title,
             name: raw.name,
             description: raw.description,
             input_schema,

@@ -27,6 +27,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::stores::Store;
 
 /// Everything one component is allowed beyond pure computation.
 #[derive(Debug, Clone, Default)]
@@ -35,6 +38,7 @@ pub struct Grants {
     hosts: AllowedHosts,
     env: Vec<(String, String)>,
     config: BTreeMap<String, ConfigValue>,
+    stores: BTreeMap<String, Arc<Store>>,
 }
 
 impl Grants {
@@ -139,6 +143,22 @@ impl Grants {
         self
     }
 
+    /// Let the tool open `store` (by its name, through `wasi:keyvalue`).
+    pub fn store(mut self, store: Arc<Store>) -> Self {
+        self.stores.insert(store.config().name.clone(), store);
+        self
+    }
+
+    /// The granted store named `name`.
+    pub fn granted_store(&self, name: &str) -> Option<&Arc<Store>> {
+        self.stores.get(name)
+    }
+
+    /// The granted stores.
+    pub fn stores(&self) -> impl Iterator<Item = &Arc<Store>> {
+        self.stores.values()
+    }
+
     /// The granted directories.
     pub fn files(&self) -> &[FileGrant] {
         &self.files
@@ -178,6 +198,7 @@ impl Grants {
             && self.hosts.0.is_empty()
             && self.env.is_empty()
             && self.config.is_empty()
+            && self.stores.is_empty()
     }
 }
 

@@ -52,6 +52,7 @@ pub mod outcome;
 pub mod sandbox;
 #[cfg(feature = "serve")]
 pub mod serve;
+pub mod stores;
 pub mod tool_call;
 pub mod wire;
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
+use toolhost::dispatcher::CallEnv;
 use toolhost::grants::FileMode;
 use toolhost::logging::LogFormat;
 use toolhost::manifest::{Approval, DEFAULT_FILE, ModelConfig, Provider};
@@ -21,6 +22,10 @@ use toolhost::serve;
 use toolhost::wire::definitions::{self, Format};
 use toolhost::wire::results;
 use toolhost::{ApproveAll, Approver, Manifest, RefuseAll, SandboxOptions, ToolCall, ToolHost};
+
+/// One prompt on the terminal at a time: approvals and tools' questions
+/// never interleave.
+static TERMINAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Run LLM tool calls in fresh, capability-scoped WebAssembly sandboxes.
 #[derive(Parser)]
@@ -65,6 +70,10 @@ enum Command {
         /// Answer format: ToolMessages, Anthropic tool_result blocks, or MCP CallToolResults.
         #[arg(long, value_enum, default_value_t = ResultFormatArg::Toolmessage)]
         format: ResultFormatArg,
+        /// Context for the tools as a JSON object (e.g. '{"user":"ada"}'): tools
+        /// read it and scoped stores are kept by it.
+        #[arg(long, value_name = "JSON", value_parser = parse_context)]
+        context: Option<serde_json::Value>,
     },
     /// Serve the tools: MCP over stdio, or one HTTP server with MCP at /mcp,
     /// POST /v1/tool_calls, GET /v1/tools, /metrics and /healthz.
@@ -124,6 +133,10 @@ enum Command {
         /// A system prompt.
         #[arg(long)]
         system: Option<String>,
+        /// Context for the tools as a JSON object (e.g. '{"user":"ada"}'): tools
+        /// read it and scoped stores are kept by it; the model never sees it.
+        #[arg(long, value_name = "JSON", value_parser = parse_context)]
+        context: Option<serde_json::Value>,
     },
 }
 
@@ -315,6 +328,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             batch,
             yes,
             format,
+            context,
         } => {
             let format = results::Format::from(format);
             let render = |outcome: &toolhost::Outcome| {
@@ -325,16 +339,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 Arc::new(RefuseAll)
             };
+            let mut env = CallEnv::default().approver(approver);
+            if std::io::stdin().is_terminal() && batch.as_deref() != Some("-") {
+                env = env.asker(Arc::new(TerminalAsker));
+            }
+            if let Some(context) = context {
+                env = env.context(context);
+            }
             match (name, batch) {
                 (Some(name), None) => {
                     let call = ToolCall::with_raw_arguments("call_1", name, args);
-                    let outcome = host.call_with(call, &*approver).await;
+                    let outcome = host.call_in(call, &env).await;
                     print_json(&render(&outcome))?;
                 }
                 (None, Some(source)) => {
                     let calls = toolhost::wire::parse_batch(&read_batch(&source)?)
                         .map_err(anyhow::Error::msg)?;
-                    let outcomes = host.call_batch_with(calls, approver).await;
+                    let outcomes = host.call_batch_in(calls, env).await;
                     let messages: Vec<_> = outcomes.iter().map(render).collect();
                     print_json(&messages)?;
                 }
@@ -351,6 +372,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             transcript,
             yes,
             system,
+            context,
         } => {
             let mut config = match (manifest.model.clone(), &base_url, &model) {
                 (Some(config), _, _) => config,
@@ -374,16 +396,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let approver: Arc<dyn Approver> = if yes {
                 Arc::new(ApproveAll)
             } else if interactive {
-                Arc::new(TerminalApprover::default())
+                Arc::new(TerminalApprover)
             } else {
                 Arc::new(RefuseAll)
             };
-            let agent = Agent::new(
+            let mut agent = Agent::new(
                 Arc::from(client),
                 host,
                 approver,
                 AgentPolicy::from_config(&config),
             );
+            if interactive {
+                agent = agent.with_asker(Arc::new(TerminalAsker));
+            }
+            if let Some(context) = context {
+                agent = agent.with_context(context);
+            }
             let mut sink = TranscriptSink::new(json, transcript.as_deref())?;
             let mut messages: Vec<Message> = system.into_iter().map(Message::system).collect();
             return match prompt {
@@ -463,7 +491,8 @@ fn display(event: &AgentEvent) {
             duration_ms,
             ..
         } => {
-            let first_line = message.content.lines().next().unwrap_or_default();
+            let text = message.content.to_text();
+            let first_line = text.lines().next().unwrap_or_default();
             match &message.error {
                 None => println!(
                     "← {} ✓ {duration_ms:.1} ms: {}",
@@ -477,6 +506,26 @@ fn display(event: &AgentEvent) {
                     clip(first_line, 300)
                 ),
             }
+            // What the model also got besides that first line: images, files.
+            for block in message.content.blocks().iter().filter(|b| !b.is_text()) {
+                println!("  {}", clip(&block.as_text(), 200));
+            }
+        }
+        AgentEvent::ToolProgress {
+            name,
+            done,
+            total,
+            message,
+            ..
+        } => {
+            let amount = match total {
+                Some(total) => format!("{done}/{total}"),
+                None => format!("{done}"),
+            };
+            let message = message
+                .as_deref()
+                .map_or_else(String::new, |m| format!(" {}", clip(m, 200)));
+            println!("  … {} {amount}{message}", clip(name, 64));
         }
         AgentEvent::ModelRetry {
             attempt,
@@ -508,8 +557,10 @@ fn display(event: &AgentEvent) {
                 duration_ms / 1e3
             );
         }
+        // The asker prints the question itself, beside its prompt.
         AgentEvent::RunStarted { .. }
         | AgentEvent::ModelCall { .. }
+        | AgentEvent::ToolAsked { .. }
         | AgentEvent::Message { .. } => {}
     }
 }
@@ -588,9 +639,7 @@ async fn read_line() -> anyhow::Result<Option<String>> {
 
 /// Asks the person at the terminal, one call at a time.
 #[derive(Default)]
-struct TerminalApprover {
-    one_at_a_time: tokio::sync::Mutex<()>,
-}
+struct TerminalApprover;
 
 impl Approver for TerminalApprover {
     fn approve<'a>(
@@ -599,7 +648,7 @@ impl Approver for TerminalApprover {
         spec: &'a toolhost::ToolSpec,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let _turn = self.one_at_a_time.lock().await;
+            let _turn = TERMINAL.lock().await;
             // One line, one write: the display may be printing beside it.
             let arguments = match &call.arguments {
                 toolhost::tool_call::Arguments::Text(text) => {
@@ -629,6 +678,120 @@ impl Approver for TerminalApprover {
     }
 }
 
+/// Asks the person at the terminal a tool's question, field by field.
+#[derive(Default)]
+struct TerminalAsker;
+
+impl toolhost::observe::Asker for TerminalAsker {
+    fn ask<'a>(
+        &'a self,
+        question: &'a toolhost::observe::Question,
+    ) -> futures::future::BoxFuture<'a, toolhost::observe::Answer> {
+        use toolhost::observe::Answer;
+        Box::pin(async move {
+            let _turn = TERMINAL.lock().await;
+            // The tool's words, set apart from the host's own prompts.
+            eprintln!(
+                "\n? the tool {} asks (answer, or press Enter on the first field to decline):\n  {}",
+                clip(&question.tool, 64),
+                printable(&question.message).replace('\n', "\n  ")
+            );
+            let empty = serde_json::Map::new();
+            let properties = question.schema["properties"].as_object().unwrap_or(&empty);
+            let mut answer = serde_json::Map::new();
+            for (i, (name, property)) in properties.iter().enumerate() {
+                let kind = property["type"].as_str().unwrap_or("string");
+                // The choices: `enum`, or the consts of `oneOf` / `anyOf`,
+                // of the property or, for a multi-select, of its items.
+                let choices_of = |schema: &serde_json::Value| -> Vec<String> {
+                    if let Some(options) = schema["enum"].as_array() {
+                        return options
+                            .iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect();
+                    }
+                    schema["oneOf"]
+                        .as_array()
+                        .or(schema["anyOf"].as_array())
+                        .map(|o| {
+                            o.iter()
+                                .filter_map(|v| v["const"].as_str().map(str::to_owned))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                let owned = if kind == "array" {
+                    choices_of(&property["items"])
+                } else {
+                    choices_of(property)
+                };
+                let options: Vec<&str> = owned.iter().map(String::as_str).collect();
+                let label = property["title"]
+                    .as_str()
+                    .or(property["description"].as_str())
+                    .unwrap_or(name);
+                let hint = match kind {
+                    "boolean" => "y/n".to_owned(),
+                    "array" => format!("any of {}, separated by commas", options.join("|")),
+                    _ if !options.is_empty() => options.join("|"),
+                    other => other.to_owned(),
+                };
+                loop {
+                    eprint!("  {} [{hint}]: ", clip(label, 80));
+                    let line = match read_line().await {
+                        Ok(Some(line)) => line.trim().to_owned(),
+                        _ => return Answer::Cancelled,
+                    };
+                    if line.is_empty() && i == 0 {
+                        return Answer::Declined;
+                    }
+                    let value = match kind {
+                        "boolean" => match line.as_str() {
+                            "y" | "Y" | "yes" => Some(serde_json::Value::Bool(true)),
+                            "n" | "N" | "no" => Some(serde_json::Value::Bool(false)),
+                            _ => None,
+                        },
+                        "integer" => line.parse::<i64>().ok().map(Into::into),
+                        "number" => line.parse::<f64>().ok().and_then(|n| {
+                            serde_json::Number::from_f64(n).map(serde_json::Value::Number)
+                        }),
+                        "array" => {
+                            let picked: Vec<&str> = line
+                                .split(',')
+                                .map(str::trim)
+                                .filter(|p| !p.is_empty())
+                                .collect();
+                            picked.iter().all(|p| options.contains(p)).then(|| {
+                                serde_json::Value::from(
+                                    picked.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>(),
+                                )
+                            })
+                        }
+                        _ if !options.is_empty() && !options.contains(&line.as_str()) => None,
+                        _ => Some(serde_json::Value::String(line)),
+                    };
+                    match value {
+                        Some(value) => {
+                            answer.insert(name.clone(), value);
+                            break;
+                        }
+                        None => eprintln!("  (expected {hint})"),
+                    }
+                }
+            }
+            Answer::Accepted(serde_json::Value::Object(answer))
+        })
+    }
+}
+
+/// A `--context` value: a JSON object.
+fn parse_context(text: &str) -> Result<serde_json::Value, String> {
+    match serde_json::from_str(text) {
+        Ok(value @ serde_json::Value::Object(_)) => Ok(value),
+        _ => Err(r#"expected a JSON object, e.g. '{"user":"ada"}'"#.to_owned()),
+    }
+}
+
 fn read_batch(source: &str) -> anyhow::Result<String> {
     if source == "-" {
         if std::io::stdin().is_terminal() {
@@ -647,8 +810,15 @@ fn read_batch(source: &str) -> anyhow::Result<String> {
 /// Per component: its tools, and exactly what they may touch.
 fn print_check(manifest: &Manifest, host: &ToolHost) {
     println!("{}: ok", manifest.path.display());
+    let versions: std::collections::HashMap<_, _> = host
+        .contract_versions()
+        .map(|(config, version)| (config.path.clone(), version))
+        .collect();
     for (config, tools, cache) in host.components() {
         println!("\n{} (compiled code: {cache:?})", config.path.display());
+        if let Some(version) = versions.get(&config.path) {
+            println!("  contract: toolhost:tool@{version}");
+        }
         println!("  tools: {}", tools.join(", "));
         let grants = &config.grants;
         if grants.is_none() {
@@ -676,6 +846,29 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
         }
         for (name, _) in grants.env_vars() {
             println!("  env: sees {name}");
+        }
+        for store in grants.stores() {
+            let store = store.config();
+            let backend = match &store.backend {
+                toolhost::stores::Backend::Embedded { path } => {
+                    format!("embedded, {}", path.display())
+                }
+                toolhost::stores::Backend::Redis { prefix, .. } => {
+                    format!("redis, keys under {prefix}:{}:", store.name)
+                }
+            };
+            let scope = match &store.scope {
+                toolhost::stores::Scope::Global => "one namespace for every call".to_owned(),
+                toolhost::stores::Scope::ContextKey(key) => {
+                    format!("a namespace per `{key}` of the call's context")
+                }
+            };
+            println!(
+                "  store: may read and write {} ({backend}; {scope}; at most {} keys, {})",
+                store.name,
+                store.quota.max_keys,
+                bytesize::ByteSize::b(store.quota.max_bytes).display().iec()
+            );
         }
         for (key, secret) in grants.config_keys() {
             println!(

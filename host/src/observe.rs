@@ -1,8 +1,12 @@
-//! What a running call reports before it ends: the lines the tool logs (and,
-//! with contract 0.2, its progress), for front ends that pass them on while
-//! the call runs, as MCP's `notifications/message` does.
+//! What a running call says to the application before it ends: the lines
+//! the tool logs and the progress it reports ([`CallObserver`]), and the
+//! questions it asks the person ([`Asker`]). Front ends pass them on while
+//! the call runs, as MCP's `notifications/message`, `notifications/progress`
+//! and elicitation do.
 
 use std::fmt;
+
+use futures::future::BoxFuture;
 
 /// The level of a line a tool logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -19,15 +23,88 @@ pub enum LogLevel {
     Error,
 }
 
+/// A progress report from a running tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// The tool reporting.
+    pub tool: String,
+    /// The call it reports on.
+    pub call_id: String,
+    /// How much is done; grows from one report to the next.
+    pub done: f64,
+    /// How much there is, when the tool knows.
+    pub total: Option<f64>,
+    /// A short message from the tool, masked and cut.
+    pub message: Option<String>,
+}
+
 /// Hears what one call reports while it runs.
 ///
 /// Called on the call's own thread, from inside the sandbox's host
 /// functions: implementations must return at once (queue, never wait).
 /// Lines arrive masked and cut, within the call's log budget (100 lines,
-/// 64 KiB), so an observer never sees more than the operator's log would.
+/// 64 KiB), so an observer never sees more than the operator's log would;
+/// progress within its own budget (see `wit/tool.wit`).
 pub trait CallObserver: Send + Sync + fmt::Debug {
     /// Whether lines at `level` are wanted at all.
     fn wants(&self, level: LogLevel) -> bool;
     /// One line the tool logged.
     fn log(&self, level: LogLevel, line: &str);
+    /// One progress report. Ignored unless implemented.
+    fn progress(&self, progress: &Progress) {
+        let _ = progress;
+    }
+}
+
+/// A question a tool asks the person mid-call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    /// The tool asking.
+    pub tool: String,
+    /// The call it asks from.
+    pub call_id: String,
+    /// The question, as the tool wrote it (masked, cut, without control
+    /// characters): show it as the tool's words, never as the host's.
+    pub message: String,
+    /// The JSON Schema of the answer: an object of string, number, integer
+    /// and boolean properties (strings may have an `enum`), which the host
+    /// checked before asking.
+    pub schema: serde_json::Value,
+}
+
+/// What became of a question.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The person answered; the host checks this against the schema.
+    Accepted(serde_json::Value),
+    /// The person said no.
+    Declined,
+    /// The person dismissed it without deciding.
+    Cancelled,
+    /// Nobody could be asked; the text says why, for the tool's log.
+    Unavailable(String),
+}
+
+/// Asks the person the questions tools ask. An answer is data for the tool
+/// and never a grant: nothing an asker returns changes what a tool may do.
+pub trait Asker: Send + Sync {
+    /// Ask `question` and wait for the answer. The host bounds the wait
+    /// (see [`crate::sandbox::ASK_WAIT`]) and answers `Unavailable` past it.
+    fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer>;
+}
+
+/// The asker when nobody can be asked: every question is refused at once,
+/// so a tool never hangs waiting.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NobodyToAsk;
+
+impl Asker for NobodyToAsk {
+    fn ask<'a>(&'a self, _: &'a Question) -> BoxFuture<'a, Answer> {
+        Box::pin(async {
+            Answer::Unavailable(
+                "nobody can be asked here (no terminal, and no client that answers questions)"
+                    .into(),
+            )
+        })
+    }
 }

@@ -20,6 +20,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde::Serialize;
 
 /// The typed reason a call failed.
@@ -107,15 +108,157 @@ impl CallError {
     }
 }
 
+/// One part of a result: what the tool returned, in order.
+///
+/// Binary data is [`Bytes`], so cloning an outcome (into a transcript, to
+/// several front ends) never copies an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContentBlock {
+    /// Text for the model.
+    Text(String),
+    /// An image.
+    Image(Media),
+    /// A sound.
+    Audio(Media),
+    /// A link to a resource the client can fetch; its contents are not sent.
+    ResourceLink(ResourceLink),
+    /// A resource sent whole.
+    Resource(EmbeddedResource),
+}
+
+/// Binary content and its media type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Media {
+    /// e.g. `image/png`.
+    pub mime_type: String,
+    /// The bytes.
+    pub data: Bytes,
+}
+
+/// A link to a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceLink {
+    /// Where it is.
+    pub uri: String,
+    /// What it is called.
+    pub name: String,
+    /// Its media type, when known.
+    pub mime_type: Option<String>,
+    /// What it is, for the model.
+    pub description: Option<String>,
+}
+
+/// A resource sent with the result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbeddedResource {
+    /// Its URI.
+    pub uri: String,
+    /// Its media type, when known.
+    pub mime_type: Option<String>,
+    /// Text or bytes.
+    pub contents: ResourceContents,
+}
+
+/// What an embedded resource holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceContents {
+    /// Text.
+    Text(String),
+    /// Bytes.
+    Blob(Bytes),
+}
+
+impl ContentBlock {
+    /// This block as text, for formats that carry only text: text as it
+    /// is, anything else as a one-line description of what was returned.
+    pub fn as_text(&self) -> std::borrow::Cow<'_, str> {
+        use std::borrow::Cow;
+        let size = |data: &Bytes| {
+            bytesize::ByteSize::b(data.len() as u64)
+                .display()
+                .iec()
+                .to_string()
+        };
+        match self {
+            Self::Text(text) => Cow::Borrowed(text),
+            Self::Image(media) => Cow::Owned(format!(
+                "[image: {}, {}]",
+                media.mime_type,
+                size(&media.data)
+            )),
+            Self::Audio(media) => Cow::Owned(format!(
+                "[audio: {}, {}]",
+                media.mime_type,
+                size(&media.data)
+            )),
+            Self::ResourceLink(link) => Cow::Owned(match &link.description {
+                Some(description) => {
+                    format!("[resource {}: {} ({description})]", link.name, link.uri)
+                }
+                None => format!("[resource {}: {}]", link.name, link.uri),
+            }),
+            Self::Resource(resource) => match &resource.contents {
+                ResourceContents::Text(text) => {
+                    Cow::Owned(format!("[resource {}]\n{text}", resource.uri))
+                }
+                ResourceContents::Blob(data) => Cow::Owned(format!(
+                    "[resource {}: {}, {}]",
+                    resource.uri,
+                    resource
+                        .mime_type
+                        .as_deref()
+                        .unwrap_or("application/octet-stream"),
+                    size(data)
+                )),
+            },
+        }
+    }
+
+    /// Whether this is a text block.
+    pub fn is_text(&self) -> bool {
+        matches!(self, Self::Text(_))
+    }
+}
+
 /// A successful result.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolOutput {
-    /// Text for the model, already cut to the output limit.
-    pub content: String,
+    /// What the model reads and sees, in order; text already cut to the
+    /// output limit. Contract 0.1 tools give one text block.
+    pub content: Vec<ContentBlock>,
     /// Structured JSON, if the tool gave one and it fit the limit.
     pub structured: Option<serde_json::Value>,
     /// For the application only.
     pub artifact: Option<String>,
+}
+
+impl ToolOutput {
+    /// A result of one text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![ContentBlock::Text(text.into())],
+            ..Self::default()
+        }
+    }
+
+    /// The whole result as text: the text blocks as they are, each other
+    /// block described on a line of its own (see [`ContentBlock::as_text`]).
+    pub fn to_text(&self) -> String {
+        match self.content.as_slice() {
+            [] => String::new(),
+            [one] => one.as_text().into_owned(),
+            blocks => blocks
+                .iter()
+                .map(|block| block.as_text())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    /// Whether every block is text.
+    pub fn is_text_only(&self) -> bool {
+        self.content.iter().all(ContentBlock::is_text)
+    }
 }
 
 /// Measurements of one call.
@@ -165,7 +308,7 @@ impl Outcome {
     /// The text the model reads: the tool's content, or `Error: tool 'x' …`.
     pub fn content(&self) -> String {
         match &self.result {
-            Ok(output) => output.content.clone(),
+            Ok(output) => output.to_text(),
             Err(error) => format!("Error: tool '{}' {}", self.tool, error_phrase(error)),
         }
     }

@@ -7,7 +7,11 @@ use std::path::Path;
 use super::Manifest;
 
 fn env(name: &str) -> Option<String> {
-    (name == "PRESENT_SECRET").then(|| "s3cret-value".to_owned())
+    match name {
+        "PRESENT_SECRET" => Some("s3cret-value".to_owned()),
+        "PRESENT_SECRET_URL" => Some("redis://:pw@127.0.0.1:6379/2".to_owned()),
+        _ => None,
+    }
 }
 
 fn describe(manifest: &Manifest) -> String {
@@ -36,6 +40,9 @@ fn describe(manifest: &Manifest) -> String {
             c.grants.env_vars(),
             c.grants.config_keys().collect::<Vec<_>>(),
         );
+        for store in c.grants.stores() {
+            out += &format!("  store: {:?}\n", store.config());
+        }
     }
     out
 }

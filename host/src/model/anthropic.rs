@@ -112,8 +112,14 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
                 tool_call_id,
                 content,
                 is_error,
+                blocks,
                 ..
             } => {
+                let content = if blocks.is_empty() {
+                    json!(content)
+                } else {
+                    crate::wire::results::anthropic_content(blocks)
+                };
                 let block = json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content, "is_error": is_error});
                 match out.last_mut() {
                     Some(last) if last["role"] == "user" && is_tool_results(last) => {
@@ -332,12 +338,14 @@ mod tests {
                 name: "calc".into(),
                 content: "1".into(),
                 is_error: false,
+                blocks: Vec::new(),
             },
             Message::Tool {
                 tool_call_id: "b".into(),
                 name: "calc".into(),
                 content: "Error: …".into(),
                 is_error: true,
+                blocks: Vec::new(),
             },
             // An empty answer is left out: the API refuses one sent back.
             Message::Assistant {

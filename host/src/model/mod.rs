@@ -54,10 +54,15 @@ pub enum Message {
         tool_call_id: String,
         /// The tool's name.
         name: String,
-        /// What the model reads.
+        /// What the model reads, as text (other blocks described in a line).
         content: String,
         /// Whether the call failed.
         is_error: bool,
+        /// Every block, when the result has more than text: Anthropic gets
+        /// them in the `tool_result`, OpenAI its images in a user message
+        /// after the tool messages.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        blocks: Vec<crate::outcome::ContentBlock>,
     },
 }
 

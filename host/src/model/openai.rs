@@ -20,7 +20,7 @@ impl Wire for OpenAI {
     fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> Value {
         let mut body = json!({
             "model": settings.model,
-            "messages": request.messages.iter().filter(|m| !m.is_empty_turn()).map(message).collect::<Vec<_>>(),
+            "messages": messages(request.messages),
             "max_tokens": request.max_tokens,
             "stream": settings.stream,
         });
@@ -57,6 +57,38 @@ impl Wire for OpenAI {
     ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send + '_ {
         read_stream(response, events)
     }
+}
+
+/// The conversation in OpenAI's shape. Tool messages carry text only, so
+/// the images tools returned follow the turn's tool messages in one user
+/// message, each after a line naming its call.
+fn messages(conversation: &[Message]) -> Vec<Value> {
+    use base64::Engine as _;
+    let mut out = Vec::with_capacity(conversation.len());
+    let mut images: Vec<Value> = Vec::new();
+    for m in conversation.iter().filter(|m| !m.is_empty_turn()) {
+        if let Message::Tool {
+            tool_call_id,
+            blocks,
+            ..
+        } = m
+        {
+            for block in blocks {
+                if let crate::outcome::ContentBlock::Image(media) = block {
+                    images.push(json!({"type": "text", "text": format!("Image returned by tool call {tool_call_id}:")}));
+                    let data = base64::engine::general_purpose::STANDARD.encode(&media.data);
+                    images.push(json!({"type": "image_url", "image_url": {"url": format!("data:{};base64,{data}", media.mime_type)}}));
+                }
+            }
+        } else if !images.is_empty() {
+            out.push(json!({"role": "user", "content": std::mem::take(&mut images)}));
+        }
+        out.push(message(m));
+    }
+    if !images.is_empty() {
+        out.push(json!({"role": "user", "content": images}));
+    }
+    out
 }
 
 /// One message in OpenAI's shape. Tool errors are spelled out in `content`.

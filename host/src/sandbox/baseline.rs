@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, Store};
 
-use super::bindings::Toolbox;
-use super::bindings::toolhost::tool::types as wit;
+use super::bindings::v0_2::Toolbox;
+use super::bindings::v0_2::toolhost::tool::types as wit;
 use super::state::{CallInfo, State};
 use crate::grants::Grants;
 use std::sync::Arc;
@@ -36,10 +36,7 @@ impl NaiveHost {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        super::bindings::toolhost::tool::host::add_to_linker::<State, HasSelf<State>>(
-            &mut linker,
-            |s| s,
-        )?;
+        super::add_contract_to_linker(&mut linker)?;
         let component = Component::new(&engine, std::fs::read(path)?)?;
         Ok(Self {
             engine,
@@ -97,6 +94,9 @@ fn state() -> wasmtime::Result<State> {
         tool: String::new(),
         call_id: String::new(),
         observer: None,
+        asker: Arc::new(crate::observe::NobodyToAsk),
+        context: None,
+        deadline: None,
     };
     let files = super::files::ComponentFiles::default();
     State::new(
@@ -118,13 +118,21 @@ async fn call(
     let context = wit::CallContext {
         call_id: "baseline".into(),
         deadline_ms: 0,
+        context: None,
     };
     match toolbox
         .toolhost_tool_tool()
         .call_call(store, name, arguments, &context)
         .await?
     {
-        Ok(output) => Ok(output.content),
+        Ok(output) => Ok(output
+            .content
+            .into_iter()
+            .filter_map(|block| match block {
+                wit::ContentBlock::Text(text) => Some(text),
+                _ => None,
+            })
+            .collect()),
         Err(error) => wasmtime::bail!("tool error: {}", error.message),
     }
 }

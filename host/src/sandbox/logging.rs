@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::bindings::toolhost::tool::host::Level;
+use super::bindings::v0_2::toolhost::tool::host::Level;
 use super::secrets::Secrets;
 use super::state::CallInfo;
 use crate::observe::LogLevel;
@@ -83,7 +83,7 @@ impl GuestLog {
             component,
             tool,
             call_id,
-            observer: _,
+            ..
         } = &self.info;
         let component = &**component;
         // One macro call per level: tracing's level must be a constant.

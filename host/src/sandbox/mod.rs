@@ -15,18 +15,23 @@
 //! - concurrency: the dispatcher's semaphores, sized below the pool.
 //!
 //! Each capability is a module that owns its grant, its per-call budget and
-//! its refusal: `files`, `http`, `env` (environment and config) and
-//! `logging`; `state` puts them together for one call, and `secrets` is
-//! the one place tool text is masked on its way out.
+//! its refusal: `files`, `http`, `keyvalue` (stores), `env` (environment and
+//! config), `logging` and `interact` (progress and questions); `state` puts
+//! them together for one call, and `secrets` is the one place tool text is
+//! masked on its way out. `bindings` speaks both contract versions (0.1 and
+//! 0.2); everything past `LoadedComponent` sees one.
 
 #[doc(hidden)]
 pub mod baseline;
 mod bindings;
 mod budget;
 mod cache;
+mod deadline;
 mod env;
 mod files;
 mod http;
+mod interact;
+mod keyvalue;
 mod logging;
 mod refusal;
 mod secrets;
@@ -47,21 +52,67 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 pub use budget::raise_descriptor_limit;
 pub use cache::{CacheStatus, default_dir as default_cache_dir};
+pub use interact::ASK_WAIT;
 
-use self::bindings::ToolboxPre;
-use self::bindings::toolhost::tool::types as wit;
+use self::bindings::v0_2::toolhost::tool::types as wit;
+use self::bindings::{v0_1, v0_2};
+use self::deadline::Deadline;
 use self::files::ComponentFiles;
 use self::secrets::Secrets;
 use self::state::{CallInfo, Purpose, State};
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::manifest::ComponentConfig;
-use crate::observe::CallObserver;
-use crate::outcome::{CallError, ErrorType, ToolOutput, truncate};
+use crate::observe::{Asker, CallObserver, NobodyToAsk};
+use crate::outcome::{
+    CallError, ContentBlock, EmbeddedResource, ErrorType, Media, ResourceContents, ResourceLink,
+    ToolOutput, truncate,
+};
 
 /// The largest artifact kept: artifacts are for the application, not the
 /// model, so they may be larger than `max_output`, but not unbounded.
 pub(crate) const MAX_ARTIFACT: usize = 1 << 20;
+
+/// The most bytes of images, audio and embedded blobs one result keeps
+/// (text counts against `max_output`). A block past it is replaced by a
+/// line saying so: models take images of a few MiB at most.
+pub const MAX_MEDIA: usize = 8 << 20;
+
+/// What the application supplies with a call: who hears it, who answers
+/// its questions, and its injected context.
+#[derive(Clone)]
+pub(crate) struct CallSide {
+    pub observer: Option<Arc<dyn CallObserver>>,
+    pub asker: Arc<dyn Asker>,
+    pub context: Option<Arc<serde_json::Value>>,
+}
+
+impl Default for CallSide {
+    fn default() -> Self {
+        Self {
+            observer: None,
+            asker: Arc::new(NobodyToAsk),
+            context: None,
+        }
+    }
+}
+
+/// Which contract a component was built against.
+enum Contract {
+    V0_1(v0_1::ToolboxPre<State>),
+    V0_2(v0_2::ToolboxPre<State>),
+}
+
+/// Add what both contract versions import (besides WASI and wasi:http):
+/// `host` of 0.1 and 0.2, and `wasi:keyvalue`.
+pub(crate) fn add_contract_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    v0_2::toolhost::tool::host::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+    v0_2::wasi::keyvalue::store::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+    v0_2::wasi::keyvalue::atomics::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+    v0_2::wasi::keyvalue::batch::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+    v0_1::toolhost::tool0_1_0::host::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+    Ok(())
+}
 
 /// How long a call waits before trying again when the instance pool is
 /// momentarily full (components of several core modules can fill it before
@@ -118,7 +169,7 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         files::add_to_linker(&mut linker)?;
         http::add_to_linker(&mut linker)?;
-        bindings::toolhost::tool::host::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+        add_contract_to_linker(&mut linker)?;
         Ok(Self {
             _ticker: EpochTicker::start(engine.clone()),
             cache: options.cache_dir.clone().map(cache::Cache::new),
@@ -143,16 +194,21 @@ impl Sandbox {
             }
         };
         let pre = self.linker.instantiate_pre(&component).with_context(|| {
-            format!("{label} imports something toolhost does not provide (it offers WASI 0.2 and the toolbox world in wit/)")
+            format!("{label} imports something toolhost does not provide (it offers WASI 0.2, wasi:keyvalue and the toolbox world in wit/)")
         })?;
-        let pre = ToolboxPre::new(pre).with_context(|| {
-            format!("{label} does not export toolhost:tool/tool@0.1.0; build it against the toolbox world in wit/")
-        })?;
+        let contract = match v0_2::ToolboxPre::new(pre.clone()) {
+            Ok(pre) => Contract::V0_2(pre),
+            Err(_) => Contract::V0_1(v0_1::ToolboxPre::new(pre).with_context(|| {
+                format!(
+                    "{label} exports neither toolhost:tool/tool@0.2.0 nor @0.1.0; build it against the toolbox world in wit/"
+                )
+            })?),
+        };
         let files = ComponentFiles::open(&config.grants)?;
         Ok(LoadedComponent {
             engine: self.engine.clone(),
             pool_queue: self.pool_queue.clone(),
-            pre,
+            contract,
             secrets: Arc::new(Secrets::new(config.grants.secrets())),
             grants: Arc::new(config.grants.clone()),
             files,
@@ -236,6 +292,7 @@ impl Drop for EpochTicker {
 /// A tool spec as the component declared it.
 pub(crate) struct RawSpec {
     pub name: String,
+    pub title: Option<String>,
     pub description: String,
     pub input_schema: String,
     pub output_schema: Option<String>,
@@ -249,7 +306,7 @@ pub(crate) struct RawSpec {
 pub(crate) struct LoadedComponent {
     engine: Engine,
     pool_queue: Arc<tokio::sync::Mutex<()>>,
-    pre: ToolboxPre<State>,
+    contract: Contract,
     grants: Arc<Grants>,
     secrets: Arc<Secrets>,
     files: ComponentFiles,
@@ -264,15 +321,43 @@ pub(crate) struct LoadedComponent {
 struct SetupFailed(String);
 
 impl LoadedComponent {
+    /// The contract version the component was built against: `0.1.0` or
+    /// `0.2.0`.
+    pub(crate) fn contract_version(&self) -> &'static str {
+        match self.contract {
+            Contract::V0_1(_) => "0.1.0",
+            Contract::V0_2(_) => "0.2.0",
+        }
+    }
+
     /// Ask a fresh instance, with no capabilities at all, which tools the
     /// component provides.
     pub(crate) async fn tools(&self) -> Result<Vec<RawSpec>, CallError> {
         let mut store = self
-            .new_store("tools", "load", Purpose::Describe, None)
+            .new_store(
+                "tools",
+                "load",
+                Purpose::Describe,
+                CallSide::default(),
+                None,
+            )
             .map_err(|e| self.seal_error(self.setup_failed(&e)))?;
         let run = async {
-            let toolbox = self.pre.instantiate_async(&mut store).await?;
-            toolbox.toolhost_tool_tool().call_tools(&mut store).await
+            let specs = match &self.contract {
+                Contract::V0_2(pre) => {
+                    let toolbox = pre.instantiate_async(&mut store).await?;
+                    toolbox.toolhost_tool_tool().call_tools(&mut store).await?
+                }
+                Contract::V0_1(pre) => {
+                    let toolbox = pre.instantiate_async(&mut store).await?;
+                    let specs = toolbox
+                        .toolhost_tool0_1_0_tool()
+                        .call_tools(&mut store)
+                        .await?;
+                    specs.into_iter().map(upgrade_spec).collect()
+                }
+            };
+            wasmtime::Result::<_>::Ok(specs)
         };
         let specs = match tokio::time::timeout(self.limits.timeout, run).await {
             Err(_) => return Err(self.timed_out()),
@@ -287,6 +372,7 @@ impl LoadedComponent {
                 idempotent: spec.hints.contains(wit::Hints::IDEMPOTENT),
                 open_world: spec.hints.contains(wit::Hints::OPEN_WORLD),
                 name: spec.name,
+                title: spec.title,
                 description: spec.description,
                 input_schema: spec.input_schema,
                 output_schema: spec.output_schema,
@@ -294,70 +380,118 @@ impl LoadedComponent {
             .collect())
     }
 
+    /// Instantiate afresh and run `name` once in `store`.
+    async fn instantiate_and_call(
+        &self,
+        store: &mut Store<State>,
+        name: &str,
+        arguments: &str,
+        context: &wit::CallContext,
+    ) -> wasmtime::Result<Result<wit::ToolOutput, wit::ToolError>> {
+        match &self.contract {
+            Contract::V0_2(pre) => {
+                let toolbox = pre.instantiate_async(&mut *store).await?;
+                toolbox
+                    .toolhost_tool_tool()
+                    .call_call(&mut *store, name, arguments, context)
+                    .await
+            }
+            Contract::V0_1(pre) => {
+                let toolbox = pre.instantiate_async(&mut *store).await?;
+                let context = v0_1::toolhost::tool0_1_0::types::CallContext {
+                    call_id: context.call_id.clone(),
+                    deadline_ms: context.deadline_ms,
+                };
+                let result = toolbox
+                    .toolhost_tool0_1_0_tool()
+                    .call_call(&mut *store, name, arguments, &context)
+                    .await?;
+                Ok(result
+                    .map(|output| wit::ToolOutput {
+                        content: vec![wit::ContentBlock::Text(output.content)],
+                        structured: output.structured,
+                        artifact: output.artifact,
+                    })
+                    .map_err(|error| wit::ToolError {
+                        kind: error.kind,
+                        message: error.message,
+                        retryable: error.retryable,
+                    }))
+            }
+        }
+    }
+
     /// Run tool `name` in a fresh instance under the component's grants and
     /// limits, within `time_left` of its timeout (checking the arguments
-    /// spent the rest). Returns the result, already masked and cut to the
-    /// output limits, and the fuel used.
+    /// spent the rest; time waiting for a person's answer does not count).
+    /// Returns the result, already masked and cut to the output limits,
+    /// and the fuel used.
     pub(crate) async fn call(
         &self,
         name: &str,
         arguments: &str,
         call_id: &str,
         time_left: Duration,
-        observer: Option<Arc<dyn CallObserver>>,
+        side: CallSide,
     ) -> (Result<ToolOutput, CallError>, u64) {
-        let mut store = match self.new_store(name, call_id, Purpose::Call, observer.clone()) {
-            Ok(store) => store,
-            Err(e) => return (Err(self.seal_error(self.setup_failed(&e))), 0),
-        };
+        let deadline = Deadline::new(time_left);
         let context = wit::CallContext {
             call_id: call_id.to_owned(),
             deadline_ms: u64::try_from(time_left.as_millis()).unwrap_or(u64::MAX),
+            context: side.context.as_ref().map(|c| c.to_string()),
+        };
+        let new_store = || {
+            self.new_store(
+                name,
+                call_id,
+                Purpose::Call,
+                side.clone(),
+                Some(deadline.clone()),
+            )
+        };
+        let mut store = match new_store() {
+            Ok(store) => store,
+            Err(e) => return (Err(self.seal_error(self.setup_failed(&e))), 0),
         };
         let run = async {
             let store = &mut store;
             let mut queued = None;
             loop {
-                let instantiated = self.pre.instantiate_async(&mut *store).await;
-                // Leave the queue as soon as this call has its instance.
-                if instantiated.is_ok() {
-                    drop(queued.take());
-                }
-                match instantiated {
-                    Ok(toolbox) => {
-                        break toolbox
-                            .toolhost_tool_tool()
-                            .call_call(&mut *store, name, arguments, &context)
-                            .await;
-                    }
+                match self
+                    .instantiate_and_call(store, name, arguments, &context)
+                    .await
+                {
                     Err(e)
                         if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
                             .is_some() =>
                     {
                         // The failed store goes first: it may hold part of
                         // the pool, which others waiting need.
-                        *store =
-                            match self.new_store(name, call_id, Purpose::Call, observer.clone()) {
-                                Ok(fresh) => fresh,
-                                Err(e) => break Err(SetupFailed(format!("{e:#}")).into()),
-                            };
+                        *store = match new_store() {
+                            Ok(fresh) => fresh,
+                            Err(e) => break Err(SetupFailed(format!("{e:#}")).into()),
+                        };
                         if queued.is_none() {
                             queued = Some(self.pool_queue.lock().await);
                         } else {
                             tokio::time::sleep(POOL_RETRY).await;
                         }
                     }
-                    Err(e) => break Err(e),
+                    // Leave the queue as soon as this call has had its instance.
+                    other => break other,
                 }
             }
         };
-        let result = tokio::time::timeout(time_left, run).await;
+        let result = tokio::select! {
+            result = run => Ok(result),
+            () = deadline.expired() => Err(()),
+        };
         let fuel_used = self
             .limits
             .fuel
             .saturating_sub(store.get_fuel().unwrap_or(0));
         let result = match result {
-            Err(_) => Err(self.timed_out()),
+            Err(()) => Err(self.timed_out()),
             Ok(Err(trap)) => Err(self.classify(trap, &store)),
             Ok(Ok(Err(error))) => Err(self.tool_error(error, &store)),
             Ok(Ok(Ok(output))) => Ok(output),
@@ -376,14 +510,18 @@ impl LoadedComponent {
         tool: &str,
         call_id: &str,
         purpose: Purpose,
-        observer: Option<Arc<dyn CallObserver>>,
+        side: CallSide,
+        deadline: Option<Deadline>,
     ) -> wasmtime::Result<Store<State>> {
         // On every line the tool logs: the model's id, cut short.
         let info = CallInfo {
             component: self.label.clone(),
             tool: tool.to_owned(),
             call_id: crate::outcome::clip(call_id, 128),
-            observer,
+            observer: side.observer,
+            asker: side.asker,
+            context: side.context,
+            deadline,
         };
         let state = State::new(
             &self.grants,
@@ -546,11 +684,11 @@ impl LoadedComponent {
 
     fn seal_output(&self, output: wit::ToolOutput) -> ToolOutput {
         let limit = self.limits.max_output;
-        let mut content = self.secrets.mask_owned(output.content);
+        let mut notes = Vec::new();
         let structured = output.structured.and_then(|text| {
             if text.len() > limit {
-                content.push_str(&format!(
-                    "\n[structured output dropped: {} bytes, limit {limit}]",
+                notes.push(format!(
+                    "[structured output dropped: {} bytes, limit {limit}]",
                     text.len()
                 ));
                 return None;
@@ -566,13 +704,129 @@ impl LoadedComponent {
                 }
             }
         });
+        let mut content = Vec::with_capacity(output.content.len());
+        let (mut text_left, mut media_left) = (limit, MAX_MEDIA);
+        for block in output.content {
+            content.push(self.seal_block(block, &mut text_left, &mut media_left));
+        }
+        for note in notes {
+            content.push(ContentBlock::Text(note));
+        }
+        // Adjacent text blocks are one text to the model: merged, the
+        // one-text result of most tools stays one block.
+        content.dedup_by(|next, first| match (first, next) {
+            (ContentBlock::Text(first), ContentBlock::Text(next)) => {
+                first.push('\n');
+                first.push_str(next);
+                true
+            }
+            _ => false,
+        });
         ToolOutput {
-            content: truncate(content, limit),
+            content,
             structured,
             artifact: output
                 .artifact
                 .map(|artifact| truncate(self.secrets.mask_owned(artifact), MAX_ARTIFACT)),
         }
+    }
+
+    /// One block, masked and counted against what the result may still
+    /// hold: text against `max_output`, bytes against [`MAX_MEDIA`].
+    fn seal_block(
+        &self,
+        block: wit::ContentBlock,
+        text_left: &mut usize,
+        media_left: &mut usize,
+    ) -> ContentBlock {
+        let mut text = |text: String| {
+            let text = truncate(self.secrets.mask_owned(text), (*text_left).max(64));
+            *text_left = text_left.saturating_sub(text.len());
+            text
+        };
+        let short = |text: String| crate::outcome::clip(&self.secrets.mask(&text), 1024);
+        let mut media = |kind: &str, data: Vec<u8>| -> Result<bytes::Bytes, ContentBlock> {
+            if data.len() > *media_left {
+                return Err(ContentBlock::Text(format!(
+                    "[{kind} dropped: {} bytes, over the {MAX_MEDIA}-byte limit on a result's media]",
+                    data.len()
+                )));
+            }
+            // Bytes cannot be masked without breaking them: a blob holding a
+            // secret is withheld whole.
+            if self.secrets.occurs_in(&data) {
+                tracing::warn!(
+                    component = &*self.label,
+                    "a tool returned {kind} data containing a secret; withheld"
+                );
+                return Err(ContentBlock::Text(format!(
+                    "[{kind} withheld: it contained a secret]"
+                )));
+            }
+            *media_left -= data.len();
+            Ok(bytes::Bytes::from(data))
+        };
+        match block {
+            wit::ContentBlock::Text(t) => ContentBlock::Text(text(t)),
+            wit::ContentBlock::Image(m) => match media("image", m.data) {
+                Ok(data) => ContentBlock::Image(Media {
+                    mime_type: short(m.mime_type),
+                    data,
+                }),
+                Err(note) => note,
+            },
+            wit::ContentBlock::Audio(m) => match media("audio", m.data) {
+                Ok(data) => ContentBlock::Audio(Media {
+                    mime_type: short(m.mime_type),
+                    data,
+                }),
+                Err(note) => note,
+            },
+            wit::ContentBlock::ResourceLink(link) => ContentBlock::ResourceLink(ResourceLink {
+                uri: short(link.uri),
+                name: short(link.name),
+                mime_type: link.mime_type.map(short),
+                description: link.description.map(|d| text(d)),
+            }),
+            wit::ContentBlock::Embedded(resource) => {
+                let contents = match resource.contents {
+                    wit::ResourceContents::Text(t) => ResourceContents::Text(text(t)),
+                    wit::ResourceContents::Blob(data) => match media("resource", data) {
+                        Ok(data) => ResourceContents::Blob(data),
+                        Err(note) => return note,
+                    },
+                };
+                ContentBlock::Resource(EmbeddedResource {
+                    uri: short(resource.uri),
+                    mime_type: resource.mime_type.map(short),
+                    contents,
+                })
+            }
+        }
+    }
+}
+
+/// A 0.1 spec in 0.2's shape: no title.
+fn upgrade_spec(spec: v0_1::toolhost::tool0_1_0::types::ToolSpec) -> wit::ToolSpec {
+    use v0_1::toolhost::tool0_1_0::types::Hints as Old;
+    let mut hints = wit::Hints::empty();
+    for (old, new) in [
+        (Old::READ_ONLY, wit::Hints::READ_ONLY),
+        (Old::DESTRUCTIVE, wit::Hints::DESTRUCTIVE),
+        (Old::IDEMPOTENT, wit::Hints::IDEMPOTENT),
+        (Old::OPEN_WORLD, wit::Hints::OPEN_WORLD),
+    ] {
+        if spec.hints.contains(old) {
+            hints |= new;
+        }
+    }
+    wit::ToolSpec {
+        name: spec.name,
+        title: None,
+        description: spec.description,
+        input_schema: spec.input_schema,
+        output_schema: spec.output_schema,
+        hints,
     }
 }
 

@@ -66,6 +66,15 @@ impl Secrets {
         }
     }
 
+    /// Whether a secret occurs in `data` as bytes (binary content cannot be
+    /// masked, only withheld).
+    pub(crate) fn occurs_in(&self, data: &[u8]) -> bool {
+        if self.fail_closed {
+            return true;
+        }
+        self.matcher.as_ref().is_some_and(|m| m.is_match(data))
+    }
+
     /// `text` with every secret replaced by `[redacted]`.
     pub(crate) fn mask<'a>(&self, text: &'a str) -> Cow<'a, str> {
         if self.fail_closed && !text.is_empty() {

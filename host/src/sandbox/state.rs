@@ -15,10 +15,14 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::bindings::toolhost::tool::host::{self, Level};
-use super::bindings::toolhost::tool::types;
+use super::bindings::v0_1::toolhost::tool0_1_0 as v0_1;
+use super::bindings::v0_2::toolhost::tool::host::{self, Level, Refused};
+use super::bindings::v0_2::toolhost::tool::types;
+use super::deadline::Deadline;
 use super::files::{CallFiles, ComponentFiles};
 use super::http::HttpGate;
+use super::interact::Interaction;
+use super::keyvalue::CallStores;
 use super::logging::GuestLog;
 use super::refusal::Refusals;
 use super::secrets::Secrets;
@@ -38,13 +42,19 @@ pub(crate) const MAX_HANDLES: usize = 256;
 const MAX_RANDOM_BYTES: u64 = 1 << 20;
 
 /// Who is running: attached to every log line the tool writes.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct CallInfo {
     pub component: Arc<str>,
     pub tool: String,
     pub call_id: String,
-    /// Who else hears the tool's log lines while the call runs.
+    /// Who else hears the tool's log lines and progress while the call runs.
     pub observer: Option<Arc<dyn crate::observe::CallObserver>>,
+    /// Who answers the tool's questions.
+    pub asker: Arc<dyn crate::observe::Asker>,
+    /// The application's context for the call: selects store namespaces.
+    pub context: Option<Arc<serde_json::Value>>,
+    /// The call's deadline, which asking stops (none when describing).
+    pub deadline: Option<Deadline>,
 }
 
 /// What describing a component's tools may touch: nothing. `tools()` runs
@@ -69,6 +79,8 @@ pub(crate) struct State {
     pub(crate) stderr: Tail,
     pub(crate) refusals: Refusals,
     pub(crate) log: GuestLog,
+    pub(crate) stores: CallStores,
+    interaction: Interaction,
     grants: Arc<Grants>,
 }
 
@@ -114,6 +126,15 @@ impl State {
         wasi.socket_addr_check(|_, _| Box::pin(async { false }));
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HANDLES);
+        let interaction = Interaction::new(
+            info.tool.clone(),
+            info.call_id.clone(),
+            secrets.clone(),
+            info.observer.clone(),
+            info.asker.clone(),
+            info.deadline.clone(),
+        );
+        let stores = CallStores::new(grants.clone(), info.context.clone(), refusals.clone());
         Ok(Self {
             wasi: wasi.build(),
             http: http::context(),
@@ -124,6 +145,8 @@ impl State {
             stderr,
             log: GuestLog::new(info, secrets.clone()),
             refusals,
+            stores,
+            interaction,
             grants,
         })
     }
@@ -133,6 +156,11 @@ impl State {
     /// The call's resource table.
     pub(crate) fn table(&mut self) -> &mut ResourceTable {
         &mut self.table
+    }
+
+    /// The call's resource table, to read.
+    pub(crate) fn table_ref(&self) -> &ResourceTable {
+        &self.table
     }
 }
 
@@ -159,6 +187,34 @@ impl types::Host for State {}
 
 impl host::Host for State {
     fn log(&mut self, level: Level, message: String) {
+        self.log.write(level, &message);
+    }
+
+    fn config(&mut self, key: String) -> Option<String> {
+        env::config(&self.grants, &key)
+    }
+
+    fn progress(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        self.interaction.progress(done, total, message);
+    }
+
+    async fn ask(&mut self, question: String, answer_schema: String) -> Result<String, Refused> {
+        self.interaction.ask(question, answer_schema).await
+    }
+}
+
+// Contract 0.1: the same log and config.
+impl v0_1::types::Host for State {}
+
+impl v0_1::host::Host for State {
+    fn log(&mut self, level: v0_1::host::Level, message: String) {
+        let level = match level {
+            v0_1::host::Level::Trace => Level::Trace,
+            v0_1::host::Level::Debug => Level::Debug,
+            v0_1::host::Level::Info => Level::Info,
+            v0_1::host::Level::Warn => Level::Warn,
+            v0_1::host::Level::Error => Level::Error,
+        };
         self.log.write(level, &message);
     }
 

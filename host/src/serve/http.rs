@@ -43,6 +43,7 @@ use subtle::ConstantTimeEq as _;
 use tokio::sync::Semaphore;
 
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
+use crate::dispatcher::CallEnv;
 use crate::wire;
 
 /// How long shutdown waits for in-flight requests before exiting anyway: a
@@ -535,6 +536,30 @@ async fn tools(
     axum::Json(definitions).into_response()
 }
 
+/// The header that carries a batch's injected context: a JSON object the
+/// tools read (and scoped stores are kept by), which the model never sees.
+pub const CONTEXT_HEADER: &str = "toolhost-context";
+
+/// The batch's injected context, from [`CONTEXT_HEADER`].
+fn injected_context(headers: &HeaderMap) -> Result<Option<Value>, String> {
+    let mut values = headers.get_all(CONTEXT_HEADER).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    let fix = format!(
+        "send one `{CONTEXT_HEADER}` header holding a JSON object, e.g. {{\"user\":\"ada\"}}"
+    );
+    if values.next().is_some() {
+        return Err(format!("more than one `{CONTEXT_HEADER}` header; {fix}"));
+    }
+    match value.to_str().ok().map(serde_json::from_str::<Value>) {
+        Some(Ok(context @ Value::Object(_))) => Ok(Some(context)),
+        _ => Err(format!(
+            "the `{CONTEXT_HEADER}` header is not a JSON object; {fix}"
+        )),
+    }
+}
+
 async fn tool_calls(
     State(shared): State<Shared>,
     query: Result<Query<FormatQuery>, QueryRejection>,
@@ -585,11 +610,15 @@ async fn tool_calls(
             return reject("malformed", StatusCode::BAD_REQUEST, message);
         }
     };
+    let mut env = CallEnv::default().approver(Arc::new(NobodyToAsk));
+    match injected_context(&headers) {
+        Ok(Some(context)) => env = env.context(context),
+        Ok(None) => {}
+        Err(message) => return reject("bad_context", StatusCode::BAD_REQUEST, message),
+    }
     let host = shared.host();
     // Dropping this future (a client that hung up) aborts the calls.
-    let outcomes = shared
-        .call_batch(&host, calls, Arc::new(NobodyToAsk), "http")
-        .await;
+    let outcomes = shared.call_batch(&host, calls, env, "http").await;
     let answers: Vec<Value> = outcomes
         .iter()
         .map(|outcome| wire::results::render(outcome, host.spec(&outcome.tool), format))

@@ -43,8 +43,9 @@ use rmcp::model::{
     CompleteRequestParams, CompleteResult, ElicitationAction, ErrorData, Implementation,
     ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod,
     ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult, ListToolsResult,
-    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion,
-    ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
+    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ResultType, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink,
@@ -55,7 +56,12 @@ use rmcp::{ServerHandler, ServiceExt as _};
 use serde_json::Value;
 
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
-use crate::dispatcher::{Approver, ToolSpec};
+use crate::dispatcher::{Approver, CallEnv, ToolSpec};
+use crate::observe::{Answer, Asker, Progress, Question};
+
+/// The `_meta` key of a `tools/call` request that carries the
+/// application's injected context (a JSON object).
+pub const CONTEXT_META_KEY: &str = "toolhost/context";
 use crate::observe::{CallObserver, LogLevel};
 use crate::tool_call::ToolCall;
 use crate::wire;
@@ -135,6 +141,50 @@ impl Approver for AskTheClient {
     }
 }
 
+/// How long a person has to answer a tool's question (the sandbox bounds
+/// it too, with [`crate::sandbox::ASK_WAIT`]).
+const ASK_TIMEOUT: std::time::Duration = crate::sandbox::ASK_WAIT;
+
+impl Asker for AskTheClient {
+    fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
+        Box::pin(async move {
+            let message = format!(
+                "The tool '{}' asks: {}",
+                crate::outcome::clip(&question.tool, 64),
+                question.message
+            );
+            let params = match serde_json::from_value(serde_json::json!({
+                "mode": "form",
+                "message": message,
+                "requestedSchema": question.schema,
+            })) {
+                Ok(params) => params,
+                Err(e) => {
+                    return Answer::Unavailable(format!(
+                        "the question cannot be sent to the client: {e}"
+                    ));
+                }
+            };
+            match self
+                .peer
+                .create_elicitation_with_timeout(params, Some(ASK_TIMEOUT))
+                .await
+            {
+                Err(e) => Answer::Unavailable(format!("the client did not answer: {e}")),
+                Ok(answer) => match answer.action {
+                    ElicitationAction::Accept => Answer::Accepted(
+                        answer
+                            .content
+                            .unwrap_or_else(|| Value::Object(serde_json::Map::new())),
+                    ),
+                    ElicitationAction::Decline => Answer::Declined,
+                    _ => Answer::Cancelled,
+                },
+            }
+        })
+    }
+}
+
 /// What the server tells clients about itself.
 const INSTRUCTIONS: &str = "Each tool call runs in its own fresh WebAssembly sandbox with only the \
 capabilities its manifest grants, under fuel, time and memory limits. A failed call has isError \
@@ -179,37 +229,61 @@ const NOTIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// budget (100 lines), so none is lost to a slow client within one call.
 const QUEUED_LINES: usize = 128;
 
-/// Passes a call's log lines on as `notifications/message`.
-#[derive(Debug)]
-struct LogForwarder {
-    minimum: LoggingLevel,
-    tool: String,
-    lines: tokio::sync::mpsc::Sender<(LoggingLevel, String)>,
+/// What a running call sends its client before its result.
+enum Note {
+    Log(LoggingLevel, String),
+    Progress(ProgressNotificationParam),
 }
 
-impl LogForwarder {
+/// Passes a call's log lines on as `notifications/message` (at the level
+/// the client asked for) and its progress as `notifications/progress`
+/// (when the request carried a `progressToken`).
+#[derive(Debug)]
+struct CallForwarder {
+    minimum: Option<LoggingLevel>,
+    progress_token: Option<ProgressToken>,
+    tool: String,
+    notes: tokio::sync::mpsc::Sender<Note>,
+}
+
+impl std::fmt::Debug for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Note")
+    }
+}
+
+impl CallForwarder {
     /// The forwarder, and the task that sends what it queues to `peer`;
     /// the task ends once the forwarder is dropped and its queue is empty.
     fn start(
-        minimum: LoggingLevel,
+        minimum: Option<LoggingLevel>,
+        progress_token: Option<ProgressToken>,
         tool: &str,
         peer: Peer<RoleServer>,
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
-        let (lines, mut queued) = tokio::sync::mpsc::channel(QUEUED_LINES);
+        let (notes, mut queued) = tokio::sync::mpsc::channel(QUEUED_LINES);
         let logger = tool.to_owned();
         let task = tokio::spawn(async move {
-            while let Some((level, line)) = queued.recv().await {
-                let message = LoggingMessageNotificationParam::new(level, Value::String(line))
-                    .with_logger(logger.clone());
-                if peer.notify_logging_message(message).await.is_err() {
+            while let Some(note) = queued.recv().await {
+                let sent = match note {
+                    Note::Log(level, line) => {
+                        let message =
+                            LoggingMessageNotificationParam::new(level, Value::String(line))
+                                .with_logger(logger.clone());
+                        peer.notify_logging_message(message).await
+                    }
+                    Note::Progress(progress) => peer.notify_progress(progress).await,
+                };
+                if sent.is_err() {
                     break;
                 }
             }
         });
         let forwarder = Arc::new(Self {
             minimum,
+            progress_token,
             tool: tool.to_owned(),
-            lines,
+            notes,
         });
         (forwarder, task)
     }
@@ -238,20 +312,33 @@ fn rank(level: LoggingLevel) -> u8 {
     }
 }
 
-impl CallObserver for LogForwarder {
+impl CallObserver for CallForwarder {
     fn wants(&self, level: LogLevel) -> bool {
-        rank(mcp_level(level)) >= rank(self.minimum)
+        self.minimum
+            .is_some_and(|minimum| rank(mcp_level(level)) >= rank(minimum))
     }
 
     fn log(&self, level: LogLevel, line: &str) {
         if self.wants(level)
             && self
-                .lines
-                .try_send((mcp_level(level), line.to_owned()))
+                .notes
+                .try_send(Note::Log(mcp_level(level), line.to_owned()))
                 .is_err()
         {
             tracing::debug!(tool = %self.tool, "a log line for the MCP client was dropped: the client is not reading");
         }
+    }
+
+    fn progress(&self, progress: &Progress) {
+        let Some(token) = &self.progress_token else {
+            return;
+        };
+        let mut param = ProgressNotificationParam::new(token.clone(), progress.done);
+        param.total = progress.total;
+        param.message.clone_from(&progress.message);
+        // Progress is lossy by nature: a report the client is too slow for
+        // is dropped, and a later one says more.
+        let _ = self.notes.try_send(Note::Progress(param));
     }
 }
 
@@ -376,24 +463,38 @@ impl ServerHandler for McpServer {
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let call = ToolCall::new(context.id.to_string(), spec.name.clone(), arguments);
-        let (observer, forwarding) = match self.log_level(&context) {
-            Some(minimum) => {
-                let (forwarder, task) =
-                    LogForwarder::start(minimum, &spec.name, context.peer.clone());
-                (Some(forwarder as Arc<dyn CallObserver>), Some(task))
+        let mut env = CallEnv::default().approver(Arc::new(NobodyToAsk));
+        // The application's context for the call, never the model's.
+        match context.meta.get(CONTEXT_META_KEY) {
+            None | Some(Value::Null) => {}
+            Some(injected @ Value::Object(_)) => env = env.context(injected.clone()),
+            Some(_) => {
+                self.shared.metrics().reject("mcp", "bad_context");
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "_meta[\"{CONTEXT_META_KEY}\"] must be a JSON object, e.g. {{\"user\":\"ada\"}}"
+                    ),
+                    None,
+                ));
             }
-            None => (None, None),
-        };
-        let asker;
-        let approver: &dyn Approver = if can_ask(&context) {
-            asker = AskTheClient {
-                peer: context.peer.clone(),
-            };
-            &asker
+        }
+        let minimum = self.log_level(&context);
+        let progress_token = context.meta.get_progress_token();
+        let forwarding = if minimum.is_some() || progress_token.is_some() {
+            let (forwarder, task) =
+                CallForwarder::start(minimum, progress_token, &spec.name, context.peer.clone());
+            env = env.observer(forwarder);
+            Some(task)
         } else {
-            &NobodyToAsk
+            None
         };
-        let run = self.shared.call_one(&host, call, approver, observer, "mcp");
+        if can_ask(&context) {
+            let client = Arc::new(AskTheClient {
+                peer: context.peer.clone(),
+            });
+            env = env.approver(client.clone()).asker(client);
+        }
+        let run = self.shared.call_one(&host, call, env, "mcp");
         // A cancelled request drops the call, which stops its instance.
         let outcome = tokio::select! {
             outcome = run => outcome,
@@ -402,8 +503,9 @@ impl ServerHandler for McpServer {
                 return Err(ErrorData::internal_error("the request was cancelled", None));
             }
         };
-        // The tool's log lines go out before its result, unless the client
-        // does not read them: then they are dropped, never the result.
+        // The tool's log lines and progress go out before its result, unless
+        // the client does not read them: then they are dropped, never the
+        // result.
         if let Some(mut forwarding) = forwarding
             && tokio::time::timeout(NOTIFY_TIMEOUT, &mut forwarding)
                 .await

@@ -25,9 +25,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::dispatcher::{ApproveAll, Approver, LoadError, ToolHost, ToolSpec};
+use crate::dispatcher::{ApproveAll, Approver, CallEnv, LoadError, ToolHost, ToolSpec};
 use crate::manifest::Manifest;
-use crate::observe::CallObserver;
 use crate::outcome::Outcome;
 use crate::sandbox::SandboxOptions;
 use crate::tool_call::ToolCall;
@@ -189,46 +188,43 @@ impl Shared {
         &self.metrics
     }
 
-    /// Run `calls` on the current version with `approver` (or approve all
-    /// under `--yes`), counting each outcome for `front_end`.
+    /// Run `calls` on `host` (the version the caller looked the tools up
+    /// in) in `env` (its approver replaced under `--yes`), counting each
+    /// outcome for `front_end`.
     pub async fn call_batch(
         &self,
         host: &ToolHost,
         calls: Vec<ToolCall>,
-        approver: Arc<dyn Approver>,
+        env: CallEnv,
         front_end: &'static str,
     ) -> Vec<Outcome> {
-        let approver = if self.approve_all {
-            Arc::new(ApproveAll)
-        } else {
-            approver
-        };
-        let outcomes = host.call_batch_with(calls, approver).await;
+        let outcomes = host.call_batch_in(calls, self.with_policy(env)).await;
         for outcome in &outcomes {
             self.metrics.record(host, outcome, front_end);
         }
         outcomes
     }
-}
 
-impl Shared {
-    /// Run one call on `host` (the version the caller looked the tool up
-    /// in), telling `observer` what it reports while it runs.
+    /// [`Shared::call_batch`] for one call.
     pub async fn call_one(
         &self,
         host: &ToolHost,
         call: ToolCall,
-        approver: &dyn Approver,
-        observer: Option<Arc<dyn CallObserver>>,
+        env: CallEnv,
         front_end: &'static str,
     ) -> Outcome {
-        let outcome = if self.approve_all {
-            host.call_observed(call, &ApproveAll, observer).await
-        } else {
-            host.call_observed(call, approver, observer).await
-        };
+        let outcome = host.call_in(call, &self.with_policy(env)).await;
         self.metrics.record(host, &outcome, front_end);
         outcome
+    }
+
+    /// `env` as the operator's flags have it: `--yes` approves every call.
+    fn with_policy(&self, env: CallEnv) -> CallEnv {
+        if self.approve_all {
+            env.approver(Arc::new(ApproveAll))
+        } else {
+            env
+        }
     }
 }
 

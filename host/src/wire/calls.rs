@@ -932,7 +932,13 @@ mod tests {
                 ("c", Some(UnknownTool)),
             ]
         );
-        assert!(outcomes[1].to_message().content.contains("tool call #2"));
+        assert!(
+            outcomes[1]
+                .to_message()
+                .content
+                .to_text()
+                .contains("tool call #2")
+        );
     }
 
     #[test]

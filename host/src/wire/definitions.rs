@@ -53,11 +53,11 @@ pub fn tool_definition(spec: &ToolSpec, format: Format) -> Value {
         Format::Mcp => {
             let mut tool = json!({
                 "name": spec.name,
-                "title": title(&spec.name),
+                "title": spec.title,
                 "description": spec.description,
                 "inputSchema": spec.input_schema,
                 "annotations": {
-                    "title": title(&spec.name),
+                    "title": spec.title,
                     "readOnlyHint": spec.hints.read_only,
                     "destructiveHint": spec.hints.destructive,
                     "idempotentHint": spec.hints.idempotent,
@@ -140,6 +140,7 @@ mod tests {
     fn spec(output: Value) -> ToolSpec {
         ToolSpec {
             name: "word_count".into(),
+            title: "Word count".into(),
             description: "Count".into(),
             input_schema: json!({"type": "object"}),
             output_schema: Some(output),

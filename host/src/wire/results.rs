@@ -4,12 +4,30 @@
 //!
 //! Every front end answers through these functions, so a call reads the
 //! same, and carries the same typed error, wherever it came from.
+//!
+//! Content blocks map once per format:
+//!
+//! | block | ToolMessage (LangChain) | Anthropic `tool_result` | MCP |
+//! |---|---|---|---|
+//! | text | `text` | `text` | `text` |
+//! | image | `image` (`base64`, `mime_type`) | `image` (base64 source) for PNG, JPEG, GIF, WebP; else a line of text | `image` |
+//! | audio | `audio` | a line of text (the API takes no audio) | `audio` |
+//! | resource link | `file` with `url` | a line of text | `resource_link` |
+//! | embedded text | `text-plain` (or `file`) | `document` with a text source | `resource` with `text` |
+//! | embedded bytes | `file` (`base64`) | `document` for PDF; else a line of text | `resource` with `blob` |
+//!
+//! A text-only result keeps `content` a string in the ToolMessage and in
+//! Anthropic's block, as before contract 0.2. OpenAI's chat completions
+//! carry text only in tool messages: the agent loop sends images in a
+//! user message after them (see [`crate::model`]).
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::dispatcher::ToolSpec;
-use crate::outcome::{CallError, Outcome};
+use crate::outcome::{CallError, ContentBlock, Outcome, ResourceContents};
 use crate::wire::definitions::mcp_structured;
 
 /// A wire format for results.
@@ -61,12 +79,134 @@ pub fn render(outcome: &Outcome, spec: Option<&ToolSpec>, format: Format) -> Val
 
 /// Anthropic's `tool_result` block.
 pub fn anthropic_tool_result(outcome: &Outcome) -> Value {
+    let content = match &outcome.result {
+        Ok(output) if !output.is_text_only() => anthropic_content(&output.content),
+        _ => json!(outcome.content()),
+    };
     json!({
         "type": "tool_result",
         "tool_use_id": outcome.call_id,
-        "content": outcome.content(),
+        "content": content,
         "is_error": outcome.is_error(),
     })
+}
+
+/// The image types the Messages API takes.
+const ANTHROPIC_IMAGES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// Blocks as the content of Anthropic's `tool_result`: text, image and
+/// document blocks, and a line of text for what the API cannot take.
+pub fn anthropic_content(blocks: &[ContentBlock]) -> Value {
+    let text = |block: &ContentBlock| json!({"type": "text", "text": block.as_text()});
+    blocks
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(t) => json!({"type": "text", "text": t}),
+            ContentBlock::Image(media) if ANTHROPIC_IMAGES.contains(&media.mime_type.as_str()) => json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": media.mime_type, "data": BASE64.encode(&media.data)},
+            }),
+            ContentBlock::Resource(resource) => match &resource.contents {
+                ResourceContents::Text(t) => json!({
+                    "type": "document",
+                    "source": {"type": "text", "media_type": "text/plain", "data": t},
+                    "title": resource.uri,
+                }),
+                ResourceContents::Blob(data) if resource.mime_type.as_deref() == Some("application/pdf") => json!({
+                    "type": "document",
+                    "source": {"type": "base64", "media_type": "application/pdf", "data": BASE64.encode(data)},
+                    "title": resource.uri,
+                }),
+                ResourceContents::Blob(_) => text(block),
+            },
+            _ => text(block),
+        })
+        .collect()
+}
+
+/// Blocks as MCP content.
+pub fn mcp_content(blocks: &[ContentBlock]) -> Value {
+    blocks
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(t) => json!({"type": "text", "text": t}),
+            ContentBlock::Image(media) => {
+                json!({"type": "image", "data": BASE64.encode(&media.data), "mimeType": media.mime_type})
+            }
+            ContentBlock::Audio(media) => {
+                json!({"type": "audio", "data": BASE64.encode(&media.data), "mimeType": media.mime_type})
+            }
+            ContentBlock::ResourceLink(link) => {
+                let mut out = json!({"type": "resource_link", "uri": link.uri, "name": link.name});
+                if let Some(mime) = &link.mime_type {
+                    out["mimeType"] = json!(mime);
+                }
+                if let Some(description) = &link.description {
+                    out["description"] = json!(description);
+                }
+                out
+            }
+            ContentBlock::Resource(resource) => {
+                let mut inner = json!({"uri": resource.uri});
+                if let Some(mime) = &resource.mime_type {
+                    inner["mimeType"] = json!(mime);
+                }
+                match &resource.contents {
+                    ResourceContents::Text(t) => inner["text"] = json!(t),
+                    ResourceContents::Blob(data) => inner["blob"] = json!(BASE64.encode(data)),
+                }
+                json!({"type": "resource", "resource": inner})
+            }
+        })
+        .collect()
+}
+
+/// Blocks as LangChain's standard content blocks (langchain-core 1.x).
+pub fn langchain_content(blocks: &[ContentBlock]) -> Vec<Value> {
+    blocks.iter().map(langchain_block).collect()
+}
+
+fn langchain_block(block: &ContentBlock) -> Value {
+    match block {
+        ContentBlock::Text(t) => json!({"type": "text", "text": t}),
+        ContentBlock::Image(media) => {
+            json!({"type": "image", "base64": BASE64.encode(&media.data), "mime_type": media.mime_type})
+        }
+        ContentBlock::Audio(media) => {
+            json!({"type": "audio", "base64": BASE64.encode(&media.data), "mime_type": media.mime_type})
+        }
+        ContentBlock::ResourceLink(link) => {
+            let mut out = json!({"type": "file", "url": link.uri, "extras": {"name": link.name}});
+            if let Some(mime) = &link.mime_type {
+                out["mime_type"] = json!(mime);
+            }
+            if let Some(description) = &link.description {
+                out["extras"]["description"] = json!(description);
+            }
+            out
+        }
+        ContentBlock::Resource(resource) => {
+            match (&resource.contents, resource.mime_type.as_deref()) {
+                (ResourceContents::Text(t), None | Some("text/plain")) => json!({
+                    "type": "text-plain", "text": t, "mime_type": "text/plain", "extras": {"uri": resource.uri},
+                }),
+                (ResourceContents::Text(t), Some(mime)) => json!({
+                    "type": "file", "base64": BASE64.encode(t), "mime_type": mime, "extras": {"uri": resource.uri},
+                }),
+                (ResourceContents::Blob(data), mime) => json!({
+                    "type": "file", "base64": BASE64.encode(data),
+                    "mime_type": mime.unwrap_or("application/octet-stream"), "extras": {"uri": resource.uri},
+                }),
+            }
+        }
+    }
+}
+
+impl Serialize for ContentBlock {
+    /// As a LangChain standard content block: how transcripts record it.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        langchain_block(self).serialize(serializer)
+    }
 }
 
 /// MCP's `CallToolResult`: the text as one text block, `structuredContent`
@@ -74,8 +214,12 @@ pub fn anthropic_tool_result(outcome: &Outcome) -> Value {
 /// outcome (invalid arguments included, as the specification asks), and the
 /// typed error under [`MCP_ERROR_KEY`] in `_meta`.
 pub fn mcp_call_result(outcome: &Outcome, spec: Option<&ToolSpec>) -> Value {
+    let content = match &outcome.result {
+        Ok(output) if !output.content.is_empty() => mcp_content(&output.content),
+        _ => json!([{"type": "text", "text": outcome.content()}]),
+    };
     let mut result = json!({
-        "content": [{"type": "text", "text": outcome.content()}],
+        "content": content,
         "isError": outcome.is_error(),
     });
     let mut meta = Map::new();
@@ -137,8 +281,9 @@ pub struct ToolMessage {
     pub tool_call_id: String,
     /// The tool's name.
     pub name: String,
-    /// What the model reads.
-    pub content: String,
+    /// What the model reads: text, or LangChain content blocks when the
+    /// result has more than text.
+    pub content: ToolContent,
     /// Whether the call failed.
     pub is_error: bool,
     /// `success` or `error`, as LangChain spells it.
@@ -152,6 +297,38 @@ pub struct ToolMessage {
     pub artifact: Option<String>,
 }
 
+/// A ToolMessage's `content`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ToolContent {
+    /// Text only, as one string.
+    Text(String),
+    /// Several blocks, as LangChain standard content blocks.
+    Blocks(Vec<ContentBlock>),
+}
+
+impl ToolContent {
+    /// The content as text: blocks other than text described in a line.
+    pub fn to_text(&self) -> String {
+        match self {
+            Self::Text(text) => text.clone(),
+            Self::Blocks(blocks) => blocks
+                .iter()
+                .map(|b| b.as_text())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    /// The blocks, when there is more than text.
+    pub fn blocks(&self) -> &[ContentBlock] {
+        match self {
+            Self::Text(_) => &[],
+            Self::Blocks(blocks) => blocks,
+        }
+    }
+}
+
 impl Outcome {
     /// The LangChain-compatible ToolMessage, with the typed error.
     pub fn to_message(&self) -> ToolMessage {
@@ -163,7 +340,10 @@ impl Outcome {
             role: "tool",
             tool_call_id: self.call_id.clone(),
             name: self.tool.clone(),
-            content: self.content(),
+            content: match &self.result {
+                Ok(output) if !output.is_text_only() => ToolContent::Blocks(output.content.clone()),
+                _ => ToolContent::Text(self.content()),
+            },
             is_error: self.is_error(),
             status: if self.is_error() { "error" } else { "success" },
             error,
@@ -176,7 +356,87 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::{CallStats, ErrorType, ToolOutput};
+    use crate::outcome::{CallStats, EmbeddedResource, ErrorType, Media, ResourceLink, ToolOutput};
+
+    fn mixed() -> Outcome {
+        let png = bytes::Bytes::from_static(b"\x89PNG");
+        Outcome {
+            call_id: "c".into(),
+            tool: "chart".into(),
+            result: Ok(ToolOutput {
+                content: vec![
+                    ContentBlock::Text("a chart".into()),
+                    ContentBlock::Image(Media {
+                        mime_type: "image/png".into(),
+                        data: png,
+                    }),
+                    ContentBlock::Audio(Media {
+                        mime_type: "audio/wav".into(),
+                        data: bytes::Bytes::from_static(b"RIFF"),
+                    }),
+                    ContentBlock::ResourceLink(ResourceLink {
+                        uri: "file:///r.csv".into(),
+                        name: "r.csv".into(),
+                        mime_type: Some("text/csv".into()),
+                        description: None,
+                    }),
+                    ContentBlock::Resource(EmbeddedResource {
+                        uri: "mem://notes".into(),
+                        mime_type: None,
+                        contents: ResourceContents::Text("hi".into()),
+                    }),
+                ],
+                ..ToolOutput::default()
+            }),
+            stats: CallStats::default(),
+        }
+    }
+
+    #[test]
+    fn each_block_maps_once_to_each_format() {
+        let outcome = mixed();
+        assert_eq!(
+            render(&outcome, None, Format::Mcp)["content"],
+            json!([
+                {"type": "text", "text": "a chart"},
+                {"type": "image", "data": "iVBORw==", "mimeType": "image/png"},
+                {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+                {"type": "resource_link", "uri": "file:///r.csv", "name": "r.csv", "mimeType": "text/csv"},
+                {"type": "resource", "resource": {"uri": "mem://notes", "text": "hi"}},
+            ])
+        );
+        let anthropic = render(&outcome, None, Format::Anthropic)["content"].clone();
+        assert_eq!(
+            anthropic[1],
+            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}})
+        );
+        assert_eq!(
+            anthropic[2],
+            json!({"type": "text", "text": "[audio: audio/wav, 4 B]"}),
+            "the API takes no audio"
+        );
+        assert_eq!(anthropic[4]["type"], "document");
+        let message = render(&outcome, None, Format::ToolMessage);
+        assert_eq!(
+            message["content"][1],
+            json!({"type": "image", "base64": "iVBORw==", "mime_type": "image/png"})
+        );
+        assert_eq!(message["content"][3]["type"], "file");
+        assert_eq!(message["content"][4]["type"], "text-plain");
+        assert_eq!(
+            outcome.content(),
+            "a chart\n[image: image/png, 4 B]\n[audio: audio/wav, 4 B]\n[resource r.csv: file:///r.csv]\n[resource mem://notes]\nhi"
+        );
+    }
+
+    #[test]
+    fn text_only_results_keep_string_content() {
+        assert_eq!(
+            render(&success(), None, Format::ToolMessage)["content"],
+            "42"
+        );
+        assert_eq!(render(&success(), None, Format::Anthropic)["content"], "42");
+    }
 
     fn timeout() -> Outcome {
         Outcome::error(
@@ -191,7 +451,7 @@ mod tests {
             call_id: "c".into(),
             tool: "calc".into(),
             result: Ok(ToolOutput {
-                content: "42".into(),
+                content: vec![ContentBlock::Text("42".into())],
                 structured: Some(json!({"value": 42.0})),
                 artifact: Some("raw".into()),
             }),
@@ -246,6 +506,7 @@ mod tests {
     fn mcp_results_of_tools_with_output_schemas_always_carry_structured_content() {
         let spec = ToolSpec {
             name: "calc".into(),
+            title: "Calc".into(),
             description: String::new(),
             input_schema: json!({"type": "object"}),
             output_schema: Some(json!({"type": "object"})),

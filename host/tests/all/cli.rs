@@ -108,8 +108,13 @@ fn tools_prints_definitions_in_each_format() {
             "read_file",
             "list_dir",
             "write_file",
+            "remember",
+            "recall",
+            "forget",
+            "qr_code",
             "word_count",
             "slugify",
+            "tally",
             "convert_units"
         ]
     );

@@ -76,7 +76,7 @@ pub async fn call(host: &ToolHost, tool: &str, args: Value) -> Outcome {
 #[track_caller]
 pub fn ok(outcome: &Outcome) -> String {
     match &outcome.result {
-        Ok(output) => output.content.clone(),
+        Ok(output) => output.to_text(),
         Err(e) => panic!("expected success, got {e:?}"),
     }
 }

@@ -1,20 +1,18 @@
 //! The fixture tools of the official MCP conformance suite
 //! (`@modelcontextprotocol/conformance`, pinned by `scripts/conformance.sh`),
-//! as far as the 0.1 tool contract can express them: text content, tool
-//! errors, logging through the host, and input schemas passed through as
-//! written. Names, descriptions, arguments and results follow the suite's
-//! scenario texts and its reference server (`everything-server.ts`).
+//! as far as the tool contract (0.2) can express them: text, image, audio
+//! and embedded-resource content, tool errors, logging and progress through
+//! the host, questions to the person (elicitation), and input schemas
+//! passed through as written. Names, descriptions, arguments and results
+//! follow the suite's scenario texts and its reference server
+//! (`everything-server.ts`).
 //!
-//! Not here, because the 0.1 contract cannot express them (they wait on
-//! contract 0.2; `tests/mcp-fixtures/expected-failures-*.yml` lists the
-//! scenarios): `test_image_content`, `test_audio_content`,
-//! `test_embedded_resource`, `test_multiple_content_types` (content blocks
-//! other than one text block), `test_tool_with_progress` (progress),
-//! `test_sampling`, `test_elicitation`, `test_elicitation_sep1034_defaults`,
-//! `test_elicitation_sep1330_enums`, `test_streaming_elicitation` and the
-//! `test_input_required_result_*` tools (requests to the client, or SEP-2322
-//! input-required results), and `test_missing_capability` (declaring a
-//! required client capability). Not a tool's to do at all:
+//! Not here (`tests/mcp-fixtures/expected-failures-*.yml` lists the
+//! scenarios): `test_sampling` (a tool cannot ask the client's model),
+//! `test_streaming_elicitation` and the `test_input_required_result_*`
+//! tools (SEP-2322 input-required results, which toolhost does not send
+//! yet: a 2026-07-28 client is never asked), and `test_missing_capability`
+//! (declaring a required client capability). Not a tool's to do at all:
 //! `test_reconnection` (the server closing an SSE stream mid-call) and
 //! `test_trigger_tool_change` / `test_trigger_prompt_change` (changing the
 //! server's own lists).
@@ -29,7 +27,152 @@ use std::time::Duration;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use toolhost_guest::{Level, Output, Tool, ToolError};
+use toolhost_guest::{AskRefusal, Content, Level, Output, Tool, ToolError, ask_json, progress};
+
+/// A 1x1 red PNG, as the suite suggests.
+const RED_PIXEL_PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
+    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0xf8, 0xcf, 0xc0, 0x00,
+    0x00, 0x03, 0x01, 0x01, 0x00, 0x18, 0xdd, 0x8d, 0xb0, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
+    0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// A silent WAV: 8 samples of 8-bit mono at 8 kHz.
+fn silent_wav() -> Vec<u8> {
+    let samples = 8u32;
+    let mut wav = Vec::new();
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + samples).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes());
+    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&8000u32.to_le_bytes());
+    wav.extend_from_slice(&8000u32.to_le_bytes());
+    wav.extend_from_slice(&1u16.to_le_bytes());
+    wav.extend_from_slice(&8u16.to_le_bytes());
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&samples.to_le_bytes());
+    wav.extend(std::iter::repeat_n(128u8, samples as usize));
+    wav
+}
+
+/// `tools-call-image`: one PNG image block.
+fn image_content(_: NoArguments) -> Result<Output, ToolError> {
+    Ok(Output::image("image/png", RED_PIXEL_PNG.to_vec()))
+}
+
+/// `tools-call-audio`: one `audio/wav` block.
+fn audio_content(_: NoArguments) -> Result<Output, ToolError> {
+    Ok(Output::default().with_audio("audio/wav", silent_wav()))
+}
+
+/// `tools-call-embedded-resource`: one text resource.
+fn embedded_resource(_: NoArguments) -> Result<Output, ToolError> {
+    Ok(Output::default().with(Content::TextResource {
+        uri: "test://embedded-resource".into(),
+        mime_type: Some("text/plain".into()),
+        text: "This is an embedded resource content.".into(),
+    }))
+}
+
+/// `tools-call-mixed-content`: text, an image and a resource.
+fn multiple_content_types(_: NoArguments) -> Result<Output, ToolError> {
+    Ok(Output::text("Multiple content types test:")
+        .with_image("image/png", RED_PIXEL_PNG.to_vec())
+        .with(Content::TextResource {
+            uri: "test://mixed-content-resource".into(),
+            mime_type: Some("application/json".into()),
+            text: r#"{"test":"data","value":123}"#.into(),
+        }))
+}
+
+/// `tools-call-with-progress`: 0, 50 and 100 of 100, about 50 ms apart.
+fn tool_with_progress(_: NoArguments) -> Result<Output, ToolError> {
+    for (i, done) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        progress(done, Some(100.0), None);
+    }
+    Ok(Output::text("Progress test completed"))
+}
+
+/// What became of a question, as the reference server words it.
+fn asked(answer: Result<String, toolhost_guest::Refused>) -> (String, String) {
+    match answer {
+        Ok(content) => ("accept".into(), content),
+        Err(refused) => {
+            let action = match refused.reason {
+                AskRefusal::Declined => "decline",
+                AskRefusal::Cancelled => "cancel",
+                AskRefusal::Unavailable | AskRefusal::InvalidQuestion => "unavailable",
+            };
+            (
+                action.into(),
+                format!("{{\"reason\":{:?}}}", refused.message),
+            )
+        }
+    }
+}
+
+/// Arguments of `test_elicitation`.
+#[derive(Deserialize, JsonSchema)]
+struct ElicitationArguments {
+    /// The message to show the user.
+    message: String,
+}
+
+/// `tools-call-elicitation`: ask for a username and an email.
+fn elicitation(args: ElicitationArguments) -> Result<Output, ToolError> {
+    let schema = r#"{"type":"object","properties":{
+        "username":{"type":"string","description":"User's response"},
+        "email":{"type":"string","description":"User's email address"}},
+        "required":["username","email"]}"#;
+    let (action, content) = asked(ask_json(&args.message, schema));
+    Ok(Output::text(format!(
+        "User response: <action: {action}, content: {content}>"
+    )))
+}
+
+/// `elicitation-sep1034-defaults`: a default for every primitive type.
+fn elicitation_defaults(_: NoArguments) -> Result<Output, ToolError> {
+    let schema = r#"{"type":"object","properties":{
+        "name":{"type":"string","description":"User name","default":"John Doe"},
+        "age":{"type":"integer","description":"User age","default":30},
+        "score":{"type":"number","description":"User score","default":95.5},
+        "status":{"type":"string","description":"User status","enum":["active","inactive","pending"],"default":"active"},
+        "verified":{"type":"boolean","description":"Verification status","default":true}}}"#;
+    let (action, content) = asked(ask_json(
+        "Please review and update the form fields with defaults",
+        schema,
+    ));
+    Ok(Output::text(format!(
+        "Elicitation completed: action={action}, content={content}"
+    )))
+}
+
+/// `elicitation-sep1330-enums`: the five enum forms.
+fn elicitation_enums(_: NoArguments) -> Result<Output, ToolError> {
+    let schema = r#"{"type":"object","properties":{
+        "untitledSingle":{"type":"string","description":"Select an option","enum":["option1","option2","option3"]},
+        "titledSingle":{"type":"string","description":"Select a titled option","oneOf":[
+            {"const":"value1","title":"First Option"},{"const":"value2","title":"Second Option"},{"const":"value3","title":"Third Option"}]},
+        "legacyEnum":{"type":"string","description":"Select a legacy option","enum":["opt1","opt2","opt3"],
+            "enumNames":["Option One","Option Two","Option Three"]},
+        "untitledMulti":{"type":"array","description":"Select multiple options","minItems":1,"maxItems":3,
+            "items":{"type":"string","enum":["option1","option2","option3"]}},
+        "titledMulti":{"type":"array","description":"Select multiple titled options","minItems":1,"maxItems":3,
+            "items":{"anyOf":[{"const":"value1","title":"First Choice"},{"const":"value2","title":"Second Choice"},{"const":"value3","title":"Third Choice"}]}}}}"#;
+    let (action, content) = asked(ask_json(
+        "Please select options from the enum fields",
+        schema,
+    ));
+    Ok(Output::text(format!(
+        "Elicitation completed: action={action}, content={content}"
+    )))
+}
 
 /// No arguments. Declared as `{"type":"object","properties":{}}`, as the
 /// reference server declares its argument-less tools; the suite calls them
@@ -157,6 +300,24 @@ toolhost_guest::export_tools! {
     Tool::new("test_logging_tool", "Diagnostic logging validator tool", logging_tool)
         .read_only()
         .idempotent(),
+    Tool::new("test_image_content", "Tests image content response", image_content)
+        .read_only()
+        .idempotent(),
+    Tool::new("test_audio_content", "Tests audio content response", audio_content)
+        .read_only()
+        .idempotent(),
+    Tool::new("test_embedded_resource", "Tests embedded resource content response", embedded_resource)
+        .read_only()
+        .idempotent(),
+    Tool::new("test_multiple_content_types", "Tests response with multiple content types (text, image, resource)", multiple_content_types)
+        .read_only()
+        .idempotent(),
+    Tool::new("test_tool_with_progress", "Tests tool that reports progress notifications", tool_with_progress)
+        .read_only()
+        .idempotent(),
+    Tool::new("test_elicitation", "Tests elicitation: asks the user for input", elicitation),
+    Tool::new("test_elicitation_sep1034_defaults", "Tests elicitation with default values for every primitive type (SEP-1034)", elicitation_defaults),
+    Tool::new("test_elicitation_sep1330_enums", "Tests elicitation with every enum form (SEP-1330)", elicitation_enums),
     Tool::new(
         "json_schema_2020_12_tool",
         "Tool with JSON Schema 2020-12 features",

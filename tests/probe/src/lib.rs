@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use toolhost_guest::store::Store;
 use toolhost_guest::{Context, Level, Output, Tool, ToolError, http};
 
 #[derive(Deserialize, JsonSchema)]
@@ -142,6 +143,154 @@ fn context(_: Nothing, cx: &Context) -> Result<Output, ToolError> {
         cx.call_id(),
         cx.deadline_ms()
     )))
+}
+
+// Contract 0.2: injected context, progress, questions, content blocks,
+// stores.
+
+/// The application's injected context, as the tool sees it.
+fn injected(_: Nothing, cx: &Context) -> Result<Output, ToolError> {
+    Ok(Output::text(cx.context().unwrap_or("(none)")))
+}
+
+/// Reports `n` + 1 steps, 0 to n of n, with one report that does not grow
+/// (which the host drops) after the second.
+fn report_progress(args: Amount) -> Result<Output, ToolError> {
+    for i in 0..=args.n {
+        toolhost_guest::progress(i as f64, Some(args.n as f64), Some(&format!("step {i}")));
+        if i == 1 {
+            toolhost_guest::progress(0.5, Some(args.n as f64), Some("backwards"));
+        }
+    }
+    Ok(Output::text("done"))
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Confirm {
+    /// Go ahead?
+    confirm: bool,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Question {
+    question: String,
+    /// A store to try to open once the answer is yes: an answer grants nothing.
+    #[serde(default)]
+    then_open: Option<String>,
+}
+
+/// Asks `question`; says what the answer was, or fails with the refusal.
+fn ask_confirm(args: Question) -> Result<Output, ToolError> {
+    let answer: Confirm = toolhost_guest::ask(&args.question)?;
+    if answer.confirm
+        && let Some(store) = args.then_open
+    {
+        Store::open(&store)?;
+    }
+    Ok(Output::text(format!("confirm={}", answer.confirm)))
+}
+
+/// Asks with a schema the host cannot show.
+fn ask_badly(_: Nothing) -> Result<Output, ToolError> {
+    match toolhost_guest::ask_json("pick", r#"{"type":"string"}"#) {
+        Ok(answer) => Ok(Output::text(answer)),
+        Err(refused) => Ok(Output::text(format!(
+            "{:?}: {}",
+            refused.reason, refused.message
+        ))),
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Media {
+    /// Put the `secret` config value into the image's bytes.
+    #[serde(default)]
+    leak: bool,
+    /// Bytes of image data.
+    #[serde(default)]
+    size: usize,
+}
+
+/// Text, an image and a link; with `leak`, an image carrying a secret.
+fn media(args: Media) -> Result<Output, ToolError> {
+    let mut data = b"\x89PNG\r\n\x1a\n".to_vec();
+    data.resize(args.size.max(data.len()), 7);
+    if args.leak {
+        data.extend_from_slice(
+            toolhost_guest::config("secret")
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+    }
+    Ok(Output::text("a picture")
+        .with_image("image/png", data)
+        .with_link("https://example.org/r", "r", Some("a resource".into())))
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Put {
+    store: String,
+    key: String,
+    /// The value, or `size` bytes of `x` when empty.
+    #[serde(default)]
+    value: String,
+    #[serde(default)]
+    size: usize,
+}
+
+fn put(args: Put) -> Result<Output, ToolError> {
+    let value = if args.value.is_empty() {
+        vec![b'x'; args.size]
+    } else {
+        args.value.into_bytes()
+    };
+    Store::open(&args.store)?.set(&args.key, &value)?;
+    Ok(Output::text("ok"))
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Get {
+    store: String,
+    key: String,
+}
+
+fn get(args: Get) -> Result<Output, ToolError> {
+    let store = Store::open(&args.store)?;
+    Ok(Output::text(match store.get(&args.key)? {
+        Some(value) => String::from_utf8_lossy(&value).into_owned(),
+        None => "(missing)".into(),
+    }))
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct PutMany {
+    store: String,
+    /// Keys `k0` … to set, each to `size` bytes.
+    n: usize,
+    size: usize,
+}
+
+/// Sets `n` keys in one batch, then lists and counts them.
+fn put_many(args: PutMany) -> Result<Output, ToolError> {
+    let store = Store::open(&args.store)?;
+    let entries: Vec<(String, Vec<u8>)> = (0..args.n)
+        .map(|i| (format!("k{i}"), vec![b'y'; args.size]))
+        .collect();
+    store.set_many(&entries)?;
+    let count = store.increment("batches", 1)?;
+    Ok(Output::text(format!(
+        "keys={} batches={count}",
+        store.keys()?.len()
+    )))
+}
+
+/// Opens a store and makes `n` operations on it.
+fn store_ops(args: Amount) -> Result<Output, ToolError> {
+    let store = Store::open("s")?;
+    for _ in 0..args.n {
+        store.exists("k")?;
+    }
+    Ok(Output::text("ok"))
 }
 
 // Hostile `wasi:http` use, through the raw bindings: what a tool can make
@@ -515,6 +664,15 @@ toolhost_guest::export_tools! {
     Tool::new("fetch", "GET a URL", fetch),
     Tool::new("fetch_or_fallback", "GET a URL, tolerate failure", fetch_or_fallback),
     Tool::new("context", "Show the call context", context),
+    Tool::new("injected", "Show the injected context", injected),
+    Tool::new("report_progress", "Report progress n times", report_progress),
+    Tool::new("ask_confirm", "Ask the person to confirm", ask_confirm),
+    Tool::new("ask_badly", "Ask with a schema no client can show", ask_badly),
+    Tool::new("media", "Return an image and a link", media),
+    Tool::new("put", "Set a key in a store", put),
+    Tool::new("get", "Read a key from a store", get),
+    Tool::new("put_many", "Set n keys in one batch", put_many),
+    Tool::new("store_ops", "Make n store operations", store_ops),
     Tool::new("wipe", "Pretend to delete everything", counter).destructive(),
     Tool::new("hoard", "Make the host hold wasi:http objects", hoard),
     Tool::new("request_part", "Set one request part to n bytes", request_part),
