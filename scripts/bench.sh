@@ -2,7 +2,8 @@
 # The benchmark suite, side by side in one run: toolhost against LangGraph's
 # ToolNode (installed here into bench/.venv), one process per call, the
 # naive wasmtime path, a reused instance and the native function; then the
-# agent loop's own overhead per turn; then MCP serving: toolhost serve over
+# agent loop's own overhead per turn; then key-value stores from a tool
+# (embedded and Redis); then MCP serving: toolhost serve over
 # HTTP and stdio against the Python MCP SDK's MCPServer (from
 # target/clients-venv). Prints the tables with ratios and targets, and writes
 # target/bench/results.json, target/bench/mcp.json and docs/bench/latency.svg.
@@ -24,6 +25,7 @@ tests/clients/run.sh --setup
 
 cargo bench --quiet -p toolhost --bench compare
 cargo bench --quiet -p toolhost --bench agent_turn
+cargo bench --quiet -p toolhost --bench stores
 cargo bench --quiet -p toolhost --bench mcp
 mkdir -p docs/bench
 cp target/bench/latency.svg docs/bench/latency.svg

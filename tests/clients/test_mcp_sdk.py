@@ -17,6 +17,7 @@ Every result is compared in its wire shape (`model_dump(by_alias=True)`:
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -334,3 +335,30 @@ async def test_parallel_calls_run_at_once(open_connection: Connector) -> None:
             tg.start_soon(slow)
             tg.start_soon(fast)
     assert finished == ["calc", "sleep"]
+
+
+async def test_content_blocks_pass_the_sdks_types(open_connection: Connector) -> None:
+    """An image and a resource link (contract 0.2), read through the SDK's own
+    result types: the shapes are what MCP clients accept."""
+    async with open_connection() as conn:
+        result = await conn.call("media", {"size": 16})
+    assert result["isError"] is False, result
+    kinds = [block["type"] for block in result["content"]]
+    assert kinds == ["text", "image", "resource_link"], result
+    image = result["content"][1]
+    assert image["mimeType"] == "image/png"
+    assert base64.b64decode(image["data"]).startswith(b"\x89PNG")
+    assert result["content"][2]["uri"] == "https://example.org/r"
+
+
+async def test_progress_reaches_the_sdks_callback(open_connection: Connector) -> None:
+    reports: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append((progress, total, message))
+
+    async with open_connection() as conn:
+        result = wire(await conn._caller.call_tool("report_progress", {"n": 2}, progress_callback=on_progress))  # noqa: SLF001
+    assert text_of(result) == "done"
+    assert [r[0] for r in reports] == [0.0, 1.0, 2.0], reports
+    assert reports[1] == (1.0, 2.0, "step 1")

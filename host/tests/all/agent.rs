@@ -819,3 +819,115 @@ async fn anthropic_overload_mid_stream_is_retried() {
     assert_eq!(transcript.final_text, "ok");
     assert_eq!(script.bodies().len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_gets_images_in_a_user_message_after_all_of_the_turns_tool_messages() {
+    let (transcript, script) = run(
+        Provider::OpenAI,
+        false,
+        vec![
+            oa_calls(&[
+                ("call_1", "media", r#"{"size": 8}"#),
+                ("call_2", "calc", r#"{"expression": "1+1"}"#),
+            ]),
+            oa_text("A picture and 2."),
+        ],
+        "go",
+    )
+    .await;
+    assert_eq!(transcript.end, RunEnd::Answered);
+    let messages = script.bodies()[1]["messages"].as_array().unwrap().clone();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+    // The tool message carries text only, naming what follows.
+    assert_eq!(
+        messages[2]["content"],
+        "a picture\n[image: image/png, 8 B]\n[resource r: https://example.org/r (a resource)]"
+    );
+    let parts = messages[4]["content"].as_array().unwrap();
+    assert_eq!(parts[0]["text"], "Image returned by tool call call_1:");
+    assert!(
+        parts[1]["image_url"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("data:image/png;base64,iVBORw0K"),
+        "{}",
+        parts[1]
+    );
+    // The transcript keeps every block.
+    let recorded = serde_json::to_value(&transcript.messages[2]).unwrap();
+    assert_eq!(recorded["blocks"][1]["type"], "image", "{recorded}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_gets_images_inside_the_tool_result() {
+    let (transcript, script) = run(
+        Provider::Anthropic,
+        false,
+        vec![
+            an_tool_uses(&[("toolu_1", "media", json!({"size": 8}))]),
+            an_text("A picture."),
+        ],
+        "go",
+    )
+    .await;
+    assert_eq!(transcript.end, RunEnd::Answered);
+    let results = last_message(&script.bodies()[1]);
+    let content = &results["content"][0]["content"];
+    assert_eq!(content[0], json!({"type": "text", "text": "a picture"}));
+    assert_eq!(content[1]["type"], "image");
+    assert_eq!(content[1]["source"]["type"], "base64");
+    assert_eq!(content[1]["source"]["media_type"], "image/png");
+    assert_eq!(content[2]["type"], "text", "links read as text: {content}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_and_questions_become_run_events_and_context_reaches_tools() {
+    use toolhost::observe::{Answer, Asker, Question};
+    struct Yes;
+    impl Asker for Yes {
+        fn ask<'a>(&'a self, _: &'a Question) -> futures::future::BoxFuture<'a, Answer> {
+            Box::pin(async { Answer::Accepted(json!({"confirm": true})) })
+        }
+    }
+    let (base_url, script) = model_server(vec![
+        oa_calls(&[
+            ("call_1", "report_progress", r#"{"n": 2}"#),
+            ("call_2", "ask_confirm", r#"{"question": "Proceed?"}"#),
+            ("call_3", "injected", "{}"),
+        ]),
+        oa_text("Done."),
+    ])
+    .await;
+    let client = Arc::new(OpenAIClient::new(settings(&base_url, false)).unwrap());
+    let agent = Agent::new(
+        client,
+        tools(Approval::Never).await,
+        Arc::new(RefuseAll),
+        policy(),
+    )
+    .with_asker(Arc::new(Yes))
+    .with_context(json!({"user": "ada"}));
+    let transcript = agent.run(vec![Message::user("go")]).await;
+    assert_eq!(transcript.end, RunEnd::Answered);
+    let progress: Vec<f64> = transcript
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolProgress { id, done, .. } if id == "call_1" => Some(*done),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(progress, [0.0, 1.0, 2.0]);
+    assert!(transcript.events.iter().any(
+        |e| matches!(e, AgentEvent::ToolAsked { id, question, .. } if id == "call_2" && question == "Proceed?")
+    ));
+    let answers = tool_messages(&script.bodies()[1]);
+    assert_eq!(answers[1].1, "confirm=true");
+    assert_eq!(answers[2].1, r#"{"user":"ada"}"#);
+    // The model never sees the context: not in any request.
+    assert!(!script.bodies()[0].to_string().contains("ada"));
+}

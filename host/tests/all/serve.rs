@@ -1845,3 +1845,119 @@ async fn a_body_that_never_finishes_is_cut_off() {
     let answer = String::from_utf8_lossy(&answer[..n]);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
 }
+
+#[tokio::test]
+async fn tool_calls_take_the_injected_context_from_a_header() {
+    let server = Server::start(&manifest(Some("{}")), &[]);
+    let call = json!([{"id": "a", "name": "injected", "args": {}}]);
+    let response = server
+        .http
+        .post(server.url("/v1/tool_calls"))
+        .header("toolhost-context", r#"{"user":"ada"}"#)
+        .json(&call)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let answers: Value = response.json().await.unwrap();
+    assert_eq!(answers[0]["content"], r#"{"user":"ada"}"#, "{answers}");
+    // Without the header the tool sees none.
+    assert_eq!(server.answers("", &call).await[0]["content"], "(none)");
+    // A header that is not a JSON object is the client's mistake, named.
+    let response = server
+        .http
+        .post(server.url("/v1/tool_calls"))
+        .header("toolhost-context", "ada")
+        .json(&call)
+        .send()
+        .await
+        .unwrap();
+    let (kind, message) = refused(response, StatusCode::BAD_REQUEST).await;
+    assert_eq!(kind, "invalid_request");
+    assert!(message.contains("toolhost-context"), "{message}");
+}
+
+#[tokio::test]
+async fn mcp_calls_take_context_from_meta_and_send_progress_and_images() {
+    let server = Server::start(&manifest(Some("{}")), &[]);
+    let call = |id: u64, name: &str, arguments: Value, extra_meta: Value| {
+        let mut meta = meta_2026();
+        meta.as_object_mut()
+            .unwrap()
+            .extend(extra_meta.as_object().unwrap().clone());
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments, "_meta": meta}})
+    };
+    let headers = |name: &'static str| {
+        [
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", name),
+        ]
+    };
+    let seen = server
+        .mcp(
+            &call(
+                1,
+                "injected",
+                json!({}),
+                json!({"toolhost/context": {"tenant": "t1"}}),
+            ),
+            &headers("injected"),
+        )
+        .await;
+    assert_eq!(
+        seen.result(1)["content"][0]["text"],
+        r#"{"tenant":"t1"}"#,
+        "{}",
+        seen.text
+    );
+    let bad = server
+        .mcp(
+            &call(2, "injected", json!({}), json!({"toolhost/context": "t1"})),
+            &headers("injected"),
+        )
+        .await;
+    assert!(
+        bad.reply(2)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("toolhost/context"),
+        "{}",
+        bad.text
+    );
+    let progress = server
+        .mcp(
+            &call(
+                3,
+                "report_progress",
+                json!({"n": 2}),
+                json!({"progressToken": "p-1"}),
+            ),
+            &headers("report_progress"),
+        )
+        .await;
+    let reports: Vec<&Value> = progress
+        .messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(reports.len(), 3, "{}", progress.text);
+    assert!(
+        reports
+            .iter()
+            .all(|r| r["params"]["progressToken"] == "p-1")
+    );
+    assert_eq!(reports[2]["params"]["progress"], 2.0);
+    assert_eq!(progress.result(3)["content"][0]["text"], "done");
+    let media = server
+        .mcp(
+            &call(4, "media", json!({"size": 16}), json!({})),
+            &headers("media"),
+        )
+        .await;
+    let content = &media.result(4)["content"];
+    assert_eq!(content[1]["type"], "image", "{content}");
+    assert_eq!(content[1]["mimeType"], "image/png");
+    assert_eq!(content[2]["type"], "resource_link");
+}
