@@ -460,8 +460,8 @@ impl RawStore {
                     return Err(err(
                         "backend",
                         format!(
-                            "not a Redis URL Redis accepts ({}); write e.g. \"redis://127.0.0.1:6379\"",
-                            format!("{:?}", e.kind())
+                            "not a Redis URL Redis accepts ({:?}); write e.g. \"redis://127.0.0.1:6379\"",
+                            e.kind()
                         ),
                     ));
                 }

@@ -786,7 +786,7 @@ impl LoadedComponent {
                 uri: short(link.uri),
                 name: short(link.name),
                 mime_type: link.mime_type.map(short),
-                description: link.description.map(|d| text(d)),
+                description: link.description.map(&mut text),
             }),
             wit::ContentBlock::Embedded(resource) => {
                 let contents = match resource.contents {

@@ -274,13 +274,12 @@ impl Engine for Embedded {
     ) -> BoxFuture<'a, Result<u64, StoreError>> {
         let (ns, key) = (ns.to_owned(), key.to_owned());
         self.write(move |txn| {
-            let current = {
-                let table = txn.open_table(ENTRIES)?;
-                let value = table
-                    .get((ns.as_str(), key.as_str()))?
-                    .map(|v| v.value().to_vec());
-                value
-            };
+            let table = txn.open_table(ENTRIES)?;
+            let current = table
+                .get((ns.as_str(), key.as_str()))?
+                .map(|v| v.value().to_vec());
+            // `apply` opens the table again: this handle must be gone.
+            drop(table);
             let next = match incremented(current.as_deref(), delta) {
                 Ok(next) => next,
                 Err(e) => return Ok(Err(e)),

@@ -1,7 +1,7 @@
 //! Key-value stores that tools reach through `wasi:keyvalue`: named in the
 //! manifest (`[store.NAME]`), granted per tool (`stores = ["NAME"]`), split
 //! into namespaces by scope, bounded by quotas, and kept either in an
-//! embedded file ([`embedded`], redb) or in Redis ([`redis`]).
+//! embedded file (`embedded.rs`, redb) or in Redis (`redis.rs`).
 //!
 //! A store is opened on its first use, not at load, so `toolhost tools` and
 //! `toolhost check` never touch it, and one process's hot reloads share the
