@@ -78,6 +78,10 @@ pub(crate) const MAX_ARTIFACT: usize = 1 << 20;
 /// line saying so: models take images of a few MiB at most.
 pub const MAX_MEDIA: usize = 8 << 20;
 
+/// The most content blocks one result keeps; the rest are dropped with a
+/// note. Every block also counts against `max_output`.
+pub const MAX_BLOCKS: usize = 256;
+
 /// What the application supplies with a call: who hears it, who answers
 /// its questions, and its injected context.
 #[derive(Clone)]
@@ -704,10 +708,20 @@ impl LoadedComponent {
                 }
             }
         });
-        let mut content = Vec::with_capacity(output.content.len());
+        let blocks = output.content.len();
+        let mut content = Vec::with_capacity(blocks.min(MAX_BLOCKS));
         let (mut text_left, mut media_left) = (limit, MAX_MEDIA);
-        for block in output.content {
+        for block in output.content.into_iter().take(MAX_BLOCKS) {
+            if text_left == 0 {
+                break;
+            }
             content.push(self.seal_block(block, &mut text_left, &mut media_left));
+        }
+        if content.len() < blocks {
+            notes.push(format!(
+                "[{} more content blocks dropped: at most {MAX_BLOCKS} blocks and max_output bytes of text]",
+                blocks - content.len()
+            ));
         }
         for note in notes {
             content.push(ContentBlock::Text(note));
@@ -722,6 +736,13 @@ impl LoadedComponent {
             }
             _ => false,
         });
+        // Masked again once merged: a secret split across blocks is whole
+        // only now.
+        for block in &mut content {
+            if let ContentBlock::Text(text) = block {
+                *text = self.secrets.mask_owned(std::mem::take(text));
+            }
+        }
         ToolOutput {
             content,
             structured,
@@ -741,10 +762,16 @@ impl LoadedComponent {
     ) -> ContentBlock {
         let mut text = |text: String| {
             let text = truncate(self.secrets.mask_owned(text), (*text_left).max(64));
-            *text_left = text_left.saturating_sub(text.len());
+            *text_left = text_left.saturating_sub(text.len() + 1);
             text
         };
-        let short = |text: String| crate::outcome::clip(&self.secrets.mask(&text), 1024);
+        // Names, URIs and media types count against the text budget too.
+        let spent = std::cell::Cell::new(0usize);
+        let short = |text: String| {
+            let text = crate::outcome::clip(&self.secrets.mask(&text), 1024);
+            spent.set(spent.get() + text.len());
+            text
+        };
         let mut media = |kind: &str, data: Vec<u8>| -> Result<bytes::Bytes, ContentBlock> {
             if data.len() > *media_left {
                 return Err(ContentBlock::Text(format!(
@@ -766,7 +793,7 @@ impl LoadedComponent {
             *media_left -= data.len();
             Ok(bytes::Bytes::from(data))
         };
-        match block {
+        let sealed = match block {
             wit::ContentBlock::Text(t) => ContentBlock::Text(text(t)),
             wit::ContentBlock::Image(m) => match media("image", m.data) {
                 Ok(data) => ContentBlock::Image(Media {
@@ -802,7 +829,9 @@ impl LoadedComponent {
                     contents,
                 })
             }
-        }
+        };
+        *text_left = text_left.saturating_sub(spent.get());
+        sealed
     }
 }
 

@@ -552,7 +552,11 @@ fn injected_context(headers: &HeaderMap) -> Result<Option<Value>, String> {
     if values.next().is_some() {
         return Err(format!("more than one `{CONTEXT_HEADER}` header; {fix}"));
     }
-    match value.to_str().ok().map(serde_json::from_str::<Value>) {
+    // UTF-8, not only visible ASCII: a user may be called José.
+    match std::str::from_utf8(value.as_bytes())
+        .ok()
+        .map(serde_json::from_str::<Value>)
+    {
         Some(Ok(context @ Value::Object(_))) => Ok(Some(context)),
         _ => Err(format!(
             "the `{CONTEXT_HEADER}` header is not a JSON object; {fix}"
