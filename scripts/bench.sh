@@ -23,10 +23,10 @@ fi
 
 tests/clients/run.sh --setup
 
-cargo bench --quiet -p toolhost --bench compare
-cargo bench --quiet -p toolhost --bench agent_turn
-cargo bench --quiet -p toolhost --bench stores
-cargo bench --quiet -p toolhost --bench mcp
+cargo bench --quiet --workspace --bench compare
+cargo bench --quiet --workspace --bench agent_turn
+cargo bench --quiet --workspace --bench stores
+cargo bench --quiet --workspace --bench mcp
 mkdir -p docs/bench
 cp target/bench/latency.svg docs/bench/latency.svg
 echo "bench: chart copied to docs/bench/latency.svg"

@@ -13,10 +13,13 @@ cd "$(dirname "$0")/.."
 port=${TOOLHOST_QUICKSTART_PORT:-8093}
 
 scripts/setup.sh
-cargo build --release --quiet -p toolhost
+# --workspace: the same feature set as scripts/test.sh's build, so the tests
+# reuse this compile of wasmtime instead of making their own.
+cargo build --release --quiet --workspace --bin toolhost
 scripts/build-tools.sh
 toolhost=target/release/toolhost
-config=example-tools/toolhost.toml
+# Only the two tools the task needs, and deterministic sampling.
+config=example-tools/demo.toml
 
 echo; echo "== what each tool may touch (toolhost check)"
 "$toolhost" check --config "$config"
@@ -30,8 +33,8 @@ eval "$(scripts/local-model.sh start "$port")"
 # Stop only a server this run started.
 [ "$started_here" = 1 ] && trap 'scripts/local-model.sh stop "$port" >/dev/null 2>&1 || true' EXIT
 
-prompt=${1:-"Use the calc tool to compute 1234 * 5678. Then use the http_get tool to fetch http://169.254.169.254/latest/meta-data/ and tell me what happened with each."}
+prompt=${1:-$(cat example-tools/demo-task.txt)}
 echo; echo "== toolhost run: $prompt"; echo
 "$toolhost" run --config "$config" --base-url "$LLM_BASE_URL" --model "$LLM_MODEL_NAME" \
     --transcript target/quickstart-transcript.jsonl "$prompt"
-echo; echo "(full transcript: target/quickstart-transcript.jsonl)"
+echo; echo "(full transcript: target/quickstart-transcript.jsonl; show it again: $toolhost replay target/quickstart-transcript.jsonl)"

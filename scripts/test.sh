@@ -39,7 +39,10 @@ if [ -n "${TOOLHOST_SKIP_E2E:-}" ]; then
 fi
 port=${TOOLHOST_E2E_PORT:-8094}
 started=$SECONDS
+# Built above with the same features (--workspace): this only confirms it,
+# before the model is started, so the model never waits on a compile.
+cargo test --release --quiet --workspace --test all --no-run
 eval "$(scripts/local-model.sh start "$port")"
 trap 'scripts/local-model.sh stop "$port" >/dev/null 2>&1 || true' EXIT
-TOOLHOST_E2E_BASE_URL=$LLM_BASE_URL cargo test --release -p toolhost --test all e2e -- --ignored
+TOOLHOST_E2E_BASE_URL=$LLM_BASE_URL cargo test --release --workspace --test all -- --ignored e2e
 echo "test: end-to-end tier took $((SECONDS - started)) s"

@@ -65,23 +65,28 @@
 //! # }
 //! ```
 
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
 use crate::dispatcher::{Approver, CallEnv, ToolHost, ToolSpec};
-use crate::manifest::ModelConfig;
 use crate::model::{
-    Message, ModelClient, ModelError, ModelEvent, ModelRequest, ModelResponse, Usage,
+    Message, ModelClient, ModelConfig, ModelError, ModelEvent, ModelRequest, ModelResponse, Prices,
+    ResponseFormat, Sampling, ToolChoice, Usage,
 };
 use crate::observe::{Answer, Asker, CallObserver, LogLevel, NobodyToAsk, Progress, Question};
+use crate::outcome::{CallError, ErrorType, Outcome, clip};
 use crate::tool_call::ToolCall;
 use crate::wire::results::ToolMessage;
 
-/// How the loop behaves.
+/// How the loop behaves. [`AgentPolicy::from_config`] reads it from
+/// `[model]`; the defaults are the manifest's.
 #[derive(Debug, Clone)]
 pub struct AgentPolicy {
     /// Model calls per task before the loop stops.
@@ -94,17 +99,32 @@ pub struct AgentPolicy {
     pub base_delay: Duration,
     /// The longest wait between retries (also caps `Retry-After`).
     pub max_delay: Duration,
+    /// Whether the model must call tools. `required` and a named tool hold
+    /// for the first `tool_choice_steps` steps only, so the loop can end.
+    pub tool_choice: ToolChoice,
+    /// How many first steps a forcing `tool_choice` applies to.
+    pub tool_choice_steps: u32,
+    /// Whether the model may call several tools in one turn.
+    pub parallel_tool_calls: bool,
+    /// The most tool calls run per turn; later ones in the turn are
+    /// answered `denied_by_user` (retryable) and not run.
+    pub max_tool_calls_per_turn: NonZeroU32,
+    /// Sampling, passed to the endpoint.
+    pub sampling: Sampling,
+    /// Tokens (input and output) the run may spend; checked before each
+    /// model call, which may generate at most what remains.
+    pub max_run_tokens: Option<u64>,
+    /// Dollars the run may spend, by the `prices` estimate.
+    pub max_run_cost: Option<f64>,
+    /// Prices for the spend estimate.
+    pub prices: Option<Prices>,
+    /// A schema the final answer must satisfy.
+    pub response_format: Option<ResponseFormat>,
 }
 
 impl Default for AgentPolicy {
     fn default() -> Self {
-        Self {
-            max_steps: 10,
-            max_tokens: 1024,
-            max_retries: 4,
-            base_delay: Duration::from_millis(500),
-            max_delay: Duration::from_secs(30),
-        }
+        Self::from_config(&ModelConfig::openai("http://127.0.0.1", "default"))
     }
 }
 
@@ -115,7 +135,59 @@ impl AgentPolicy {
             max_steps: config.max_steps,
             max_tokens: config.max_tokens,
             max_retries: config.max_retries,
-            ..Self::default()
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+            tool_choice: config.tool_choice.clone(),
+            tool_choice_steps: config.tool_choice_steps,
+            parallel_tool_calls: config.parallel_tool_calls,
+            max_tool_calls_per_turn: config.max_tool_calls_per_turn,
+            sampling: config.sampling.clone(),
+            max_run_tokens: config.max_run_tokens,
+            max_run_cost: config.max_run_cost,
+            prices: config.prices,
+            response_format: config.response_format.clone(),
+        }
+    }
+
+    /// Check the policy against the tools a run offers: a named
+    /// `tool_choice` must name one of them, and a structured answer's name
+    /// must not.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong and what to change.
+    pub fn check(&self, tools: &[ToolSpec]) -> Result<(), String> {
+        let exists = |name: &str| tools.iter().any(|t| t.name == name);
+        if let ToolChoice::Tool(name) = &self.tool_choice
+            && !exists(name)
+        {
+            return Err(format!(
+                "tool_choice names the tool {name:?}, which no loaded tool is; name one of: {}",
+                tools
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if let Some(format) = &self.response_format
+            && exists(&format.name)
+        {
+            return Err(format!(
+                "response_format is named {:?}, like a loaded tool; give it another name (with Anthropic the answer is given through a tool of that name)",
+                format.name
+            ));
+        }
+        Ok(())
+    }
+
+    /// The tool choice for step `step` (1-based).
+    fn tool_choice_at(&self, step: u32) -> &ToolChoice {
+        static AUTO: ToolChoice = ToolChoice::Auto;
+        if self.tool_choice.forces_a_call() && step > self.tool_choice_steps {
+            &AUTO
+        } else {
+            &self.tool_choice
         }
     }
 
@@ -173,6 +245,9 @@ pub enum AgentEvent {
         retries: u32,
         /// Tokens.
         usage: Usage,
+        /// The call's estimated cost in dollars, when prices are set.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
         /// Why generation stopped.
         stop_reason: Option<String>,
     },
@@ -220,6 +295,9 @@ pub enum AgentEvent {
         duration_ms: f64,
         /// Fuel the tool used.
         fuel: u64,
+        /// Answered from the result cache: the tool did not run.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        cached: bool,
     },
     /// The run ended.
     Finished {
@@ -229,6 +307,13 @@ pub enum AgentEvent {
         final_text: String,
         /// Tokens over the whole run.
         usage: Usage,
+        /// The run's estimated cost in dollars, when prices are set.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// The structured answer, when a response format was asked for and
+        /// the answer satisfied it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        answer: Option<Value>,
         /// Model calls made.
         steps: u32,
         /// Wall-clock time of the run.
@@ -237,13 +322,40 @@ pub enum AgentEvent {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RunEnd {
-    /// The model answered without calling tools.
+    /// The model answered without calling tools (or, with a response
+    /// format, gave an answer that satisfies it).
     Answered,
     /// The step budget ran out while the model still called tools.
     StepBudget,
+    /// The token budget ran out before the next model call.
+    TokenBudget {
+        /// Tokens spent, input and output.
+        used: u64,
+        /// `max_run_tokens`.
+        limit: u64,
+    },
+    /// The spending cap ran out before the next model call.
+    CostBudget {
+        /// Estimated dollars spent.
+        spent: f64,
+        /// `max_run_cost`.
+        limit: f64,
+    },
+    /// The final answer did not satisfy the response format, even after
+    /// the model was told why once.
+    InvalidAnswer {
+        /// What is wrong with it.
+        error: String,
+    },
+    /// The policy does not fit the tools (a `tool_choice` naming no
+    /// tool, a response format named like a tool); nothing was asked.
+    Misconfigured {
+        /// What to change.
+        error: String,
+    },
     /// The model endpoint failed for good.
     ModelFailed {
         /// Why.
@@ -262,8 +374,13 @@ pub struct Transcript {
     pub end: RunEnd,
     /// The model's last text, or a message saying why the run stopped.
     pub final_text: String,
+    /// The structured answer, when a response format was asked for and the
+    /// answer satisfied it.
+    pub answer: Option<Value>,
     /// Tokens over the whole run.
     pub usage: Usage,
+    /// The run's estimated cost in dollars, when prices are set.
+    pub cost_usd: Option<f64>,
 }
 
 /// A model client, a tool host and an approver, run in a loop.
@@ -377,9 +494,12 @@ impl Agent {
                 events: Vec::new(),
                 end: RunEnd::Answered,
                 final_text: String::new(),
+                answer: None,
                 usage: Usage::default(),
+                cost_usd: self.policy.prices.map(|_| 0.0),
             },
             on_event,
+            calls_by_tool: BTreeMap::new(),
         };
         run.emit(AgentEvent::RunStarted {
             trace_id,
@@ -387,13 +507,33 @@ impl Agent {
             tools: tools.iter().map(|t| t.name.clone()).collect(),
         });
         let mut steps = 0;
+        let answer_schema = match self.policy.check(&tools).and_then(|()| {
+            self.policy
+                .response_format
+                .as_ref()
+                .map(|format| format.compile().map(|schema| (format, schema)))
+                .transpose()
+        }) {
+            Ok(schema) => schema,
+            Err(error) => {
+                run.transcript.final_text = format!("The run was not started: {error}");
+                run.transcript.end = RunEnd::Misconfigured { error };
+                return self.finish(run, steps, started);
+            }
+        };
+        let mut wrong_answers = 0;
         loop {
-            if steps == self.policy.max_steps {
-                run.transcript.end = RunEnd::StepBudget;
-                run.transcript.final_text = format!(
-                    "Stopped after {steps} model calls without a final answer (max_steps = {}); the last tool results are in the transcript.",
-                    self.policy.max_steps
-                );
+            if let Some(end) = self.budget_left(&run.transcript, steps) {
+                run.transcript.final_text = match &end {
+                    RunEnd::TokenBudget { used, limit } => format!(
+                        "Stopped after {steps} model calls: the run spent {used} tokens of its {limit} (max_run_tokens); raise it to let the run go on. The transcript so far is intact."
+                    ),
+                    RunEnd::CostBudget { spent, limit } => format!(
+                        "Stopped after {steps} model calls: the run spent about ${spent:.4} of its ${limit} (max_run_cost); raise it to let the run go on. The transcript so far is intact."
+                    ),
+                    _ => run.step_budget_message(self.policy.max_steps),
+                };
+                run.transcript.end = end;
                 break;
             }
             steps += 1;
@@ -411,24 +551,85 @@ impl Agent {
             run.push(Message::Assistant {
                 content: response.content.clone(),
                 tool_calls: response.tool_calls,
+                reasoning: response.reasoning,
             });
-            if calls.is_empty() {
-                run.transcript.final_text = response.content;
+            // The answer: text without tool calls, or (the forced-tool
+            // pattern) a lone call to the response format's tool.
+            let answer = match (&answer_schema, calls.as_slice()) {
+                (_, []) => Some((None, response.content)),
+                (Some((format, _)), [call]) if call.name == format.name => {
+                    Some((Some(call), call.arguments.clone()))
+                }
+                _ => None,
+            };
+            let Some((answer_call, text)) = answer else {
+                self.run_tools(&mut run, &calls).await;
+                continue;
+            };
+            let Some((_, schema)) = &answer_schema else {
+                run.transcript.final_text = text;
                 break;
+            };
+            match check_answer(schema, &text).await {
+                Ok(value) => {
+                    if let Some(call) = answer_call {
+                        run.answer_call(call, Ok(()));
+                    }
+                    run.transcript.final_text = text;
+                    run.transcript.answer = Some(value);
+                    break;
+                }
+                Err(problem) => {
+                    wrong_answers += 1;
+                    if let Some(call) = answer_call {
+                        run.answer_call(call, Err(problem.clone()));
+                    }
+                    if wrong_answers > 1 {
+                        run.transcript.final_text = text;
+                        run.transcript.end = RunEnd::InvalidAnswer { error: problem };
+                        break;
+                    }
+                    if answer_call.is_none() {
+                        run.push(Message::user(format!(
+                            "Your answer does not match the required JSON schema: {problem}. Answer again with only the JSON, matching the schema."
+                        )));
+                    }
+                }
             }
-            self.run_tools(&mut run, &calls).await;
         }
-        let usage = run.transcript.usage;
-        let final_text = run.transcript.final_text.clone();
-        let end = run.transcript.end.clone();
-        run.emit(AgentEvent::Finished {
-            end,
-            final_text,
-            usage,
+        self.finish(run, steps, started)
+    }
+
+    /// Emit [`AgentEvent::Finished`] and hand over the transcript.
+    fn finish(&self, mut run: Run<'_>, steps: u32, started: Instant) -> Transcript {
+        let transcript = &run.transcript;
+        let event = AgentEvent::Finished {
+            end: transcript.end.clone(),
+            final_text: transcript.final_text.clone(),
+            usage: transcript.usage,
+            cost_usd: transcript.cost_usd,
+            answer: transcript.answer.clone(),
             steps,
             duration_ms: started.elapsed().as_secs_f64() * 1e3,
-        });
+        };
+        run.emit(event);
         run.transcript
+    }
+
+    /// Why the run may not make another model call, if it may not.
+    fn budget_left(&self, transcript: &Transcript, steps: u32) -> Option<RunEnd> {
+        let used = transcript.usage.input_tokens + transcript.usage.output_tokens;
+        if let Some(limit) = self.policy.max_run_tokens
+            && used >= limit
+        {
+            return Some(RunEnd::TokenBudget { used, limit });
+        }
+        if let (Some(limit), Some(spent)) = (self.policy.max_run_cost, transcript.cost_usd)
+            && spent >= limit
+        {
+            return Some(RunEnd::CostBudget { spent, limit });
+        }
+        (steps == self.policy.max_steps).then_some(RunEnd::StepBudget)
     }
 
     /// One model call, with retries.
@@ -440,11 +641,23 @@ impl Agent {
     ) -> Result<ModelResponse, ModelError> {
         let started = Instant::now();
         let mut retries = 0;
+        // What the token budget leaves, if less than a call may generate.
+        let used = run.transcript.usage.input_tokens + run.transcript.usage.output_tokens;
+        let max_tokens = match self.policy.max_run_tokens {
+            Some(limit) => u32::try_from(limit.saturating_sub(used))
+                .unwrap_or(u32::MAX)
+                .clamp(1, self.policy.max_tokens),
+            None => self.policy.max_tokens,
+        };
         loop {
             let request = ModelRequest {
                 messages: &run.transcript.messages,
                 tools,
-                max_tokens: self.policy.max_tokens,
+                max_tokens,
+                tool_choice: self.policy.tool_choice_at(step),
+                parallel_tool_calls: self.policy.parallel_tool_calls,
+                sampling: &self.policy.sampling,
+                response_format: self.policy.response_format.as_ref(),
             };
             let on_event = run.on_event;
             let sink = move |event: ModelEvent| match event {
@@ -455,11 +668,18 @@ impl Agent {
             match result {
                 Ok(response) => {
                     run.transcript.usage += response.usage;
+                    let cost_usd = self.policy.prices.map(|prices| {
+                        prices.cost(response.usage.input_tokens, response.usage.output_tokens)
+                    });
+                    if let (Some(total), Some(cost)) = (&mut run.transcript.cost_usd, cost_usd) {
+                        *total += cost;
+                    }
                     run.emit(AgentEvent::ModelCall {
                         step,
                         duration_ms: started.elapsed().as_secs_f64() * 1e3,
                         retries,
                         usage: response.usage,
+                        cost_usd,
                         stop_reason: response.stop_reason.clone(),
                     });
                     return Ok(response);
@@ -484,21 +704,66 @@ impl Agent {
         }
     }
 
-    /// Run a turn's tool calls in parallel and answer each, in order.
+    /// Run a turn's tool calls in parallel and answer each, in order: the
+    /// first `max_tool_calls_per_turn` run, and later ones (and a call to
+    /// the answer tool beside other calls) are answered without running.
     async fn run_tools(&self, run: &mut Run<'_>, calls: &[crate::model::AssistantToolCall]) {
+        let cap = self.policy.max_tool_calls_per_turn.get() as usize;
+        let answer_tool = self
+            .policy
+            .response_format
+            .as_ref()
+            .map(|f| f.name.as_str());
+        let mut batch = Vec::with_capacity(calls.len().min(cap));
+        let mut refused: Vec<Option<Outcome>> = Vec::with_capacity(calls.len());
         for call in calls {
             run.emit(AgentEvent::ToolCallStarted {
                 id: call.id.clone(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
             });
+            *run.calls_by_tool.entry(clip(&call.name, 64)).or_default() += 1;
+            let refusal = if Some(call.name.as_str()) == answer_tool {
+                Some(CallError::new(
+                    ErrorType::InvalidArguments,
+                    "the final answer was given beside other tool calls; call it alone, once their results are back",
+                ))
+            } else if batch.len() == cap {
+                let mut error = CallError::new(
+                    ErrorType::DeniedByUser,
+                    format!(
+                        "this turn asked for {} tool calls and at most {cap} run per turn (max_tool_calls_per_turn); call it again in a later turn if it is still needed",
+                        calls.len()
+                    ),
+                );
+                error.retryable = true;
+                Some(error)
+            } else {
+                None
+            };
+            match refusal {
+                Some(error) => refused.push(Some(Outcome::error(
+                    call.id.clone(),
+                    clip(&call.name, 64),
+                    error,
+                ))),
+                None => {
+                    batch.push(ToolCall::with_raw_arguments(
+                        call.id.clone(),
+                        call.name.clone(),
+                        call.arguments.clone(),
+                    ));
+                    refused.push(None);
+                }
+            }
         }
-        let batch = calls
-            .iter()
-            .map(|c| {
-                ToolCall::with_raw_arguments(c.id.clone(), c.name.clone(), c.arguments.clone())
-            })
-            .collect();
+        if batch.len() < calls.len() {
+            tracing::info!(
+                asked = calls.len(),
+                ran = batch.len(),
+                "some of the turn's tool calls were answered without running"
+            );
+        }
         // Progress and questions come from the calls while they run; they
         // become events here, on the run's own task, as they arrive.
         let (notes, mut heard) = mpsc::unbounded_channel();
@@ -522,23 +787,41 @@ impl Agent {
         while let Ok(event) = heard.try_recv() {
             run.emit(event);
         }
-        for outcome in outcomes {
-            let message = outcome.to_message();
-            run.emit(AgentEvent::ToolResult {
-                message: message.clone(),
-                duration_ms: outcome.stats.duration.as_secs_f64() * 1e3,
-                fuel: outcome.stats.fuel_used,
-            });
-            run.push(Message::Tool {
-                tool_call_id: message.tool_call_id,
-                name: message.name,
-                content: message.content.to_text(),
-                blocks: message.content.blocks().to_vec(),
-                is_error: message.is_error,
-            });
+        let mut ran = outcomes.into_iter();
+        for slot in refused {
+            let Some(outcome) = slot.or_else(|| ran.next()) else {
+                continue;
+            };
+            run.answer(&outcome);
         }
     }
 }
+
+/// The structured answer in `text`, if it satisfies `schema`: JSON,
+/// possibly inside a Markdown code fence (small models add one).
+async fn check_answer(
+    schema: &crate::arguments::ArgumentSchema,
+    text: &str,
+) -> Result<Value, String> {
+    let trimmed = text.trim();
+    let unfenced = trimmed
+        .strip_prefix("```json")
+        .or_else(|| trimmed.strip_prefix("```"))
+        .and_then(|rest| rest.strip_suffix("```"))
+        .unwrap_or(trimmed);
+    let value: Value =
+        serde_json::from_str(unfenced).map_err(|e| format!("it is not JSON ({e})"))?;
+    match schema.check(value, unfenced.len(), ANSWER_CHECK_TIME).await {
+        Ok(value) => Ok(value),
+        Err(crate::arguments::Invalid::Arguments(problem)) => Err(problem),
+        Err(crate::arguments::Invalid::TimedOut) => {
+            Err("checking it against the schema took too long".into())
+        }
+    }
+}
+
+/// The longest a final answer's check against its schema may take.
+const ANSWER_CHECK_TIME: Duration = Duration::from_secs(5);
 
 /// Turns what running calls report into events, and passes their
 /// questions on to the agent's asker.
@@ -586,9 +869,70 @@ impl Asker for Relay {
 struct Run<'a> {
     transcript: Transcript,
     on_event: &'a (dyn Fn(&AgentEvent) + Send + Sync),
+    /// Tool calls the model made, by tool, for the step-budget message.
+    calls_by_tool: BTreeMap<String, u32>,
 }
 
 impl Run<'_> {
+    /// Record `outcome` as the answer to its call.
+    fn answer(&mut self, outcome: &Outcome) {
+        let message = outcome.to_message();
+        self.emit(AgentEvent::ToolResult {
+            message: message.clone(),
+            duration_ms: outcome.stats.duration.as_secs_f64() * 1e3,
+            fuel: outcome.stats.fuel_used,
+            cached: outcome.stats.cached,
+        });
+        self.push(Message::Tool {
+            tool_call_id: message.tool_call_id,
+            name: message.name,
+            content: message.content.to_text(),
+            blocks: message.content.blocks().to_vec(),
+            is_error: message.is_error,
+        });
+    }
+
+    /// Answer the call that gave the final answer: accepted, or why not.
+    fn answer_call(&mut self, call: &crate::model::AssistantToolCall, verdict: Result<(), String>) {
+        let outcome = match verdict {
+            Ok(()) => Outcome {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                result: Ok(crate::outcome::ToolOutput::text("Answer received.")),
+                stats: Default::default(),
+            },
+            Err(problem) => Outcome::error(
+                call.id.clone(),
+                call.name.clone(),
+                CallError::new(
+                    ErrorType::InvalidArguments,
+                    format!("the answer does not match the required schema: {problem}"),
+                ),
+            ),
+        };
+        self.answer(&outcome);
+    }
+
+    /// Why the step budget ended the run, with what the model was doing
+    /// and how to give it more steps.
+    fn step_budget_message(&self, max_steps: u32) -> String {
+        let mut calls: Vec<(&String, &u32)> = self.calls_by_tool.iter().collect();
+        calls.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let doing = if calls.is_empty() {
+            String::new()
+        } else {
+            let listed: Vec<String> = calls
+                .iter()
+                .take(5)
+                .map(|(name, count)| format!("{name} ×{count}"))
+                .collect();
+            format!(": the model kept calling tools ({})", listed.join(", "))
+        };
+        format!(
+            "Stopped after {max_steps} model calls without a final answer (max_steps = {max_steps}){doing}. To give it more steps, raise max_steps in [model] or pass --max-steps; if it repeats the same call, a clearer task or tool description helps more. The last tool results are in the transcript."
+        )
+    }
+
     fn emit(&mut self, event: AgentEvent) {
         (self.on_event)(&event);
         self.transcript.events.push(event);

@@ -39,7 +39,8 @@ use tracing::Instrument as _;
 use crate::arguments::{ArgumentSchema, ComponentSchemas, Invalid};
 use crate::manifest::{Approval, ComponentConfig, Manifest};
 use crate::observe::{Asker, CallObserver, NobodyToAsk};
-use crate::outcome::{CallError, CallStats, ErrorType, Outcome, clip};
+use crate::outcome::{CallError, CallStats, ErrorType, Outcome, ToolOutput, clip};
+use crate::result_cache::ResultCache;
 use crate::sandbox::{CacheStatus, CallSide, LoadedComponent, RawSpec, Sandbox, SandboxOptions};
 use crate::tool_call::ToolCall;
 
@@ -236,6 +237,9 @@ struct Entry {
     spec: ToolSpec,
     component: usize,
     schema: ArgumentSchema,
+    /// Its results are cached: the component opted in, and the tool is
+    /// read-only and idempotent.
+    cached: bool,
 }
 
 /// One component with its concurrency gate.
@@ -244,6 +248,8 @@ struct Slot {
     config: ComponentConfig,
     permits: Semaphore,
     tools: Vec<String>,
+    /// Results of its cached tools.
+    cache: Option<ResultCache>,
 }
 
 /// Runs tool calls in fresh sandboxed instances. Cheap to clone: clones share
@@ -366,11 +372,21 @@ impl ToolHost {
                 by_name.insert(entry.spec.name.clone(), entries.len());
                 entries.push(entry);
             }
+            let cache = match config.cache {
+                Some(ttl) => {
+                    let first = entries.len() - names.len();
+                    let tools = &mut entries[first..];
+                    cacheable(&config, tools).map_err(&component_error)?;
+                    Some(ResultCache::new(ttl))
+                }
+                None => None,
+            };
             slots.push(Slot {
                 permits: Semaphore::new(config.limits.max_concurrency),
                 loaded,
                 config,
                 tools: names,
+                cache,
             });
         }
         Ok(Self {
@@ -405,6 +421,13 @@ impl ToolHost {
             .slots
             .iter()
             .map(|s| (&s.config, s.tools.as_slice(), s.loaded.cache))
+    }
+
+    /// How long results of tool `name` are reused, if they are cached.
+    pub fn cache_ttl(&self, name: &str) -> Option<std::time::Duration> {
+        let entry = &self.inner.entries[*self.inner.by_name.get(name)?];
+        let slot = &self.inner.slots[entry.component];
+        slot.config.cache.filter(|_| entry.cached)
     }
 
     /// The contract version each component was built against (`0.1.0` or
@@ -667,6 +690,23 @@ impl ToolHost {
                 return outcome;
             }
         }
+        let context = side.context.clone();
+        let cache = slot.cache.as_ref().filter(|_| entry.cached);
+        if let Some(output) =
+            cache.and_then(|cache| cache.get(&call.name, &text, context.as_deref()))
+        {
+            tracing::info!(cached = true, "answered from the result cache");
+            return Outcome {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                result: Ok(ToolOutput::clone(&output)),
+                stats: CallStats {
+                    approval_wait,
+                    cached: true,
+                    ..CallStats::default()
+                },
+            };
+        }
         // Semaphores are never closed, so acquiring cannot fail.
         // The component's own permit first: calls queued behind one busy
         // tool must not hold global permits that other tools could use.
@@ -683,6 +723,9 @@ impl ToolHost {
             .loaded
             .call(&call.name, &text, &call.id, remaining, side)
             .await;
+        if let (Some(cache), Ok(output)) = (cache, &result) {
+            cache.put(&call.name, &text, context.as_deref(), output.clone());
+        }
         Outcome {
             call_id: call.id.clone(),
             tool: call.name.clone(),
@@ -736,6 +779,47 @@ impl ToolHost {
         }
         message
     }
+}
+
+/// Check that a component may cache results, and mark which of its
+/// `tools` will be: those both read-only and idempotent.
+///
+/// # Errors
+///
+/// When the component may write (a read-write directory, a store) or holds
+/// secrets, or none of its tools is read-only and idempotent.
+fn cacheable(config: &ComponentConfig, tools: &mut [Entry]) -> Result<(), String> {
+    let refuse = |why: &str| {
+        Err(format!(
+            "cache is set, but {why}: a cached result would skip a write or keep a secret; remove cache from this entry"
+        ))
+    };
+    if config
+        .grants
+        .files()
+        .iter()
+        .any(|f| f.mode == crate::grants::FileMode::ReadWrite)
+    {
+        return refuse("it has a read-write directory");
+    }
+    if config.grants.stores().next().is_some() {
+        return refuse("it is granted a store");
+    }
+    if config.grants.secrets().next().is_some() {
+        return refuse("it is given secrets");
+    }
+    let mut any = false;
+    for entry in tools {
+        entry.cached = entry.spec.hints.read_only && entry.spec.hints.idempotent;
+        any |= entry.cached;
+    }
+    if !any {
+        return Err(
+            "cache is set, but none of its tools is both read-only and idempotent (their hints); only those are cached"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// A spawned call that is aborted if its batch is dropped before it ends.
@@ -877,6 +961,7 @@ fn validate_spec(
         },
         component,
         schema,
+        cached: false,
     })
 }
 

@@ -49,6 +49,7 @@ pub mod manifest;
 pub mod model;
 pub mod observe;
 pub mod outcome;
+mod result_cache;
 pub mod sandbox;
 #[cfg(feature = "serve")]
 pub mod serve;

@@ -17,7 +17,7 @@ use toolhost::dispatcher::CallEnv;
 use toolhost::grants::FileMode;
 use toolhost::logging::LogFormat;
 use toolhost::manifest::{Approval, DEFAULT_FILE, ModelConfig, Provider};
-use toolhost::model::{self, Message};
+use toolhost::model::{self, Message, ResponseFormat, ToolChoice};
 use toolhost::serve;
 use toolhost::wire::definitions::{self, Format};
 use toolhost::wire::results;
@@ -130,15 +130,142 @@ enum Command {
         /// Approve calls that need approval without asking.
         #[arg(long)]
         yes: bool,
-        /// A system prompt.
+        /// A system prompt (replaces [model] system).
         #[arg(long)]
         system: Option<String>,
         /// Context for the tools as a JSON object (e.g. '{"user":"ada"}'): tools
         /// read it and scoped stores are kept by it; the model never sees it.
         #[arg(long, value_name = "JSON", value_parser = parse_context)]
         context: Option<serde_json::Value>,
+        #[command(flatten)]
+        controls: Box<LoopFlags>,
+    },
+    /// Show a saved transcript (`run --transcript FILE` or `run --json`) as
+    /// `run` displayed it. Needs no manifest.
+    Replay {
+        /// The transcript: JSON lines, or - for stdin.
+        file: String,
     },
 }
+
+/// `run` flags that override `[model]`'s agent-loop controls.
+#[derive(clap::Args)]
+#[command(next_help_heading = "Agent loop (override [model])")]
+struct LoopFlags {
+    /// Model calls before the run stops without an answer.
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u32>,
+    /// Tokens the model may generate per call.
+    #[arg(long, value_name = "N")]
+    max_tokens: Option<u32>,
+    /// auto, required, none, or a tool's name.
+    #[arg(long, value_name = "CHOICE")]
+    tool_choice: Option<String>,
+    /// How many first steps a forcing --tool-choice applies to.
+    #[arg(long, value_name = "N")]
+    tool_choice_steps: Option<u32>,
+    /// Let the model call several tools per turn (true) or one (false).
+    #[arg(long, value_name = "BOOL")]
+    parallel_tool_calls: Option<bool>,
+    /// The most tool calls run per turn; the rest are answered without running.
+    #[arg(long, value_name = "N")]
+    max_tool_calls_per_turn: Option<u32>,
+    /// Sampling temperature (0 for the most deterministic answers).
+    #[arg(long, value_name = "T")]
+    temperature: Option<f64>,
+    /// Nucleus sampling.
+    #[arg(long, value_name = "P")]
+    top_p: Option<f64>,
+    /// A sampling seed (OpenAI-compatible chat completions only).
+    #[arg(long, value_name = "N")]
+    seed: Option<i64>,
+    /// A stop sequence (repeatable).
+    #[arg(long, value_name = "TEXT")]
+    stop: Vec<String>,
+    /// Tokens (input and output) the run may spend.
+    #[arg(long, value_name = "N")]
+    max_run_tokens: Option<u64>,
+    /// Dollars the run may spend, by [model.prices].
+    #[arg(long, value_name = "USD")]
+    max_run_cost: Option<f64>,
+    /// A JSON Schema file the final answer must satisfy.
+    #[arg(long, value_name = "FILE")]
+    response_schema: Option<PathBuf>,
+}
+
+impl LoopFlags {
+    /// Apply the flags given to `config`, and check the result as the
+    /// manifest's values are checked.
+    fn apply(self, config: &mut ModelConfig) -> anyhow::Result<()> {
+        let Self {
+            max_steps,
+            max_tokens,
+            tool_choice,
+            tool_choice_steps,
+            parallel_tool_calls,
+            max_tool_calls_per_turn,
+            temperature,
+            top_p,
+            seed,
+            stop,
+            max_run_tokens,
+            max_run_cost,
+            response_schema,
+        } = self;
+        config.max_steps = max_steps.unwrap_or(config.max_steps);
+        config.max_tokens = max_tokens.unwrap_or(config.max_tokens);
+        if let Some(choice) = tool_choice {
+            config.tool_choice = ToolChoice::parse(&choice);
+        }
+        config.tool_choice_steps = tool_choice_steps.unwrap_or(config.tool_choice_steps);
+        if let Some(parallel) = parallel_tool_calls {
+            config.parallel_tool_calls = parallel;
+            if !parallel {
+                config.max_tool_calls_per_turn = std::num::NonZeroU32::MIN;
+            }
+        }
+        if let Some(n) = max_tool_calls_per_turn {
+            config.max_tool_calls_per_turn = std::num::NonZeroU32::new(n)
+                .context("--max-tool-calls-per-turn must be at least 1")?;
+        }
+        config.sampling.temperature = temperature.or(config.sampling.temperature);
+        config.sampling.top_p = top_p.or(config.sampling.top_p);
+        config.sampling.seed = seed.or(config.sampling.seed);
+        if !stop.is_empty() {
+            config.sampling.stop = stop;
+        }
+        config.max_run_tokens = max_run_tokens.or(config.max_run_tokens);
+        config.max_run_cost = max_run_cost.or(config.max_run_cost);
+        if let Some(path) = response_schema {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("--response-schema: reading {}", path.display()))?;
+            let schema = serde_json::from_str(&text)
+                .with_context(|| format!("--response-schema: {} is not JSON", path.display()))?;
+            config.response_format = Some(ResponseFormat {
+                name: "final_answer".into(),
+                schema,
+                strict: false,
+            });
+        }
+        config.check().map_err(|(key, message)| {
+            anyhow::anyhow!(UsageError(format!(
+                "{key} ([model] or its flag): {message}"
+            )))
+        })
+    }
+}
+
+/// A mistake in how toolhost was invoked: exit status 2.
+#[derive(Debug)]
+struct UsageError(String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
 
 #[derive(Clone, Copy, ValueEnum)]
 enum FormatArg {
@@ -199,7 +326,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     };
     // A check of a tool's arguments that ran away past its call's deadline
@@ -252,6 +383,9 @@ impl Drop for Logging {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Command::Replay { file } = &cli.command {
+        return replay(file).map(|()| ExitCode::SUCCESS);
+    }
     let manifest = Manifest::load(&cli.config)?;
     let mut options = SandboxOptions::default();
     if cli.no_cache {
@@ -315,6 +449,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let host = ToolHost::load_components(manifest.components.clone(), options).await?;
     match cli.command {
         Command::Serve { .. } => unreachable!("served above"),
+        Command::Replay { .. } => unreachable!("replayed above"),
         Command::Tools { format } => {
             let definitions: Vec<_> = host
                 .specs()
@@ -373,6 +508,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             yes,
             system,
             context,
+            controls,
         } => {
             let mut config = match (manifest.model.clone(), &base_url, &model) {
                 (Some(config), _, _) => config,
@@ -391,6 +527,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(provider) = provider {
                 config.provider = provider;
             }
+            controls.apply(&mut config)?;
             let client = model::client_for(&config).map_err(anyhow::Error::msg)?;
             let interactive = std::io::stdin().is_terminal();
             let approver: Arc<dyn Approver> = if yes {
@@ -413,15 +550,24 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 agent = agent.with_context(context);
             }
             let mut sink = TranscriptSink::new(json, transcript.as_deref())?;
-            let mut messages: Vec<Message> = system.into_iter().map(Message::system).collect();
+            let mut messages: Vec<Message> = system
+                .or_else(|| config.system.clone())
+                .into_iter()
+                .map(Message::system)
+                .collect();
             return match prompt {
                 Some(prompt) => {
                     messages.push(Message::user(prompt));
                     let end = run_task(&agent, messages, &mut sink).await?.0;
-                    Ok(if matches!(end, RunEnd::ModelFailed { .. }) {
-                        ExitCode::FAILURE
-                    } else {
-                        ExitCode::SUCCESS
+                    Ok(match end {
+                        RunEnd::Answered
+                        | RunEnd::StepBudget
+                        | RunEnd::TokenBudget { .. }
+                        | RunEnd::CostBudget { .. } => ExitCode::SUCCESS,
+                        RunEnd::InvalidAnswer { .. } | RunEnd::ModelFailed { .. } => {
+                            ExitCode::FAILURE
+                        }
+                        RunEnd::Misconfigured { .. } => ExitCode::from(2),
                     })
                 }
                 None => chat(&agent, messages, &mut sink)
@@ -437,6 +583,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 struct TranscriptSink {
     json: bool,
     file: Option<std::io::BufWriter<std::fs::File>>,
+    display: Display,
 }
 
 impl TranscriptSink {
@@ -448,7 +595,11 @@ impl TranscriptSink {
             })
             .transpose()?
             .map(std::io::BufWriter::new);
-        Ok(Self { json, file })
+        Ok(Self {
+            json,
+            file,
+            display: Display::default(),
+        })
     }
 
     fn event(&mut self, event: &AgentEvent) -> anyhow::Result<()> {
@@ -465,104 +616,174 @@ impl TranscriptSink {
             }
         }
         if !self.json {
-            display(event);
+            self.display.show(&serde_json::to_value(event)?);
         }
         Ok(())
     }
 }
 
-/// The human view of a run, as it happens.
-fn display(event: &AgentEvent) {
-    use std::io::Write as _;
-    match event {
-        AgentEvent::TextDelta { text } => {
-            print!("{}", printable(text));
-            let _ = std::io::stdout().flush();
+/// Print a saved transcript as `run` displayed it.
+fn replay(file: &str) -> anyhow::Result<()> {
+    use std::io::BufRead as _;
+    let reader: Box<dyn std::io::BufRead> = if file == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(file).with_context(|| format!("opening the transcript {file}"))?,
+        ))
+    };
+    let mut display = Display::default();
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("reading {file}"))?;
+        if line.trim().is_empty() {
+            continue;
         }
-        AgentEvent::ToolCallStarted {
-            name, arguments, ..
-        } => {
-            let arguments = serde_json::from_str::<serde_json::Value>(arguments)
-                .map_or_else(|_| arguments.clone(), |v| v.to_string());
-            println!("\n→ {} {}", clip(name, 64), clip(&arguments, 300));
-        }
-        AgentEvent::ToolResult {
-            message,
-            duration_ms,
-            ..
-        } => {
-            let text = message.content.to_text();
-            let first_line = text.lines().next().unwrap_or_default();
-            match &message.error {
-                None => println!(
-                    "← {} ✓ {duration_ms:.1} ms: {}",
-                    clip(&message.name, 64),
-                    clip(first_line, 300)
-                ),
-                Some(error) => println!(
-                    "← {} ✗ {} {duration_ms:.1} ms: {}",
-                    clip(&message.name, 64),
-                    error.kind,
-                    clip(first_line, 300)
-                ),
-            }
-            // What the model also got besides that first line: images, files.
-            for block in message.content.blocks().iter().filter(|b| !b.is_text()) {
-                println!("  {}", clip(&block.as_text(), 200));
-            }
-        }
-        AgentEvent::ToolProgress {
-            name,
-            done,
-            total,
-            message,
-            ..
-        } => {
-            let amount = match total {
-                Some(total) => format!("{done}/{total}"),
-                None => format!("{done}"),
-            };
-            let message = message
-                .as_deref()
-                .map_or_else(String::new, |m| format!(" {}", clip(m, 200)));
-            println!("  … {} {amount}{message}", clip(name, 64));
-        }
-        AgentEvent::ModelRetry {
-            attempt,
-            error,
-            delay_ms,
-            ..
-        } => {
-            eprintln!(
-                "(model call failed: {error}; retry {attempt} in {:.1} s)",
-                *delay_ms as f64 / 1e3
-            );
-        }
-        AgentEvent::Finished {
-            end,
-            final_text,
-            usage,
-            steps,
-            duration_ms,
-        } => {
-            println!();
-            match end {
-                RunEnd::Answered => {}
-                RunEnd::StepBudget | RunEnd::ModelFailed { .. } => eprintln!("{final_text}"),
-            }
-            eprintln!(
-                "({steps} model calls, {} tokens in, {} out, {:.1} s)",
-                usage.input_tokens,
-                usage.output_tokens,
-                duration_ms / 1e3
-            );
-        }
-        // The asker prints the question itself, beside its prompt.
-        AgentEvent::RunStarted { .. }
-        | AgentEvent::ModelCall { .. }
-        | AgentEvent::ToolAsked { .. }
-        | AgentEvent::Message { .. } => {}
+        let event: serde_json::Value = serde_json::from_str(&line)
+            .ok()
+            .filter(|event: &serde_json::Value| event["type"].is_string())
+            .ok_or_else(|| {
+                UsageError(format!(
+                    "{file}:{}: not a transcript event; give a file written by `toolhost run --transcript FILE` or `--json`",
+                    i + 1
+                ))
+            })?;
+        display.show(&event);
     }
+    Ok(())
+}
+
+/// The human view of a run, as it happens or replayed. It reads events as
+/// their JSON, so a saved transcript shows exactly as the run did.
+#[derive(Default)]
+struct Display {
+    /// The model's text shown since its last tool call: streamed in, or
+    /// (not streaming, or replaying a transcript, which keeps no deltas)
+    /// from its message.
+    shown: String,
+}
+
+impl Display {
+    fn show(&mut self, event: &serde_json::Value) {
+        use std::io::Write as _;
+        let text = |key: &str| event[key].as_str().unwrap_or_default();
+        let number = |key: &str| event[key].as_f64().unwrap_or_default();
+        match text("type") {
+            "text_delta" => self.print_text(text("text")),
+            "message" if event["message"]["role"] == "assistant" && self.shown.is_empty() => {
+                self.print_text(event["message"]["content"].as_str().unwrap_or_default());
+            }
+            "tool_call_started" => {
+                self.shown.clear();
+                let arguments = text("arguments");
+                let arguments = serde_json::from_str::<serde_json::Value>(arguments)
+                    .map_or_else(|_| arguments.to_owned(), |v| v.to_string());
+                println!("\n→ {} {}", clip(text("name"), 64), clip(&arguments, 300));
+            }
+            "tool_result" => {
+                let message = &event["message"];
+                let name = clip(message["name"].as_str().unwrap_or_default(), 64);
+                let duration_ms = number("duration_ms");
+                // Text, or LangChain blocks: text first, then what else the
+                // model got (images, files), a line each.
+                let (first_line, others) = match &message["content"] {
+                    serde_json::Value::Array(blocks) => {
+                        let text: String = blocks
+                            .iter()
+                            .filter_map(|b| b["text"].as_str().filter(|_| b["type"] == "text"))
+                            .collect();
+                        let others: Vec<String> = blocks
+                            .iter()
+                            .filter(|b| b["type"] != "text")
+                            .map(describe_block)
+                            .collect();
+                        (text, others)
+                    }
+                    content => (content.as_str().unwrap_or_default().to_owned(), Vec::new()),
+                };
+                let first_line = clip(first_line.lines().next().unwrap_or_default(), 300);
+                match message["error"]["type"].as_str() {
+                    None => {
+                        let cached = if event["cached"] == true {
+                            " (cached)"
+                        } else {
+                            ""
+                        };
+                        println!("← {name} ✓{cached} {duration_ms:.1} ms: {first_line}");
+                    }
+                    Some(kind) => {
+                        println!(
+                            "← {name} ✗ {} {duration_ms:.1} ms: {first_line}",
+                            clip(kind, 32)
+                        );
+                    }
+                }
+                for other in others {
+                    println!("  {}", clip(&other, 200));
+                }
+            }
+            "tool_progress" => {
+                let amount = match event["total"].as_f64() {
+                    Some(total) => format!("{}/{total}", number("done")),
+                    None => format!("{}", number("done")),
+                };
+                let message = event["message"]
+                    .as_str()
+                    .map_or_else(String::new, |m| format!(" {}", clip(m, 200)));
+                println!("  … {} {amount}{message}", clip(text("name"), 64));
+            }
+            "model_retry" => eprintln!(
+                "(model call failed: {}; retry {} in {:.1} s)",
+                clip(text("error"), 500),
+                number("attempt"),
+                number("delay_ms") / 1e3
+            ),
+            "finished" => {
+                if event["answer"].is_object() && text("final_text").trim() != self.shown.trim() {
+                    // Given through the answer tool: not shown as text yet.
+                    println!("\n{}", printable(text("final_text")));
+                }
+                println!();
+                match event["end"]["kind"].as_str() {
+                    Some("answered") => {}
+                    Some("invalid_answer") => eprintln!(
+                        "The answer does not match the response schema: {}",
+                        printable(event["end"]["error"].as_str().unwrap_or_default())
+                    ),
+                    _ => eprintln!("{}", printable(text("final_text"))),
+                }
+                let usage = &event["usage"];
+                let cost = event["cost_usd"]
+                    .as_f64()
+                    .map_or_else(String::new, |cost| format!(", about ${cost:.4}"));
+                eprintln!(
+                    "({} model calls, {} tokens in, {} out{cost}, {:.1} s)",
+                    number("steps"),
+                    usage["input_tokens"],
+                    usage["output_tokens"],
+                    number("duration_ms") / 1e3
+                );
+            }
+            // The asker prints the question itself, beside its prompt.
+            _ => {}
+        }
+        let _ = std::io::stdout().flush();
+    }
+
+    fn print_text(&mut self, text: &str) {
+        print!("{}", printable(text));
+        self.shown.push_str(text);
+    }
+}
+
+/// A line for a content block other than text: its kind and what it is.
+fn describe_block(block: &serde_json::Value) -> String {
+    let field = |key: &str| block[key].as_str().unwrap_or_default();
+    let what = [field("mime_type"), field("url"), field("name")]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!("[{} {what}]", field("type"))
 }
 
 /// `text` without control characters (but newlines and tabs) and without
@@ -820,6 +1041,16 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
             println!("  contract: toolhost:tool@{version}");
         }
         println!("  tools: {}", tools.join(", "));
+        let cached: Vec<String> = tools
+            .iter()
+            .filter_map(|tool| {
+                host.cache_ttl(tool)
+                    .map(|ttl| format!("{tool} ({})", humantime::format_duration(ttl)))
+            })
+            .collect();
+        if !cached.is_empty() {
+            println!("  cached results: {}", cached.join(", "));
+        }
         let grants = &config.grants;
         if grants.is_none() {
             println!("  grants: none (computes only: no files, network, environment or config)");

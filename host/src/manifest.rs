@@ -30,6 +30,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +39,7 @@ use serde::Deserialize;
 
 use crate::grants::{FileMode, Grants};
 use crate::limits::{ByteSize, Limits, RawLimits};
+use crate::model::config::{Prices, ResponseFormat, Sampling, ToolChoice};
 use crate::stores::{Backend, Quota, Scope, Store, StoreConfig};
 
 /// The manifest's file name, looked for in the working directory.
@@ -69,17 +71,30 @@ pub struct ComponentConfig {
     pub limits: Limits,
     /// When a person must approve a call first.
     pub approval: Approval,
+    /// How long results of its read-only, idempotent tools are reused for
+    /// identical calls (default: never).
+    pub cache: Option<Duration>,
 }
 
 impl ComponentConfig {
-    /// A component at `path` with no grants, default limits and no approval.
+    /// A component at `path` with no grants, default limits, no approval
+    /// and no result cache.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
             grants: Grants::none(),
             limits: Limits::default(),
             approval: Approval::Never,
+            cache: None,
         }
+    }
+
+    /// Reuse the results of its read-only, idempotent tools for `ttl`.
+    /// Loading refuses it for a component that may write or holds
+    /// secrets, and for one without such tools.
+    pub fn cache(mut self, ttl: Duration) -> Self {
+        self.cache = Some(ttl);
+        self
     }
 
     /// Replace the grants.
@@ -122,60 +137,7 @@ pub enum Approval {
     Destructive,
 }
 
-/// Which wire format the model endpoint speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum Provider {
-    /// Any OpenAI-compatible chat-completions endpoint.
-    #[default]
-    #[cfg_attr(feature = "cli", value(name = "openai"))]
-    OpenAI,
-    /// The Anthropic Messages API.
-    Anthropic,
-}
-
-/// The `[model]` table, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelConfig {
-    /// Wire format.
-    pub provider: Provider,
-    /// Endpoint base URL, e.g. `http://127.0.0.1:8080/v1`.
-    pub base_url: String,
-    /// Model name sent with each request.
-    pub model: String,
-    /// Environment variable holding the API key; the key itself never
-    /// appears in the manifest, the logs or the transcript.
-    pub api_key_env: Option<String>,
-    /// Model calls per task before the loop gives up (default 10).
-    pub max_steps: u32,
-    /// Tokens the model may generate per call (default 1024).
-    pub max_tokens: u32,
-    /// Stream answers over SSE (default true).
-    pub stream: bool,
-    /// Per attempt: how long to wait for the whole answer, or, streaming,
-    /// for the next byte (default 120 s).
-    pub timeout: Duration,
-    /// Retries of a model call after a transient failure (default 4).
-    pub max_retries: u32,
-}
-
-impl ModelConfig {
-    /// An OpenAI-compatible endpoint with the defaults.
-    pub fn openai(base_url: impl Into<String>, model: impl Into<String>) -> Self {
-        Self {
-            provider: Provider::OpenAI,
-            base_url: base_url.into(),
-            model: model.into(),
-            api_key_env: None,
-            max_steps: 10,
-            max_tokens: 1024,
-            stream: true,
-            timeout: Duration::from_secs(120),
-            max_retries: 4,
-        }
-    }
-}
+pub use crate::model::config::{ModelConfig, Provider};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -190,6 +152,36 @@ struct RawModel {
     stream: Option<bool>,
     timeout: Option<String>,
     max_retries: Option<u32>,
+    tool_choice: Option<String>,
+    tool_choice_steps: Option<u32>,
+    parallel_tool_calls: Option<bool>,
+    max_tool_calls_per_turn: Option<u32>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    seed: Option<i64>,
+    #[serde(default)]
+    stop: Vec<String>,
+    max_run_tokens: Option<u64>,
+    max_run_cost: Option<f64>,
+    prices: Option<RawPrices>,
+    response_format: Option<RawResponseFormat>,
+    system: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrices {
+    input: f64,
+    output: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawResponseFormat {
+    name: Option<String>,
+    schema: Option<toml::Value>,
+    schema_file: Option<PathBuf>,
+    strict: Option<bool>,
 }
 
 impl RawModel {
@@ -217,10 +209,8 @@ impl RawModel {
             None => defaults.timeout,
         };
         let max_steps = self.max_steps.unwrap_or(defaults.max_steps);
-        if max_steps == 0 {
-            return Err(err("max_steps", "must be at least 1".into()));
-        }
-        Ok(ModelConfig {
+        let parallel_tool_calls = self.parallel_tool_calls.unwrap_or(true);
+        let config = ModelConfig {
             provider: self.provider,
             api_key_env: self.api_key_env,
             max_steps,
@@ -228,8 +218,79 @@ impl RawModel {
             stream: self.stream.unwrap_or(defaults.stream),
             timeout,
             max_retries: self.max_retries.unwrap_or(defaults.max_retries),
+            tool_choice: self
+                .tool_choice
+                .as_deref()
+                .map_or(ToolChoice::Auto, ToolChoice::parse),
+            tool_choice_steps: self.tool_choice_steps.unwrap_or(1),
+            parallel_tool_calls,
+            max_tool_calls_per_turn: match self.max_tool_calls_per_turn {
+                Some(n) => NonZeroU32::new(n)
+                    .ok_or_else(|| err("max_tool_calls_per_turn", "must be at least 1".into()))?,
+                None if !parallel_tool_calls => NonZeroU32::MIN,
+                None => defaults.max_tool_calls_per_turn,
+            },
+            sampling: Sampling {
+                temperature: self.temperature,
+                top_p: self.top_p,
+                seed: self.seed,
+                stop: self.stop,
+            },
+            max_run_tokens: self.max_run_tokens,
+            max_run_cost: self.max_run_cost,
+            prices: self.prices.map(|p| Prices {
+                input: p.input,
+                output: p.output,
+            }),
+            response_format: self
+                .response_format
+                .map(|raw| raw.validate(file))
+                .transpose()?,
+            system: self.system,
             ..defaults
-        })
+        };
+        config.check().map_err(|(key, message)| err(key, message))?;
+        Ok(config)
+    }
+}
+
+impl RawResponseFormat {
+    fn validate(self, file: &Path) -> Result<ResponseFormat, ManifestError> {
+        let err = |key: &str, message: String| {
+            ManifestError::file(file, format!("`model.response_format.{key}`: {message}"))
+        };
+        let schema = match (self.schema, self.schema_file) {
+            (Some(schema), None) => serde_json::to_value(schema)
+                .map_err(|e| err("schema", format!("cannot be read as JSON: {e}")))?,
+            (None, Some(path)) => {
+                let path = file.parent().unwrap_or(Path::new(".")).join(path);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    err(
+                        "schema_file",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?;
+                serde_json::from_str(&text).map_err(|e| {
+                    err(
+                        "schema_file",
+                        format!("{} is not JSON: {e}", path.display()),
+                    )
+                })?
+            }
+            _ => {
+                return Err(err(
+                    "schema",
+                    "give exactly one of schema = { … } (inline) or schema_file = \"answer.schema.json\"".into(),
+                ));
+            }
+        };
+        let name = self.name.unwrap_or_else(|| "final_answer".to_owned());
+        let format = ResponseFormat {
+            name,
+            schema,
+            strict: self.strict.unwrap_or(false),
+        };
+        Ok(format)
     }
 }
 
@@ -326,6 +387,7 @@ struct RawTool {
     limits: RawLimits,
     #[serde(default)]
     stores: Vec<String>,
+    cache: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -628,11 +690,26 @@ impl RawTool {
         let limits = defaults
             .overridden_by(&self.limits)
             .map_err(|(key, e)| err(&format!("limits.{key}"), e))?;
+        let cache = match &self.cache {
+            None => None,
+            Some(text) => match humantime::parse_duration(text) {
+                Ok(ttl) if !ttl.is_zero() && ttl <= crate::result_cache::MAX_TTL => Some(ttl),
+                _ => {
+                    return Err(err(
+                        "cache",
+                        format!(
+                            "{text:?} is not a duration between 1s and 24h; write e.g. cache = \"5m\""
+                        ),
+                    ));
+                }
+            },
+        };
         Ok(ComponentConfig {
             path: component,
             grants,
             limits,
             approval: self.approval,
+            cache,
         })
     }
 }

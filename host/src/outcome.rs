@@ -274,6 +274,8 @@ pub struct CallStats {
     pub queue_wait: Duration,
     /// Fuel the tool used (0 when it never ran).
     pub fuel_used: u64,
+    /// Answered from the result cache: the tool did not run.
+    pub cached: bool,
 }
 
 /// How one tool call ended.

@@ -21,9 +21,10 @@ fn describe(manifest: &Manifest) -> String {
     );
     for c in &manifest.components {
         out += &format!(
-            "tool {}: approval {:?}, timeout {:?}, memory {}\n  hosts: {:?}\n  files: {:?}\n  env: {:?}\n  config: {:?}\n",
+            "tool {}: approval {:?}, cache {:?}, timeout {:?}, memory {}\n  hosts: {:?}\n  files: {:?}\n  env: {:?}\n  config: {:?}\n",
             c.label(),
             c.approval,
+            c.cache,
             c.limits.timeout,
             c.limits.memory,
             c.grants

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{
     AssistantToolCall, ClientSettings, EventSink, Message, ModelError, ModelErrorKind, ModelEvent,
-    ModelRequest, ModelResponse, Usage, Wire, sse,
+    ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
 };
 use crate::wire::definitions::{Format, tool_definition};
 
@@ -41,12 +41,54 @@ impl Wire for Anthropic {
         if !system.is_empty() {
             body["system"] = json!(system.join("\n\n"));
         }
-        if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| tool_definition(t, Format::Anthropic))
-                .collect();
+        let mut tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| tool_definition(t, Format::Anthropic))
+            .collect();
+        // A structured answer is given through a tool whose input is the
+        // answer (the API has no response format of its own), and the
+        // model must call a tool to answer at all.
+        let mut choice = request.tool_choice.clone();
+        if let Some(format) = request.response_format {
+            tools.push(json!({
+                "name": format.name,
+                "description": "Give your final answer by calling this tool, once you need no other tool. Its input is the answer.",
+                "input_schema": format.schema,
+            }));
+            choice = match choice {
+                ToolChoice::Auto | ToolChoice::Required => ToolChoice::Required,
+                // "No tools" with a structured answer: answer now.
+                ToolChoice::None => ToolChoice::Tool(format.name.clone()),
+                named @ ToolChoice::Tool(_) => named,
+            };
+        }
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
+            let mut tool_choice = match &choice {
+                ToolChoice::Auto => json!({"type": "auto"}),
+                ToolChoice::Required => json!({"type": "any"}),
+                ToolChoice::None => json!({"type": "none"}),
+                ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+            };
+            if !request.parallel_tool_calls && choice != ToolChoice::None {
+                tool_choice["disable_parallel_tool_use"] = json!(true);
+            }
+            // Only sent when it says more than the default.
+            if tool_choice != json!({"type": "auto"}) {
+                body["tool_choice"] = tool_choice;
+            }
+        }
+        let sampling = request.sampling;
+        if let Some(temperature) = sampling.temperature {
+            // Anthropic's range is 0 to 1.
+            body["temperature"] = json!(temperature.min(1.0));
+        }
+        if let Some(top_p) = sampling.top_p {
+            body["top_p"] = json!(top_p);
+        }
+        if !sampling.stop.is_empty() {
+            body["stop_sequences"] = json!(sampling.stop);
         }
         body
     }
@@ -92,6 +134,7 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
             Message::Assistant {
                 content,
                 tool_calls,
+                ..
             } => {
                 let mut blocks = Vec::new();
                 if !content.is_empty() {
@@ -332,6 +375,7 @@ mod tests {
                         arguments: "{oops".into(),
                     },
                 ],
+                reasoning: vec![],
             },
             Message::Tool {
                 tool_call_id: "a".into(),
@@ -351,6 +395,7 @@ mod tests {
             Message::Assistant {
                 content: String::new(),
                 tool_calls: vec![],
+                reasoning: vec![],
             },
             Message::user("and now?"),
         ];

@@ -1,13 +1,15 @@
 //! Model endpoints: the conversation types, the [`ModelClient`] trait, and
-//! clients for OpenAI-compatible chat completions and the Anthropic Messages
-//! API, streaming or not.
+//! clients for OpenAI-compatible chat completions, OpenAI's Responses API
+//! and the Anthropic Messages API, streaming or not.
 //!
 //! Clients make one attempt per call and classify failures; the agent loop
 //! decides about retries ([`ModelError::retryable`]), so an embedder's own
 //! client gets the same retry policy.
 
 mod anthropic;
+pub mod config;
 mod openai;
+mod responses;
 mod sse;
 
 use std::fmt;
@@ -17,15 +19,18 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 
 pub use anthropic::Anthropic;
+pub use config::{ModelConfig, Prices, Provider, ResponseFormat, Sampling, ToolChoice};
 pub use openai::OpenAI;
+pub use responses::OpenAIResponses;
 
 /// A client for an OpenAI-compatible chat-completions endpoint.
 pub type OpenAIClient = HttpClient<OpenAI>;
 /// A client for the Anthropic Messages API.
 pub type AnthropicClient = HttpClient<Anthropic>;
+/// A client for OpenAI's Responses API.
+pub type OpenAIResponsesClient = HttpClient<OpenAIResponses>;
 
 use crate::dispatcher::ToolSpec;
-use crate::manifest::{ModelConfig, Provider};
 
 /// One message of a conversation, in provider-neutral form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,6 +52,11 @@ pub enum Message {
         content: String,
         /// The tool calls, in the model's order.
         tool_calls: Vec<AssistantToolCall>,
+        /// Items the provider requires back with this turn, verbatim and
+        /// opaque: the Responses API's reasoning items. Other providers
+        /// leave it empty and ignore it.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        reasoning: Vec<serde_json::Value>,
     },
     /// The answer to one tool call.
     Tool {
@@ -85,7 +95,7 @@ impl Message {
     /// that way now and then, but refuse it back in a conversation, so
     /// requests leave it out.
     pub(crate) fn is_empty_turn(&self) -> bool {
-        matches!(self, Self::Assistant { content, tool_calls } if content.is_empty() && tool_calls.is_empty())
+        matches!(self, Self::Assistant { content, tool_calls, .. } if content.is_empty() && tool_calls.is_empty())
     }
 }
 
@@ -110,6 +120,37 @@ pub struct ModelRequest<'a> {
     pub tools: &'a [ToolSpec],
     /// The most tokens to generate.
     pub max_tokens: u32,
+    /// Whether the model must call a tool on this step.
+    pub tool_choice: &'a ToolChoice,
+    /// Whether it may call several in one turn.
+    pub parallel_tool_calls: bool,
+    /// Sampling, passed through where the provider accepts it.
+    pub sampling: &'a Sampling,
+    /// A schema the final answer must satisfy.
+    pub response_format: Option<&'a ResponseFormat>,
+}
+
+impl<'a> ModelRequest<'a> {
+    /// A request with the endpoint's defaults for everything but the
+    /// conversation, the tools and `max_tokens`.
+    pub fn new(messages: &'a [Message], tools: &'a [ToolSpec], max_tokens: u32) -> Self {
+        static AUTO: ToolChoice = ToolChoice::Auto;
+        static DEFAULT: Sampling = Sampling {
+            temperature: None,
+            top_p: None,
+            seed: None,
+            stop: Vec::new(),
+        };
+        Self {
+            messages,
+            tools,
+            max_tokens,
+            tool_choice: &AUTO,
+            parallel_tool_calls: true,
+            sampling: &DEFAULT,
+            response_format: None,
+        }
+    }
 }
 
 /// Token counts, as the endpoint reports them.
@@ -140,6 +181,8 @@ pub struct ModelResponse {
     pub stop_reason: Option<String>,
     /// Token counts.
     pub usage: Usage,
+    /// Items to send back with this turn (see [`Message::Assistant`]).
+    pub reasoning: Vec<serde_json::Value>,
 }
 
 /// Something a streaming client reports while the answer comes in.
@@ -346,6 +389,7 @@ pub fn client_for(config: &ModelConfig) -> Result<Box<dyn ModelClient>, String> 
     let settings = ClientSettings::from_config(config)?;
     Ok(match config.provider {
         Provider::OpenAI => Box::new(OpenAIClient::new(settings)?),
+        Provider::OpenAIResponses => Box::new(OpenAIResponsesClient::new(settings)?),
         Provider::Anthropic => Box::new(AnthropicClient::new(settings)?),
     })
 }
@@ -418,7 +462,21 @@ impl<W: Wire> HttpClient<W> {
             .http
             .post(format!("{}{}", self.settings.base_url, W::PATH))
             .json(&W::body(&self.settings, &request));
-        let response = send(W::prepare(builder, &self.settings)).await?;
+        let builder = W::prepare(builder, &self.settings);
+        let again = builder.try_clone();
+        let response = match (send(builder).await, again) {
+            // A kept-alive connection the server closed while it sat idle
+            // (llama.cpp closes them after 5 s) fails the request sent on
+            // it before any answer. That is not the endpoint failing: open
+            // a new connection and send once more, quietly, without
+            // counting a retry.
+            (Err(SendError::Stale(error)), Some(again)) => {
+                tracing::debug!(error = %error, "the idle connection to the model endpoint was closed; reconnecting");
+                send(again).await
+            }
+            (result, _) => result,
+        }
+        .map_err(SendError::into_model_error)?;
         if self.settings.stream {
             W::read_stream(response, events).await
         } else {
@@ -458,21 +516,73 @@ pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Durati
     Duration::try_from_secs_f64(seconds.clamp(0.0, 3600.0)).ok()
 }
 
+/// Why a request got no successful response.
+enum SendError {
+    /// It went out on a pooled connection the server had closed.
+    Stale(ModelError),
+    /// Anything else.
+    Failed(ModelError),
+}
+
+impl SendError {
+    fn into_model_error(self) -> ModelError {
+        match self {
+            Self::Stale(error) | Self::Failed(error) => error,
+        }
+    }
+}
+
 /// Send `request` and return the response if its status is a success.
-pub(crate) async fn send(
-    request: reqwest::RequestBuilder,
-) -> Result<reqwest::Response, ModelError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| ModelError::from_reqwest(&e, "cannot reach the model endpoint"))?;
+async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Response, SendError> {
+    let response = request.send().await.map_err(|e| {
+        let error = ModelError::from_reqwest(&e, "cannot reach the model endpoint");
+        if closed_before_answer(&e) {
+            SendError::Stale(error)
+        } else {
+            SendError::Failed(error)
+        }
+    })?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
     }
     let retry_after = retry_after(response.headers());
     let body = response.text().await.unwrap_or_default();
-    Err(ModelError::from_status(status, retry_after, &body))
+    Err(SendError::Failed(ModelError::from_status(
+        status,
+        retry_after,
+        &body,
+    )))
+}
+
+/// Whether `error` is a connection that was open, and closed by the other
+/// side before any response: what reusing a connection the server closed
+/// while idle looks like. A refused connection or a timeout is not.
+fn closed_before_answer(error: &reqwest::Error) -> bool {
+    if error.is_connect() || error.is_timeout() {
+        return false;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>()
+            && (hyper.is_incomplete_message() || hyper.is_closed() || hyper.is_canceled())
+        {
+            return true;
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::UnexpectedEof
+            )
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
 
 #[cfg(test)]

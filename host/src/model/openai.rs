@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{
     AssistantToolCall, ClientSettings, EventSink, Message, ModelError, ModelErrorKind, ModelEvent,
-    ModelRequest, ModelResponse, Usage, Wire, sse,
+    ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
 };
 use crate::wire::definitions::{Format, tool_definition};
 
@@ -30,6 +30,38 @@ impl Wire for OpenAI {
                 .iter()
                 .map(|t| tool_definition(t, Format::OpenAI))
                 .collect();
+            match request.tool_choice {
+                // The endpoint's default: not sent, for servers that do not
+                // know the field.
+                ToolChoice::Auto => {}
+                ToolChoice::Required => body["tool_choice"] = json!("required"),
+                ToolChoice::None => body["tool_choice"] = json!("none"),
+                ToolChoice::Tool(name) => {
+                    body["tool_choice"] = json!({"type": "function", "function": {"name": name}});
+                }
+            }
+            if !request.parallel_tool_calls {
+                body["parallel_tool_calls"] = json!(false);
+            }
+        }
+        let sampling = request.sampling;
+        if let Some(temperature) = sampling.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(top_p) = sampling.top_p {
+            body["top_p"] = json!(top_p);
+        }
+        if let Some(seed) = sampling.seed {
+            body["seed"] = json!(seed);
+        }
+        if !sampling.stop.is_empty() {
+            body["stop"] = json!(sampling.stop);
+        }
+        if let Some(format) = request.response_format {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": format.name, "schema": format.schema, "strict": format.strict},
+            });
         }
         if settings.stream {
             body["stream_options"] = json!({"include_usage": true});
@@ -99,6 +131,7 @@ fn message(message: &Message) -> Value {
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } => {
             let mut m = json!({"role": "assistant", "content": if content.is_empty() { Value::Null } else { json!(content) }});
             if !tool_calls.is_empty() {
@@ -165,6 +198,7 @@ fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
         tool_calls,
         stop_reason: choice["finish_reason"].as_str().map(str::to_owned),
         usage: usage(&body["usage"]),
+        reasoning: Vec::new(),
     })
 }
 

@@ -14,14 +14,16 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd, Transcript};
 use toolhost::manifest::{Approval, Provider};
-use toolhost::model::{AnthropicClient, ClientSettings, Message, ModelClient, OpenAIClient};
+use toolhost::model::{
+    AnthropicClient, ClientSettings, Message, ModelClient, OpenAIClient, OpenAIResponsesClient,
+};
 use toolhost::{ApproveAll, Approver, ComponentConfig, Limits, RefuseAll, ToolHost};
 
 use crate::util::*;
 
 /// One scripted answer of the model server.
 #[derive(Clone)]
-enum Reply {
+pub(crate) enum Reply {
     /// 200 with this JSON body.
     Json(Value),
     /// 200 with these server-sent events (`(event name, data)`).
@@ -37,13 +39,13 @@ enum Reply {
 }
 
 #[derive(Default)]
-struct Script {
+pub(crate) struct Script {
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<(HeaderMap, Value)>>,
 }
 
 impl Script {
-    fn bodies(&self) -> Vec<Value> {
+    pub(crate) fn bodies(&self) -> Vec<Value> {
         self.requests
             .lock()
             .unwrap()
@@ -123,7 +125,7 @@ async fn answer(
 use futures::StreamExt as _;
 
 /// A scripted model server; returns its base URL and the script.
-async fn model_server(replies: Vec<Reply>) -> (String, Arc<Script>) {
+pub(crate) async fn model_server(replies: Vec<Reply>) -> (String, Arc<Script>) {
     let script = Arc::new(Script {
         replies: Mutex::new(replies.into()),
         ..Script::default()
@@ -131,12 +133,13 @@ async fn model_server(replies: Vec<Reply>) -> (String, Arc<Script>) {
     let router = axum::Router::new()
         .route("/v1/chat/completions", axum::routing::post(answer))
         .route("/v1/messages", axum::routing::post(answer))
+        .route("/v1/responses", axum::routing::post(answer))
         .with_state(script.clone());
     let server = serve(router).await;
     (format!("http://{}/v1", server.addr), script)
 }
 
-fn settings(base_url: &str, stream: bool) -> ClientSettings {
+pub(crate) fn settings(base_url: &str, stream: bool) -> ClientSettings {
     ClientSettings {
         base_url: base_url.to_owned(),
         model: "scripted".into(),
@@ -146,7 +149,7 @@ fn settings(base_url: &str, stream: bool) -> ClientSettings {
     }
 }
 
-fn policy() -> AgentPolicy {
+pub(crate) fn policy() -> AgentPolicy {
     AgentPolicy {
         max_steps: 5,
         base_delay: Duration::from_millis(10),
@@ -155,7 +158,7 @@ fn policy() -> AgentPolicy {
 }
 
 /// The probe and calc components, with short limits.
-async fn tools(approval: Approval) -> ToolHost {
+pub(crate) async fn tools(approval: Approval) -> ToolHost {
     let limits = Limits {
         timeout: Duration::from_millis(300),
         ..quick_limits()
@@ -187,7 +190,7 @@ async fn run(
     .await
 }
 
-async fn run_with(
+pub(crate) async fn run_with(
     provider: Provider,
     stream: bool,
     replies: Vec<Reply>,
@@ -200,6 +203,9 @@ async fn run_with(
     let client: Arc<dyn ModelClient> = match provider {
         Provider::OpenAI => Arc::new(OpenAIClient::new(settings(&base_url, stream)).unwrap()),
         Provider::Anthropic => Arc::new(AnthropicClient::new(settings(&base_url, stream)).unwrap()),
+        Provider::OpenAIResponses => {
+            Arc::new(OpenAIResponsesClient::new(settings(&base_url, stream)).unwrap())
+        }
     };
     let agent = Agent::new(client, tools(approval).await, approver, policy);
     let transcript = agent.run(vec![Message::user(prompt)]).await;
@@ -208,7 +214,7 @@ async fn run_with(
 
 // --- OpenAI wire format ---------------------------------------------------
 
-fn oa_calls(calls: &[(&str, &str, &str)]) -> Reply {
+pub(crate) fn oa_calls(calls: &[(&str, &str, &str)]) -> Reply {
     let calls: Vec<Value> = calls
         .iter()
         .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
@@ -220,21 +226,21 @@ fn oa_calls(calls: &[(&str, &str, &str)]) -> Reply {
     )
 }
 
-fn oa_text(text: &str) -> Reply {
+pub(crate) fn oa_text(text: &str) -> Reply {
     Reply::Json(
         json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
         "usage": {"prompt_tokens": 150, "completion_tokens": 5}}),
     )
 }
 
-fn oa_chunk(delta: Value, finish: Option<&str>) -> (&'static str, String) {
+pub(crate) fn oa_chunk(delta: Value, finish: Option<&str>) -> (&'static str, String) {
     (
         "",
         json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).to_string(),
     )
 }
 
-fn oa_stream_text(text: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn oa_stream_text(text: &str) -> Vec<(&'static str, String)> {
     let mut events: Vec<_> = text
         .split_inclusive(' ')
         .map(|piece| oa_chunk(json!({"content": piece}), None))
@@ -248,7 +254,7 @@ fn oa_stream_text(text: &str) -> Vec<(&'static str, String)> {
     events
 }
 
-fn tool_messages(body: &Value) -> Vec<(String, String)> {
+pub(crate) fn tool_messages(body: &Value) -> Vec<(String, String)> {
     body["messages"]
         .as_array()
         .unwrap()
@@ -640,7 +646,7 @@ async fn a_redirecting_endpoint_does_not_get_to_send_the_key_elsewhere() {
 
 // --- Anthropic wire format ------------------------------------------------
 
-fn an_tool_uses(calls: &[(&str, &str, Value)]) -> Reply {
+pub(crate) fn an_tool_uses(calls: &[(&str, &str, Value)]) -> Reply {
     let mut content = vec![json!({"type": "text", "text": "Using tools."})];
     content.extend(calls.iter().map(
         |(id, name, input)| json!({"type": "tool_use", "id": id, "name": name, "input": input}),
@@ -651,14 +657,14 @@ fn an_tool_uses(calls: &[(&str, &str, Value)]) -> Reply {
     )
 }
 
-fn an_text(text: &str) -> Reply {
+pub(crate) fn an_text(text: &str) -> Reply {
     Reply::Json(
         json!({"type": "message", "role": "assistant", "content": [{"type": "text", "text": text}],
         "stop_reason": "end_turn", "usage": {"input_tokens": 120, "output_tokens": 4}}),
     )
 }
 
-fn last_message(body: &Value) -> Value {
+pub(crate) fn last_message(body: &Value) -> Value {
     body["messages"].as_array().unwrap().last().unwrap().clone()
 }
 

@@ -321,3 +321,126 @@ fn under_a_low_descriptor_limit_hoarding_calls_leave_the_host_its_reserve() {
     // directory.
     assert!(opened.iter().sum::<u64>() <= 128, "{opened:?}");
 }
+
+/// A manifest with the calc and http-get tools and a scripted, non-streaming
+/// model at `base_url`.
+fn scripted_manifest(base_url: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = root().join("target/tools");
+    std::fs::write(
+        dir.path().join("toolhost.toml"),
+        format!(
+            "[model]\nbase_url = {base_url:?}\nmodel = \"scripted\"\nstream = false\n\n\
+             [[tool]]\ncomponent = {:?}\n\n[[tool]]\ncomponent = {:?}\nallow_hosts = [\"https://example.org\"]\n",
+            tools.join("calc.wasm"),
+            tools.join("http-get.wasm"),
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_transcript_replays_exactly_as_the_run_showed_it() {
+    use crate::agent::{model_server, oa_calls, oa_text};
+    let (base_url, _script) = model_server(vec![
+        oa_calls(&[
+            ("c1", "calc", r#"{"expression":"6*7"}"#),
+            (
+                "c2",
+                "http_get",
+                r#"{"url":"http://169.254.169.254/latest/meta-data/"}"#,
+            ),
+        ]),
+        oa_text("The product is 42, and the fetch was refused."),
+    ])
+    .await;
+    let dir = scripted_manifest(&base_url);
+    let config = dir.path().join("toolhost.toml");
+    let transcript = dir.path().join("run.jsonl");
+    let (config, transcript) = (
+        config.display().to_string(),
+        transcript.display().to_string(),
+    );
+    let run = {
+        let (config, transcript) = (config.clone(), transcript.clone());
+        tokio::task::spawn_blocking(move || {
+            toolhost(
+                &[
+                    "run",
+                    "--config",
+                    &config,
+                    "--transcript",
+                    &transcript,
+                    "go",
+                ],
+                None,
+            )
+        })
+        .await
+        .unwrap()
+    };
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let shown = String::from_utf8(run.stdout).unwrap();
+    // Not streamed, the answer still shows; so do both results.
+    assert!(shown.contains("The product is 42"), "{shown}");
+    assert!(shown.contains("← calc ✓"), "{shown}");
+    assert!(shown.contains("← http_get ✗ capability_denied"), "{shown}");
+    let replay = toolhost(&["replay", &transcript], None);
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    assert_eq!(String::from_utf8(replay.stdout).unwrap(), shown);
+    let summary = |stderr: &[u8]| {
+        String::from_utf8_lossy(stderr)
+            .lines()
+            .find(|l| l.contains("model calls"))
+            .map(str::to_owned)
+    };
+    assert_eq!(summary(&replay.stderr), summary(&run.stderr));
+    assert!(summary(&run.stderr).is_some());
+
+    std::fs::write(&transcript, "{\"type\":\"finished\"}\nnot json\n").unwrap();
+    let bad = toolhost(&["replay", &transcript], None);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("run.jsonl:2: not a transcript event"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
+
+#[test]
+fn loop_flags_out_of_range_or_naming_no_tool_are_usage_errors() {
+    let dir = scripted_manifest("http://127.0.0.1:9/v1");
+    let config = dir.path().join("toolhost.toml").display().to_string();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--temperature", "5"], "temperature"),
+        (
+            &[
+                "--parallel-tool-calls",
+                "false",
+                "--max-tool-calls-per-turn",
+                "3",
+            ],
+            "max_tool_calls_per_turn",
+        ),
+        (&["--max-run-cost", "1"], "prices"),
+        (&["--tool-choice", "no_such_tool"], "no loaded tool"),
+    ];
+    for (flags, named) in cases {
+        let mut args = vec!["run", "--config", &config];
+        args.extend_from_slice(flags);
+        args.push("go");
+        let output = toolhost(&args, None);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(named), "{flags:?}: {stderr}");
+    }
+}

@@ -11,6 +11,7 @@ mod e2e;
 mod grants;
 mod interact;
 mod limits;
+mod loop_controls;
 mod network;
 mod serve;
 mod stores;

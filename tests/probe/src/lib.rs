@@ -662,6 +662,7 @@ toolhost_guest::export_tools! {
     Tool::new("config", "Read a config value", config),
     Tool::new("socket", "Open a TCP connection", socket),
     Tool::new("fetch", "GET a URL", fetch),
+    Tool::new("fetch_cacheable", "GET a URL, declared read-only and idempotent", fetch).read_only().idempotent(),
     Tool::new("fetch_or_fallback", "GET a URL, tolerate failure", fetch_or_fallback),
     Tool::new("context", "Show the call context", context),
     Tool::new("injected", "Show the injected context", injected),
