@@ -6,9 +6,11 @@
 //!
 //! A scripted model answers instantly, alternating a turn with one `calc`
 //! call and a final text turn. Overhead per turn = (run time − time inside
-//! tool calls − time inside the model endpoint) / model calls. Measured two
-//! ways: a model client in process (the loop alone) and the real OpenAI
-//! client against an HTTP server on 127.0.0.1 (loop, JSON and HTTP).
+//! tool calls − time inside the model endpoint) / model calls. Measured three
+//! ways: a model client in process (the loop alone), the real OpenAI client
+//! against an HTTP server on 127.0.0.1 (loop, JSON and HTTP), and the same
+//! with every loop control on (tool choice, sampling, a per-turn cap, token
+//! and cost budgets, a structured answer checked against its schema).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +21,7 @@ use serde_json::json;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy};
 use toolhost::model::{
     AssistantToolCall, ClientSettings, EventSink, Message, ModelClient, ModelError, ModelRequest,
-    ModelResponse, OpenAIClient,
+    ModelResponse, OpenAIClient, Prices, ResponseFormat, Sampling, ToolChoice,
 };
 use toolhost::{ComponentConfig, RefuseAll, SandboxOptions, ToolHost};
 
@@ -27,6 +29,8 @@ mod common;
 
 const TURNS: u32 = 6;
 const RUNS: usize = 300;
+/// The final answer: JSON, so the structured-answer variant can check it.
+const ANSWER: &str = r#"{"product": 42}"#;
 
 /// Answers instantly: a `calc` call until the last turn, then text.
 struct Instant_;
@@ -62,7 +66,7 @@ fn scripted(turn: u32) -> ModelResponse {
         }
     } else {
         ModelResponse {
-            content: "42".into(),
+            content: ANSWER.into(),
             ..ModelResponse::default()
         }
     }
@@ -121,7 +125,7 @@ async fn measure(agent: &Agent, server_nanos: &AtomicU64) -> (Duration, Duration
             .sum();
         let tools = Duration::from_secs_f64(tools / 1e3);
         let server = Duration::from_nanos(server_nanos.load(Ordering::Relaxed));
-        assert_eq!(transcript.final_text, "42");
+        assert_eq!(transcript.final_text, ANSWER, "{:?}", transcript.end);
         if i >= RUNS / 10 {
             per_turn.push((total.saturating_sub(tools).saturating_sub(server)) / TURNS);
             tool_share += tools / TURNS;
@@ -152,13 +156,31 @@ fn main() {
             timeout: Duration::from_secs(10),
         })
         .unwrap();
-        let over_http = Agent::new(Arc::new(client), host, Arc::new(RefuseAll), policy);
+        let client: Arc<dyn ModelClient> = Arc::new(client);
+        let over_http = Agent::new(client.clone(), host.clone(), Arc::new(RefuseAll), policy.clone());
         let (with_http, _) = measure(&over_http, &server_nanos).await;
+
+        let controlled = AgentPolicy {
+            tool_choice: ToolChoice::Required,
+            sampling: Sampling { temperature: Some(0.0), top_p: Some(0.9), seed: Some(7), stop: vec!["END".into()] },
+            max_run_tokens: Some(1_000_000),
+            max_run_cost: Some(100.0),
+            prices: Some(Prices { input: 1.0, output: 2.0 }),
+            response_format: Some(ResponseFormat {
+                name: "answer".into(),
+                schema: json!({"type": "object", "properties": {"product": {"type": "integer"}}, "required": ["product"]}),
+                strict: false,
+            }),
+            ..policy
+        };
+        let with_controls = Agent::new(client, host, Arc::new(RefuseAll), controlled);
+        let (controls, _) = measure(&with_controls, &server_nanos).await;
 
         println!("agent loop: host overhead per turn (model and tool time excluded), median of {RUNS} runs of {TURNS} turns");
         println!("{:<52} {:>10} {:>10}", "", "overhead", "target");
         println!("{:<52} {:>7.1} µs {:>7} ms", "loop only (in-process model)", loop_only.as_secs_f64() * 1e6, "< 1");
         println!("{:<52} {:>7.1} µs {:>7} ms", "loop + OpenAI client over loopback HTTP", with_http.as_secs_f64() * 1e6, "< 1");
+        println!("{:<52} {:>7.1} µs {:>7} ms", "  the same, every loop control on", controls.as_secs_f64() * 1e6, "< 1");
         println!("(for scale: the tool call itself took {:.1} µs per turn)", tool.as_secs_f64() * 1e6);
     });
 }

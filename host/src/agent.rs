@@ -526,10 +526,12 @@ impl Agent {
             if let Some(end) = self.budget_left(&run.transcript, steps) {
                 run.transcript.final_text = match &end {
                     RunEnd::TokenBudget { used, limit } => format!(
-                        "Stopped after {steps} model calls: the run spent {used} tokens of its {limit} (max_run_tokens); raise it to let the run go on. The transcript so far is intact."
+                        "Stopped after {}: the run spent {used} tokens of its {limit} (max_run_tokens); raise it to let the run go on. The transcript so far is intact.",
+                        model_calls(steps)
                     ),
                     RunEnd::CostBudget { spent, limit } => format!(
-                        "Stopped after {steps} model calls: the run spent about ${spent:.4} of its ${limit} (max_run_cost); raise it to let the run go on. The transcript so far is intact."
+                        "Stopped after {}: the run spent about ${spent:.4} of its ${limit} (max_run_cost); raise it to let the run go on. The transcript so far is intact.",
+                        model_calls(steps)
                     ),
                     _ => run.step_budget_message(self.policy.max_steps),
                 };
@@ -618,7 +620,7 @@ impl Agent {
 
     /// Why the run may not make another model call, if it may not.
     fn budget_left(&self, transcript: &Transcript, steps: u32) -> Option<RunEnd> {
-        let used = transcript.usage.input_tokens + transcript.usage.output_tokens;
+        let used = transcript.usage.total();
         if let Some(limit) = self.policy.max_run_tokens
             && used >= limit
         {
@@ -642,7 +644,7 @@ impl Agent {
         let started = Instant::now();
         let mut retries = 0;
         // What the token budget leaves, if less than a call may generate.
-        let used = run.transcript.usage.input_tokens + run.transcript.usage.output_tokens;
+        let used = run.transcript.usage.total();
         let max_tokens = match self.policy.max_run_tokens {
             Some(limit) => u32::try_from(limit.saturating_sub(used))
                 .unwrap_or(u32::MAX)
@@ -820,6 +822,11 @@ async fn check_answer(
     }
 }
 
+/// "1 model call", "2 model calls".
+fn model_calls(n: u32) -> String {
+    format!("{n} model call{}", if n == 1 { "" } else { "s" })
+}
+
 /// The longest a final answer's check against its schema may take.
 const ANSWER_CHECK_TIME: Duration = Duration::from_secs(5);
 
@@ -929,7 +936,8 @@ impl Run<'_> {
             format!(": the model kept calling tools ({})", listed.join(", "))
         };
         format!(
-            "Stopped after {max_steps} model calls without a final answer (max_steps = {max_steps}){doing}. To give it more steps, raise max_steps in [model] or pass --max-steps; if it repeats the same call, a clearer task or tool description helps more. The last tool results are in the transcript."
+            "Stopped after {} without a final answer (max_steps = {max_steps}){doing}. To give it more steps, raise max_steps in [model] or pass --max-steps; if it repeats the same call, a clearer task or tool description helps more. The last tool results are in the transcript.",
+            model_calls(max_steps)
         )
     }
 

@@ -613,6 +613,7 @@ impl ToolHost {
                 outcome = "success",
                 ms = outcome.stats.duration.as_secs_f64() * 1e3,
                 fuel = outcome.stats.fuel_used,
+                cached = outcome.stats.cached,
                 "tool call done"
             ),
             Err(e) => tracing::info!(
@@ -695,7 +696,6 @@ impl ToolHost {
         if let Some(output) =
             cache.and_then(|cache| cache.get(&call.name, &text, context.as_deref()))
         {
-            tracing::info!(cached = true, "answered from the result cache");
             return Outcome {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),

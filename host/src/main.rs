@@ -756,8 +756,9 @@ impl Display {
                     .as_f64()
                     .map_or_else(String::new, |cost| format!(", about ${cost:.4}"));
                 eprintln!(
-                    "({} model calls, {} tokens in, {} out{cost}, {:.1} s)",
+                    "({} model call{}, {} tokens in, {} out{cost}, {:.1} s)",
                     number("steps"),
+                    if number("steps") == 1.0 { "" } else { "s" },
                     usage["input_tokens"],
                     usage["output_tokens"],
                     number("duration_ms") / 1e3

@@ -194,8 +194,8 @@ fn usage(value: &Value) -> Usage {
     let count = |key: &str| value[key].as_u64().unwrap_or(0);
     Usage {
         input_tokens: count("input_tokens")
-            + count("cache_read_input_tokens")
-            + count("cache_creation_input_tokens"),
+            .saturating_add(count("cache_read_input_tokens"))
+            .saturating_add(count("cache_creation_input_tokens")),
         output_tokens: value["output_tokens"].as_u64().unwrap_or(0),
     }
 }
