@@ -901,6 +901,11 @@ impl Run<'_> {
 
     /// Answer the call that gave the final answer: accepted, or why not.
     fn answer_call(&mut self, call: &crate::model::AssistantToolCall, verdict: Result<(), String>) {
+        self.emit(AgentEvent::ToolCallStarted {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
         let outcome = match verdict {
             Ok(()) => Outcome {
                 call_id: call.id.clone(),

@@ -220,9 +220,13 @@ impl LoopFlags {
         config.tool_choice_steps = tool_choice_steps.unwrap_or(config.tool_choice_steps);
         if let Some(parallel) = parallel_tool_calls {
             config.parallel_tool_calls = parallel;
-            if !parallel {
-                config.max_tool_calls_per_turn = std::num::NonZeroU32::MIN;
-            }
+            // One call a turn was what "no parallel calls" implied.
+            let one = std::num::NonZeroU32::MIN;
+            config.max_tool_calls_per_turn = match (parallel, config.max_tool_calls_per_turn) {
+                (false, _) => one,
+                (true, cap) if cap == one => toolhost::model::config::DEFAULT_CALLS_PER_TURN,
+                (true, cap) => cap,
+            };
         }
         if let Some(n) = max_tool_calls_per_turn {
             config.max_tool_calls_per_turn = std::num::NonZeroU32::new(n)

@@ -242,6 +242,9 @@ impl ModelConfig {
         if self.max_steps == 0 {
             return Err(("max_steps", "must be at least 1".into()));
         }
+        if self.max_tokens == 0 {
+            return Err(("max_tokens", "must be at least 1".into()));
+        }
         if let ToolChoice::Tool(name) = &self.tool_choice
             && !crate::dispatcher::valid_name(name)
         {
