@@ -10,6 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-10}
+case $runs in
+    ''|*[!0-9]*|0) echo "demo-rate: give a number of runs of at least 1, e.g. scripts/demo-rate.sh 10" >&2; exit 2 ;;
+esac
 port=${TOOLHOST_DEMO_PORT:-8095}
 toolhost=target/release/toolhost
 [ -x "$toolhost" ] || { echo "demo-rate: build first: scripts/quickstart.sh (or cargo build --release)" >&2; exit 2; }

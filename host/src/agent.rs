@@ -151,12 +151,19 @@ impl AgentPolicy {
 
     /// Check the policy against the tools a run offers: a named
     /// `tool_choice` must name one of them, and a structured answer's name
-    /// must not.
+    /// must not. (A system prompt is not part of the policy: it is the
+    /// first of the messages a run is given, [`Message::system`].)
     ///
     /// # Errors
     ///
     /// What is wrong and what to change.
     pub fn check(&self, tools: &[ToolSpec]) -> Result<(), String> {
+        if self.max_steps == 0 || self.max_tokens == 0 {
+            return Err(
+                "max_steps and max_tokens must each be at least 1: a run must be able to ask the model"
+                    .into(),
+            );
+        }
         let exists = |name: &str| tools.iter().any(|t| t.name == name);
         if let ToolChoice::Tool(name) = &self.tool_choice
             && !exists(name)
@@ -183,9 +190,8 @@ impl AgentPolicy {
 
     /// The tool choice for step `step` (1-based).
     fn tool_choice_at(&self, step: u32) -> &ToolChoice {
-        static AUTO: ToolChoice = ToolChoice::Auto;
         if self.tool_choice.forces_a_call() && step > self.tool_choice_steps {
-            &AUTO
+            ToolChoice::AUTO
         } else {
             &self.tool_choice
         }
@@ -553,7 +559,7 @@ impl Agent {
             run.push(Message::Assistant {
                 content: response.content.clone(),
                 tool_calls: response.tool_calls,
-                reasoning: response.reasoning,
+                provider_items: response.provider_items,
             });
             // The answer: text without tool calls, or (the forced-tool
             // pattern) a lone call to the response format's tool.
@@ -621,8 +627,10 @@ impl Agent {
     /// Why the run may not make another model call, if it may not.
     fn budget_left(&self, transcript: &Transcript, steps: u32) -> Option<RunEnd> {
         let used = transcript.usage.total();
+        // Less than the endpoint lets a call generate is as good as none.
+        let least = u64::from(self.model.min_output_tokens());
         if let Some(limit) = self.policy.max_run_tokens
-            && used >= limit
+            && used.saturating_add(least) > limit
         {
             return Some(RunEnd::TokenBudget { used, limit });
         }
@@ -648,7 +656,8 @@ impl Agent {
         let max_tokens = match self.policy.max_run_tokens {
             Some(limit) => u32::try_from(limit.saturating_sub(used))
                 .unwrap_or(u32::MAX)
-                .clamp(1, self.policy.max_tokens),
+                .min(self.policy.max_tokens)
+                .max(1),
             None => self.policy.max_tokens,
         };
         loop {

@@ -719,21 +719,24 @@ impl ToolHost {
             .await
             .expect("semaphore open");
         let queue_wait = queued.elapsed();
-        let (result, fuel_used) = slot
+        let ran = slot
             .loaded
             .call(&call.name, &text, &call.id, remaining, side)
             .await;
-        if let (Some(cache), Ok(output)) = (cache, &result) {
+        // A result a person had a say in is that person's answer, not the
+        // tool's for these arguments: never reused.
+        if let (Some(cache), Ok(output), 0) = (cache, &ran.result, ran.questions) {
             cache.put(&call.name, &text, context.as_deref(), output.clone());
         }
         Outcome {
             call_id: call.id.clone(),
             tool: call.name.clone(),
-            result,
+            result: ran.result,
             stats: CallStats {
-                fuel_used,
+                fuel_used: ran.fuel_used,
                 approval_wait,
                 queue_wait,
+                questions: ran.questions,
                 ..CallStats::default()
             },
         }

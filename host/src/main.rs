@@ -219,18 +219,15 @@ impl LoopFlags {
         }
         config.tool_choice_steps = tool_choice_steps.unwrap_or(config.tool_choice_steps);
         if let Some(parallel) = parallel_tool_calls {
-            config.parallel_tool_calls = parallel;
-            // One call a turn was what "no parallel calls" implied.
-            let one = std::num::NonZeroU32::MIN;
-            config.max_tool_calls_per_turn = match (parallel, config.max_tool_calls_per_turn) {
-                (false, _) => one,
-                (true, cap) if cap == one => toolhost::model::config::DEFAULT_CALLS_PER_TURN,
-                (true, cap) => cap,
-            };
+            config.set_parallel_tool_calls(parallel);
         }
         if let Some(n) = max_tool_calls_per_turn {
-            config.max_tool_calls_per_turn = std::num::NonZeroU32::new(n)
-                .context("--max-tool-calls-per-turn must be at least 1")?;
+            config.max_tool_calls_per_turn = std::num::NonZeroU32::new(n).ok_or_else(|| {
+                UsageError(
+                    "--max-tool-calls-per-turn must be at least 1 (it caps the calls run per turn)"
+                        .into(),
+                )
+            })?;
         }
         config.sampling.temperature = temperature.or(config.sampling.temperature);
         config.sampling.top_p = top_p.or(config.sampling.top_p);
@@ -676,6 +673,9 @@ impl Display {
             "message" if event["message"]["role"] == "assistant" && self.shown.is_empty() => {
                 self.print_text(event["message"]["content"].as_str().unwrap_or_default());
             }
+            // A new turn (the loop sent an answer back to be fixed): what
+            // comes next is new text.
+            "message" if event["message"]["role"] == "user" => self.shown.clear(),
             "tool_call_started" => {
                 self.shown.clear();
                 let arguments = text("arguments");
@@ -763,8 +763,8 @@ impl Display {
                     "({} model call{}, {} tokens in, {} out{cost}, {:.1} s)",
                     number("steps"),
                     if number("steps") == 1.0 { "" } else { "s" },
-                    usage["input_tokens"],
-                    usage["output_tokens"],
+                    usage["input_tokens"].as_u64().unwrap_or(0),
+                    usage["output_tokens"].as_u64().unwrap_or(0),
                     number("duration_ms") / 1e3
                 );
             }
@@ -798,7 +798,14 @@ fn printable(text: &str) -> String {
     text.chars()
         .filter(|&c| {
             (c == '\n' || c == '\t' || !c.is_control())
-                && !matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+                && !matches!(
+                    c,
+                    '\u{202A}'..='\u{202E}'
+                        | '\u{2066}'..='\u{2069}'
+                        | '\u{200E}'
+                        | '\u{200F}'
+                        | '\u{061C}'
+                )
         })
         .collect()
 }
@@ -1151,6 +1158,7 @@ mod tests {
             "[2Jclear]0;title"
         );
         assert_eq!(printable("evil\u{202E}txt.exe"), "eviltxt.exe");
+        assert_eq!(printable("a\u{200E}b\u{200F}c\u{61C}d"), "abcd");
         assert_eq!(printable("c1\u{9b}31m"), "c131m");
         assert_eq!(clip("\u{1b}abcdef", 3), "abc…");
     }

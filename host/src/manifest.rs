@@ -227,8 +227,7 @@ impl RawModel {
             max_tool_calls_per_turn: match self.max_tool_calls_per_turn {
                 Some(n) => NonZeroU32::new(n)
                     .ok_or_else(|| err("max_tool_calls_per_turn", "must be at least 1".into()))?,
-                None if !parallel_tool_calls => NonZeroU32::MIN,
-                None => defaults.max_tool_calls_per_turn,
+                None => crate::model::config::default_calls_per_turn(parallel_tool_calls),
             },
             sampling: Sampling {
                 temperature: self.temperature,

@@ -276,6 +276,9 @@ pub struct CallStats {
     pub fuel_used: u64,
     /// Answered from the result cache: the tool did not run.
     pub cached: bool,
+    /// Questions the tool asked a person, answered or not (a result with
+    /// any is never cached).
+    pub questions: u32,
 }
 
 /// How one tool call ended.

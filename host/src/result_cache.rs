@@ -12,12 +12,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::outcome::{ContentBlock, ToolOutput};
+use crate::outcome::{ContentBlock, ResourceContents, ToolOutput};
 
 /// The most one component's cached results may hold: enough for thousands
 /// of typical results, and a bound on what a chatty tool can make the host
 /// keep.
 pub const MAX_CACHED_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The largest result kept: a bigger one is answered and not cached, so no
+/// one result can push out all the others.
+pub const MAX_CACHED_RESULT: usize = 1024 * 1024;
 
 /// The longest time to live a manifest may give.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -70,7 +74,8 @@ impl ResultCache {
         self.entries.get(&key(tool, arguments, context))
     }
 
-    /// Keep `output` for later identical calls.
+    /// Keep `output` for later identical calls, unless it is larger than
+    /// [`MAX_CACHED_RESULT`].
     pub(crate) fn put(
         &self,
         tool: &str,
@@ -78,6 +83,9 @@ impl ResultCache {
         context: Option<&serde_json::Value>,
         output: ToolOutput,
     ) {
+        if weight(&output) > MAX_CACHED_RESULT {
+            return;
+        }
         self.entries
             .insert(key(tool, arguments, context), Arc::new(output));
     }
@@ -91,21 +99,39 @@ fn key(tool: &str, arguments: &str, context: Option<&serde_json::Value>) -> Key 
     }
 }
 
-/// About how many bytes `output` holds.
+/// About how many bytes `output` holds: every block's strings and bytes,
+/// the structured result and the artifact.
 fn weight(output: &ToolOutput) -> usize {
     let structured = output
         .structured
         .as_ref()
         .map_or(0, |value| value.to_string().len());
+    let artifact = output.artifact.as_ref().map_or(0, String::len);
+    let opt = |text: &Option<String>| text.as_ref().map_or(0, String::len);
     let blocks: usize = output
         .content
         .iter()
         .map(|block| match block {
-            ContentBlock::Image(media) | ContentBlock::Audio(media) => media.data.len(),
-            other => other.as_text().len(),
+            ContentBlock::Text(text) => text.len(),
+            ContentBlock::Image(media) | ContentBlock::Audio(media) => {
+                media.mime_type.len() + media.data.len()
+            }
+            ContentBlock::ResourceLink(link) => {
+                link.uri.len() + link.name.len() + opt(&link.mime_type) + opt(&link.description)
+            }
+            ContentBlock::Resource(resource) => {
+                resource.uri.len()
+                    + opt(&resource.mime_type)
+                    + match &resource.contents {
+                        ResourceContents::Text(text) => text.len(),
+                        ResourceContents::Blob(data) => data.len(),
+                    }
+            }
         })
         .sum();
-    structured + blocks + 64
+    // The blocks' own bookkeeping.
+    let overhead = 64 * (output.content.len() + 1);
+    structured + artifact + blocks + overhead
 }
 
 #[cfg(test)]
@@ -132,5 +158,37 @@ mod tests {
         assert!(cache.get("t", "{}", None).is_some());
         std::thread::sleep(Duration::from_millis(120));
         assert!(cache.get("t", "{}", None).is_none());
+    }
+
+    #[test]
+    fn a_result_weighs_what_it_holds_and_a_large_one_is_not_kept() {
+        use crate::outcome::{EmbeddedResource, Media};
+        let blob = |n: usize| bytes::Bytes::from(vec![0u8; n]);
+        let resource = ToolOutput {
+            content: vec![ContentBlock::Resource(EmbeddedResource {
+                uri: "file:///a".into(),
+                mime_type: None,
+                contents: ResourceContents::Blob(blob(300_000)),
+            })],
+            ..ToolOutput::default()
+        };
+        assert!(weight(&resource) > 300_000);
+        let artifact = ToolOutput {
+            artifact: Some("x".repeat(200_000)),
+            ..ToolOutput::text("small")
+        };
+        assert!(weight(&artifact) > 200_000);
+        let image = ToolOutput {
+            content: vec![ContentBlock::Image(Media {
+                mime_type: "image/png".into(),
+                data: blob(MAX_CACHED_RESULT),
+            })],
+            ..ToolOutput::default()
+        };
+        let cache = ResultCache::new(Duration::from_secs(60));
+        cache.put("t", "{}", None, image);
+        cache.put("t", "{\"a\":1}", None, artifact);
+        assert!(cache.get("t", "{}", None).is_none(), "too large to keep");
+        assert!(cache.get("t", "{\"a\":1}", None).is_some());
     }
 }

@@ -81,8 +81,8 @@ impl Wire for Anthropic {
         }
         let sampling = request.sampling;
         if let Some(temperature) = sampling.temperature {
-            // Anthropic's range is 0 to 1.
-            body["temperature"] = json!(temperature.min(1.0));
+            // Unchanged: `ModelConfig::check` keeps it within 0 to 1.
+            body["temperature"] = json!(temperature);
         }
         if let Some(top_p) = sampling.top_p {
             body["top_p"] = json!(top_p);
@@ -375,7 +375,7 @@ mod tests {
                         arguments: "{oops".into(),
                     },
                 ],
-                reasoning: vec![],
+                provider_items: vec![],
             },
             Message::Tool {
                 tool_call_id: "a".into(),
@@ -395,7 +395,7 @@ mod tests {
             Message::Assistant {
                 content: String::new(),
                 tool_calls: vec![],
-                reasoning: vec![],
+                provider_items: vec![],
             },
             Message::user("and now?"),
         ];

@@ -45,6 +45,9 @@ pub enum ToolChoice {
 }
 
 impl ToolChoice {
+    /// `auto`, for where a reference is needed.
+    pub const AUTO: &'static Self = &Self::Auto;
+
     /// `"auto"`, `"required"`, `"none"`, or a tool's name.
     pub fn parse(text: &str) -> Self {
         match text {
@@ -187,6 +190,28 @@ impl ModelConfig {
     }
 }
 
+impl ModelConfig {
+    /// Turn parallel tool calls on or off, keeping the per-turn cap in
+    /// step: off means one call a turn, and turning them back on lifts that
+    /// cap to the default.
+    pub fn set_parallel_tool_calls(&mut self, parallel: bool) {
+        if !parallel || !self.parallel_tool_calls {
+            self.max_tool_calls_per_turn = default_calls_per_turn(parallel);
+        }
+        self.parallel_tool_calls = parallel;
+    }
+}
+
+/// The per-turn cap when none is configured: [`DEFAULT_CALLS_PER_TURN`],
+/// or one call when calls are not parallel.
+pub fn default_calls_per_turn(parallel: bool) -> NonZeroU32 {
+    if parallel {
+        DEFAULT_CALLS_PER_TURN
+    } else {
+        NonZeroU32::MIN
+    }
+}
+
 /// Tool calls run per turn unless configured: more than any real task
 /// needs at once, few enough that a model stuck emitting calls until its
 /// token limit costs seconds, not minutes.
@@ -245,6 +270,17 @@ impl ModelConfig {
         if self.max_tokens == 0 {
             return Err(("max_tokens", "must be at least 1".into()));
         }
+        if self.provider == Provider::OpenAIResponses
+            && self.max_tokens < super::responses::MIN_OUTPUT_TOKENS
+        {
+            return Err((
+                "max_tokens",
+                format!(
+                    "must be at least {} with provider = \"openai-responses\" (the API's least max_output_tokens)",
+                    super::responses::MIN_OUTPUT_TOKENS
+                ),
+            ));
+        }
         if let ToolChoice::Tool(name) = &self.tool_choice
             && !crate::dispatcher::valid_name(name)
         {
@@ -274,7 +310,13 @@ impl ModelConfig {
             }
             _ => Ok(()),
         };
-        within("temperature", self.sampling.temperature, 2.0)?;
+        // Anthropic takes temperatures up to 1, OpenAI up to 2.
+        let hottest = if self.provider == Provider::Anthropic {
+            1.0
+        } else {
+            2.0
+        };
+        within("temperature", self.sampling.temperature, hottest)?;
         within("top_p", self.sampling.top_p, 1.0)?;
         if self.sampling.stop.len() > 4 || self.sampling.stop.iter().any(String::is_empty) {
             return Err((

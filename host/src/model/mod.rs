@@ -52,11 +52,13 @@ pub enum Message {
         content: String,
         /// The tool calls, in the model's order.
         tool_calls: Vec<AssistantToolCall>,
-        /// Items the provider requires back with this turn, verbatim and
-        /// opaque: the Responses API's reasoning items. Other providers
-        /// leave it empty and ignore it.
-        #[serde(skip_serializing_if = "Vec::is_empty")]
-        reasoning: Vec<serde_json::Value>,
+        /// The provider's own output items for this turn, verbatim and in
+        /// order, to go back as they came: the Responses API's message,
+        /// reasoning and `function_call` items, whose ids it pairs up.
+        /// Other providers leave it empty; when it is empty, the turn is
+        /// sent from `content` and `tool_calls`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        provider_items: Vec<serde_json::Value>,
     },
     /// The answer to one tool call.
     Tool {
@@ -134,7 +136,6 @@ impl<'a> ModelRequest<'a> {
     /// A request with the endpoint's defaults for everything but the
     /// conversation, the tools and `max_tokens`.
     pub fn new(messages: &'a [Message], tools: &'a [ToolSpec], max_tokens: u32) -> Self {
-        static AUTO: ToolChoice = ToolChoice::Auto;
         static DEFAULT: Sampling = Sampling {
             temperature: None,
             top_p: None,
@@ -145,7 +146,7 @@ impl<'a> ModelRequest<'a> {
             messages,
             tools,
             max_tokens,
-            tool_choice: &AUTO,
+            tool_choice: ToolChoice::AUTO,
             parallel_tool_calls: true,
             sampling: &DEFAULT,
             response_format: None,
@@ -190,7 +191,7 @@ pub struct ModelResponse {
     /// Token counts.
     pub usage: Usage,
     /// Items to send back with this turn (see [`Message::Assistant`]).
-    pub reasoning: Vec<serde_json::Value>,
+    pub provider_items: Vec<serde_json::Value>,
 }
 
 /// Something a streaming client reports while the answer comes in.
@@ -214,6 +215,13 @@ pub trait ModelClient: Send + Sync {
 
     /// A short description for logs, e.g. `openai qwen2.5-coder at http://…`.
     fn describe(&self) -> String;
+
+    /// The fewest tokens a request may ask the endpoint to generate (the
+    /// Responses API refuses fewer than 16): a run whose token budget
+    /// leaves less ends instead.
+    fn min_output_tokens(&self) -> u32 {
+        1
+    }
 }
 
 /// What kind of failure a model call had.
@@ -376,6 +384,10 @@ impl ClientSettings {
         // whoever the endpoint (or a man in the middle) redirects to.
         let builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            // Below the 5 s after which llama.cpp, uvicorn and Node close
+            // an idle connection, so the race of a request with the
+            // server's close is rare.
+            .pool_idle_timeout(POOL_IDLE)
             .redirect(reqwest::redirect::Policy::none());
         let builder = if self.stream {
             builder.read_timeout(self.timeout)
@@ -408,6 +420,8 @@ pub trait Wire: Send + Sync + 'static {
     const NAME: &'static str;
     /// Appended to the base URL, e.g. `/messages`.
     const PATH: &'static str;
+    /// The fewest tokens a request may ask for.
+    const MIN_OUTPUT_TOKENS: u32 = 1;
 
     /// The request body for `request`.
     fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> serde_json::Value;
@@ -472,13 +486,16 @@ impl<W: Wire> HttpClient<W> {
             .json(&W::body(&self.settings, &request));
         let builder = W::prepare(builder, &self.settings);
         let again = builder.try_clone();
+        let sent = std::time::Instant::now();
         let response = match (send(builder).await, again) {
             // A kept-alive connection the server closed while it sat idle
-            // (llama.cpp closes them after 5 s) fails the request sent on
-            // it before any answer. That is not the endpoint failing: open
-            // a new connection and send once more, quietly, without
-            // counting a retry.
-            (Err(SendError::Stale(error)), Some(again)) => {
+            // fails the request sent on it at once, before any answer. That
+            // is not the endpoint failing: open a new connection and send
+            // once more, quietly, without counting a retry. Only a failure
+            // that came at once: one that came later may be a request the
+            // server worked on (and billed), which the loop's retry policy
+            // decides about, in the open.
+            (Err(SendError::Stale(error)), Some(again)) if sent.elapsed() < STALE_WITHIN => {
                 tracing::debug!(error = %error, "the idle connection to the model endpoint was closed; reconnecting");
                 send(again).await
             }
@@ -488,10 +505,13 @@ impl<W: Wire> HttpClient<W> {
         if self.settings.stream {
             W::read_stream(response, events).await
         } else {
-            let body: serde_json::Value = response
-                .json()
-                .await
-                .map_err(|e| ModelError::from_reqwest(&e, "reading the model's answer"))?;
+            let body = read_body(response).await?;
+            let body: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+                ModelError::new(
+                    ModelErrorKind::Protocol,
+                    format!("the model's answer is not JSON: {e}"),
+                )
+            })?;
             W::parse_response(&body)
         }
     }
@@ -514,6 +534,54 @@ impl<W: Wire> ModelClient for HttpClient<W> {
             self.settings.base_url
         )
     }
+
+    fn min_output_tokens(&self) -> u32 {
+        W::MIN_OUTPUT_TOKENS
+    }
+}
+
+/// How long an idle connection to the endpoint is kept for the next call.
+const POOL_IDLE: Duration = Duration::from_secs(4);
+
+/// How soon a request on a reused connection must fail, closed before any
+/// answer, to be sent again quietly: the time the close of an idle
+/// connection takes to show, well short of any model call's.
+const STALE_WITHIN: Duration = Duration::from_millis(500);
+
+/// The longest answer read from a model endpoint, streamed or whole: far
+/// more than any answer a loop can use, and a bound on what an endpoint can
+/// make the host hold.
+pub const MAX_ANSWER_BYTES: usize = 32 * 1024 * 1024;
+
+/// A whole answer's body, at most [`MAX_ANSWER_BYTES`].
+async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, ModelError> {
+    let too_long = || {
+        ModelError::new(
+            ModelErrorKind::Protocol,
+            format!(
+                "the model's answer is longer than {} MiB",
+                MAX_ANSWER_BYTES >> 20
+            ),
+        )
+    };
+    if response
+        .content_length()
+        .is_some_and(|length| length > MAX_ANSWER_BYTES as u64)
+    {
+        return Err(too_long());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| ModelError::from_reqwest(&e, "reading the model's answer"))?
+    {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(too_long());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// Read `Retry-After` (seconds) from a response.

@@ -198,7 +198,7 @@ fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
         tool_calls,
         stop_reason: choice["finish_reason"].as_str().map(str::to_owned),
         usage: usage(&body["usage"]),
-        reasoning: Vec::new(),
+        provider_items: Vec::new(),
     })
 }
 

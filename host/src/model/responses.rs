@@ -3,12 +3,15 @@
 //! The conversation goes out as input items: user and assistant messages,
 //! `function_call` items for the model's tool calls and
 //! `function_call_output` items for their answers (images included, as
-//! `input_image` parts), with system messages as `instructions`. Reasoning
-//! items a reasoning model returned are sent back verbatim, before the
-//! calls they led to, as the API requires. Responses are stored as the API
-//! does by default, so those items can be referred to by id; requesting
-//! `reasoning.encrypted_content` instead is refused by models without
-//! reasoning.
+//! `input_image` parts), with system messages as `instructions`. The items
+//! an answer returned (reasoning, message, `function_call`) go back
+//! verbatim and in their order, ids included, as the API requires: a
+//! reasoning item must be followed by the items it led to. Responses are
+//! stored as the API does by default, so those items can be referred to by
+//! id; requesting `reasoning.encrypted_content` instead is refused by
+//! models without reasoning.
+
+use std::collections::{HashMap, HashSet};
 
 use futures::StreamExt as _;
 use serde_json::{Value, json};
@@ -19,6 +22,9 @@ use super::{
 };
 use crate::outcome::ContentBlock;
 
+/// The fewest output tokens the API accepts in `max_output_tokens`.
+pub const MIN_OUTPUT_TOKENS: u32 = 16;
+
 /// The Responses API wire format.
 #[derive(Debug)]
 pub struct OpenAIResponses;
@@ -26,6 +32,7 @@ pub struct OpenAIResponses;
 impl Wire for OpenAIResponses {
     const NAME: &'static str = "openai-responses";
     const PATH: &'static str = "/responses";
+    const MIN_OUTPUT_TOKENS: u32 = MIN_OUTPUT_TOKENS;
 
     fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> Value {
         let instructions: Vec<&str> = request
@@ -113,7 +120,6 @@ impl Wire for OpenAIResponses {
 
 /// The conversation as input items.
 fn input(conversation: &[Message]) -> Vec<Value> {
-    use base64::Engine as _;
     let mut items = Vec::with_capacity(conversation.len());
     for message in conversation.iter().filter(|m| !m.is_empty_turn()) {
         match message {
@@ -122,57 +128,78 @@ fn input(conversation: &[Message]) -> Vec<Value> {
             Message::Assistant {
                 content,
                 tool_calls,
-                reasoning,
-            } => {
-                items.extend(reasoning.iter().cloned());
-                if !content.is_empty() {
-                    items.push(json!({"role": "assistant", "content": content}));
-                }
-                for call in tool_calls {
-                    items.push(json!({
-                        "type": "function_call",
-                        "call_id": call.id,
-                        "name": call.name,
-                        "arguments": call.arguments,
-                    }));
-                }
-            }
+                provider_items,
+            } => assistant_items(&mut items, content, tool_calls, provider_items),
             Message::Tool {
                 tool_call_id,
                 content,
                 blocks,
                 ..
-            } => {
-                let images: Vec<Value> = blocks
-                    .iter()
-                    .filter_map(|block| match block {
-                        ContentBlock::Image(media) => Some(json!({
-                            "type": "input_image",
-                            "image_url": format!(
-                                "data:{};base64,{}",
-                                media.mime_type,
-                                base64::engine::general_purpose::STANDARD.encode(&media.data)
-                            ),
-                        })),
-                        _ => None,
-                    })
-                    .collect();
-                let output = if images.is_empty() {
-                    json!(content)
-                } else {
-                    let mut parts = vec![json!({"type": "input_text", "text": content})];
-                    parts.extend(images);
-                    Value::Array(parts)
-                };
-                items.push(json!({
-                    "type": "function_call_output",
-                    "call_id": tool_call_id,
-                    "output": output,
-                }));
-            }
+            } => items.push(call_output(tool_call_id, content, blocks)),
         }
     }
     items
+}
+
+/// One assistant turn as input items: the items the API returned, verbatim
+/// and in their order (reasoning, message and `function_call` items keep
+/// their ids, which the API pairs up), then whatever they do not carry — a
+/// turn an embedder built by hand has no items at all.
+fn assistant_items(
+    items: &mut Vec<Value>,
+    content: &str,
+    tool_calls: &[AssistantToolCall],
+    provider_items: &[Value],
+) {
+    items.extend(provider_items.iter().cloned());
+    let has_message = provider_items.iter().any(|i| i["type"] == "message");
+    if !has_message && !content.is_empty() {
+        items.push(json!({"role": "assistant", "content": content}));
+    }
+    for call in tool_calls {
+        let carried = provider_items
+            .iter()
+            .any(|i| i["type"] == "function_call" && i["call_id"] == call.id.as_str());
+        if !carried {
+            items.push(json!({
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": call.arguments,
+            }));
+        }
+    }
+}
+
+/// The answer to one call, images included as `input_image` parts.
+fn call_output(call_id: &str, content: &str, blocks: &[ContentBlock]) -> Value {
+    use base64::Engine as _;
+    let images: Vec<Value> = blocks
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Image(media) => Some(json!({
+                "type": "input_image",
+                "image_url": format!(
+                    "data:{};base64,{}",
+                    media.mime_type,
+                    base64::engine::general_purpose::STANDARD.encode(&media.data)
+                ),
+            })),
+            _ => None,
+        })
+        .collect();
+    let output = if images.is_empty() {
+        json!(content)
+    } else {
+        let mut parts = vec![json!({"type": "input_text", "text": content})];
+        parts.extend(images);
+        Value::Array(parts)
+    };
+    json!({
+        "type": "function_call_output",
+        "call_id": call_id,
+        "output": output,
+    })
 }
 
 fn usage(value: &Value) -> Usage {
@@ -201,33 +228,67 @@ fn stop_reason(response: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Add one output item to `answer`.
-fn take_item(answer: &mut ModelResponse, item: &Value, with_text: bool) {
-    match item["type"].as_str() {
-        Some("message") if with_text => {
-            for part in item["content"].as_array().into_iter().flatten() {
-                let text = match part["type"].as_str() {
-                    Some("output_text") => part["text"].as_str(),
-                    Some("refusal") => part["refusal"].as_str(),
-                    _ => None,
-                };
-                answer.content.push_str(text.unwrap_or_default());
-            }
+/// Read the output items, in order, into `answer`: the text (from
+/// message items when `with_text`: a stream's text came as deltas), the
+/// function calls, and every item verbatim to go back with the turn.
+///
+/// An item repeated (same id, or a call with the same `call_id`) counts
+/// once. A call without a `call_id` gets one that no other call of the
+/// answer has, written into its item too, so its output pairs with it.
+fn take_items(answer: &mut ModelResponse, items: Vec<Value>, with_text: bool) {
+    let mut ids = HashSet::new();
+    let mut call_ids: HashSet<String> = items
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .filter_map(|i| i["call_id"].as_str().map(str::to_owned))
+        .collect();
+    let mut taken_calls = HashSet::new();
+    let mut unnamed = 0;
+    for mut item in items {
+        if let Some(id) = item["id"].as_str().filter(|id| !id.is_empty())
+            && !ids.insert(id.to_owned())
+        {
+            continue;
         }
-        Some("function_call") => answer.tool_calls.push(AssistantToolCall {
-            id: item["call_id"].as_str().map_or_else(
-                || format!("call_{}", answer.tool_calls.len()),
-                str::to_owned,
-            ),
-            name: item["name"].as_str().unwrap_or_default().to_owned(),
-            arguments: match &item["arguments"] {
-                Value::String(text) => text.clone(),
-                Value::Null => String::new(),
-                other => other.to_string(),
-            },
-        }),
-        Some("reasoning") => answer.reasoning.push(item.clone()),
-        _ => {}
+        match item["type"].as_str() {
+            Some("message") if with_text => {
+                for part in item["content"].as_array().into_iter().flatten() {
+                    let text = match part["type"].as_str() {
+                        Some("output_text") => part["text"].as_str(),
+                        Some("refusal") => part["refusal"].as_str(),
+                        _ => None,
+                    };
+                    answer.content.push_str(text.unwrap_or_default());
+                }
+            }
+            Some("function_call") => {
+                let call_id = match item["call_id"].as_str() {
+                    Some(id) => id.to_owned(),
+                    None => loop {
+                        unnamed += 1;
+                        let id = format!("call_toolhost_{unnamed}");
+                        if call_ids.insert(id.clone()) {
+                            item["call_id"] = json!(id);
+                            break id;
+                        }
+                    },
+                };
+                if !taken_calls.insert(call_id.clone()) {
+                    continue;
+                }
+                answer.tool_calls.push(AssistantToolCall {
+                    id: call_id,
+                    name: item["name"].as_str().unwrap_or_default().to_owned(),
+                    arguments: match &item["arguments"] {
+                        Value::String(text) => text.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    },
+                });
+            }
+            _ => {}
+        }
+        answer.provider_items.push(item);
     }
 }
 
@@ -246,17 +307,80 @@ fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
         usage: usage(&body["usage"]),
         ..ModelResponse::default()
     };
-    for item in output {
-        take_item(&mut answer, item, true);
-    }
+    take_items(&mut answer, output.clone(), true);
     Ok(answer)
 }
 
-/// A function call whose arguments are still streaming in.
-struct Pending {
-    item_id: String,
-    output_index: Option<u64>,
+/// One output item as it streams in.
+struct Slot {
+    /// Its position in the output, when the server said.
+    index: Option<u64>,
+    /// The item: as added, then as done.
     item: Value,
+    /// A function call's arguments so far, appended in place.
+    arguments: String,
+}
+
+/// The output items of a stream, found by item id or by position.
+#[derive(Default)]
+struct Slots {
+    slots: Vec<Slot>,
+    by_id: HashMap<String, usize>,
+    by_index: HashMap<u64, usize>,
+}
+
+impl Slots {
+    /// The slot an event is about: by its item id, else by its position.
+    fn find(&mut self, item_id: Option<&str>, index: Option<u64>) -> Option<&mut Slot> {
+        let at = item_id
+            .filter(|id| !id.is_empty())
+            .and_then(|id| self.by_id.get(id))
+            .or_else(|| index.and_then(|i| self.by_index.get(&i)))
+            .copied()?;
+        self.slots.get_mut(at)
+    }
+
+    /// Add `item` (from `output_item.added`), or update the slot it
+    /// already has (from `output_item.done`).
+    fn put(&mut self, item: &Value, index: Option<u64>) {
+        let id = item["id"].as_str();
+        let arguments = item["arguments"].as_str();
+        if let Some(slot) = self.find(id, index) {
+            slot.item = item.clone();
+            if let Some(arguments) = arguments {
+                arguments.clone_into(&mut slot.arguments);
+            }
+            return;
+        }
+        let at = self.slots.len();
+        if let Some(id) = id.filter(|id| !id.is_empty()) {
+            self.by_id.insert(id.to_owned(), at);
+        }
+        if let Some(index) = index {
+            self.by_index.entry(index).or_insert(at);
+        }
+        self.slots.push(Slot {
+            index,
+            item: item.clone(),
+            arguments: arguments.unwrap_or_default().to_owned(),
+        });
+    }
+
+    /// The items in output order (those without a position after the
+    /// rest, in the order they came), each call with its arguments.
+    fn into_items(mut self) -> Vec<Value> {
+        self.slots
+            .sort_by_key(|slot| slot.index.unwrap_or(u64::MAX));
+        self.slots
+            .into_iter()
+            .map(|mut slot| {
+                if slot.item["type"] == "function_call" {
+                    slot.item["arguments"] = Value::String(slot.arguments);
+                }
+                slot.item
+            })
+            .collect()
+    }
 }
 
 async fn read_stream(
@@ -265,9 +389,7 @@ async fn read_stream(
 ) -> Result<ModelResponse, ModelError> {
     let mut stream = std::pin::pin!(sse::events(response));
     let mut answer = ModelResponse::default();
-    // Output items by position, as they complete; calls still streaming.
-    let mut done: Vec<(u64, Value)> = Vec::new();
-    let mut pending: Vec<Pending> = Vec::new();
+    let mut slots = Slots::default();
     let mut finished: Option<Value> = None;
     while let Some(event) = stream.next().await {
         let event = event?;
@@ -281,58 +403,31 @@ async fn read_stream(
                 ));
             }
         };
-        let kind = data["type"]
-            .as_str()
-            .unwrap_or(event.name.as_str())
-            .to_owned();
-        match kind.as_str() {
+        let kind = data["type"].as_str().unwrap_or(event.name.as_str());
+        let item_id = data["item_id"].as_str();
+        let index = data["output_index"].as_u64();
+        match kind {
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(text) = data["delta"].as_str().filter(|t| !t.is_empty()) {
                     answer.content.push_str(text);
                     events(ModelEvent::TextDelta(text.to_owned()));
                 }
             }
-            "response.output_item.added" if data["item"]["type"] == "function_call" => {
-                let mut item = data["item"].clone();
-                if !item["arguments"].is_string() {
-                    item["arguments"] = json!("");
-                }
-                pending.push(Pending {
-                    item_id: item["id"].as_str().unwrap_or_default().to_owned(),
-                    output_index: data["output_index"].as_u64(),
-                    item,
-                });
+            "response.output_item.added" | "response.output_item.done" => {
+                slots.put(&data["item"], index);
             }
             "response.function_call_arguments.delta" => {
-                if let Some(call) = find(&mut pending, &data) {
-                    let mut arguments = call.item["arguments"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                    arguments.push_str(data["delta"].as_str().unwrap_or_default());
-                    call.item["arguments"] = json!(arguments);
+                if let Some(slot) = slots.find(item_id, index) {
+                    slot.arguments
+                        .push_str(data["delta"].as_str().unwrap_or_default());
                 }
             }
             "response.function_call_arguments.done" => {
-                if let (Some(call), Some(arguments)) =
-                    (find(&mut pending, &data), data["arguments"].as_str())
+                if let (Some(slot), Some(arguments)) =
+                    (slots.find(item_id, index), data["arguments"].as_str())
                 {
-                    call.item["arguments"] = json!(arguments);
+                    arguments.clone_into(&mut slot.arguments);
                 }
-            }
-            "response.output_item.done" => {
-                let item = &data["item"];
-                let index = data["output_index"].as_u64().unwrap_or(done.len() as u64);
-                let index_given = data["output_index"].as_u64();
-                pending.retain(|p| {
-                    let same = if p.item_id.is_empty() {
-                        index_given.is_some() && p.output_index == index_given
-                    } else {
-                        item["id"].as_str() == Some(p.item_id.as_str())
-                    };
-                    !same
-                });
-                done.push((index, item.clone()));
             }
             "response.completed" | "response.incomplete" => {
                 finished = Some(data["response"].clone());
@@ -355,89 +450,89 @@ async fn read_stream(
     };
     answer.stop_reason = stop_reason(&response);
     answer.usage = usage(&response["usage"]);
-    // Calls whose item never completed keep what streamed in.
-    done.extend(
-        pending
-            .into_iter()
-            .map(|p| (p.output_index.unwrap_or(u64::MAX), p.item)),
-    );
-    if done.is_empty() {
+    let mut items = slots.into_items();
+    if items.is_empty() {
         // A server that sent no item events: the response holds them all.
-        let items = response["output"].as_array().cloned().unwrap_or_default();
-        done.extend(
-            items
-                .into_iter()
-                .enumerate()
-                .map(|(i, item)| (i as u64, item)),
-        );
+        items = response["output"].as_array().cloned().unwrap_or_default();
     }
-    done.sort_by_key(|(index, _)| *index);
-    // Text came in as deltas; a message item adds text only when none did.
+    // Text came in as deltas; message items add text only when none did.
     let with_text = answer.content.is_empty();
-    for (_, item) in &done {
-        take_item(&mut answer, item, with_text);
-    }
+    take_items(&mut answer, items, with_text);
     if with_text && !answer.content.is_empty() {
         events(ModelEvent::TextDelta(answer.content.clone()));
     }
     Ok(answer)
 }
 
-/// The pending call an arguments event is about, by item id or position.
-fn find<'a>(pending: &'a mut [Pending], data: &Value) -> Option<&'a mut Pending> {
-    let item_id = data["item_id"].as_str();
-    let index = data["output_index"].as_u64();
-    pending.iter_mut().rev().find(|p| match item_id {
-        Some(id) if !p.item_id.is_empty() => p.item_id == id,
-        _ => index.is_some() && p.output_index == index,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn call(id: &str) -> AssistantToolCall {
+        AssistantToolCall {
+            id: id.into(),
+            name: "calc".into(),
+            arguments: "{\"expression\":\"1\"}".into(),
+        }
+    }
+
+    fn output(call_id: &str) -> Message {
+        Message::Tool {
+            tool_call_id: call_id.into(),
+            name: "calc".into(),
+            content: "1".into(),
+            is_error: false,
+            blocks: Vec::new(),
+        }
+    }
+
     #[test]
-    fn reasoning_goes_back_before_the_calls_and_outputs_follow_them() {
+    fn the_items_go_back_verbatim_in_order_and_outputs_follow_them() {
+        let items = vec![
+            json!({"type": "reasoning", "id": "rs_1", "summary": []}),
+            json!({"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "calc", "arguments": "{\"expression\":\"1\"}", "status": "completed"}),
+        ];
         let conversation = [
             Message::system("be brief"),
             Message::user("hi"),
             Message::Assistant {
                 content: String::new(),
-                tool_calls: vec![AssistantToolCall {
-                    id: "call_a".into(),
-                    name: "calc".into(),
-                    arguments: "{\"expression\":\"1\"}".into(),
-                }],
-                reasoning: vec![json!({"type": "reasoning", "id": "rs_1", "summary": []})],
+                tool_calls: vec![call("call_a")],
+                provider_items: items.clone(),
             },
-            Message::Tool {
-                tool_call_id: "call_a".into(),
-                name: "calc".into(),
-                content: "1".into(),
-                is_error: false,
-                blocks: Vec::new(),
-            },
+            output("call_a"),
         ];
-        let items = input(&conversation);
-        assert_eq!(items.len(), 4);
-        assert_eq!(items[0], json!({"role": "user", "content": "hi"}));
-        assert_eq!(items[1]["id"], "rs_1");
-        assert_eq!(items[2]["type"], "function_call");
-        assert_eq!(items[2]["call_id"], "call_a");
+        let input = input(&conversation);
+        assert_eq!(input.len(), 4);
+        assert_eq!(input[0], json!({"role": "user", "content": "hi"}));
+        assert_eq!(input[1..3], items[..]);
         assert_eq!(
-            items[3],
+            input[3],
             json!({"type": "function_call_output", "call_id": "call_a", "output": "1"})
         );
     }
 
     #[test]
-    fn a_whole_response_reads_text_calls_reasoning_and_usage() {
+    fn a_turn_built_by_hand_is_sent_from_its_text_and_calls() {
+        let conversation = [Message::Assistant {
+            content: "Let me.".into(),
+            tool_calls: vec![call("call_a")],
+            provider_items: Vec::new(),
+        }];
+        let input = input(&conversation);
+        assert_eq!(input[0], json!({"role": "assistant", "content": "Let me."}));
+        assert_eq!(input[1]["type"], "function_call");
+        assert_eq!(input[1]["call_id"], "call_a");
+        assert!(input[1].get("id").is_none());
+    }
+
+    #[test]
+    fn a_whole_response_reads_text_calls_items_and_usage() {
         let body = json!({
             "status": "completed",
             "output": [
                 {"type": "reasoning", "id": "rs_1", "summary": []},
-                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Let me."}]},
+                {"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "output_text", "text": "Let me."}]},
                 {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "calc", "arguments": "{}"},
             ],
             "usage": {"input_tokens": 10, "output_tokens": 3},
@@ -445,8 +540,94 @@ mod tests {
         let answer = parse_response(&body).unwrap();
         assert_eq!(answer.content, "Let me.");
         assert_eq!(answer.tool_calls[0].id, "call_1");
-        assert_eq!(answer.reasoning.len(), 1);
+        assert_eq!(
+            answer.provider_items,
+            body["output"].as_array().unwrap()[..]
+        );
         assert_eq!(answer.usage.input_tokens, 10);
         assert_eq!(answer.stop_reason.as_deref(), Some("completed"));
+    }
+
+    #[test]
+    fn repeated_items_count_once_and_calls_without_ids_get_unique_ones() {
+        let fc = |id: &str, call_id: Option<&str>| {
+            let mut item =
+                json!({"type": "function_call", "id": id, "name": "calc", "arguments": "{}"});
+            if let Some(call_id) = call_id {
+                item["call_id"] = json!(call_id);
+            }
+            item
+        };
+        let body = json!({
+            "status": "completed",
+            "output": [
+                fc("fc_1", Some("call_toolhost_1")),
+                fc("fc_1", Some("call_toolhost_1")),
+                fc("fc_2", None),
+                fc("fc_3", Some("call_toolhost_1")),
+                fc("", None),
+            ],
+        });
+        let answer = parse_response(&body).unwrap();
+        let ids: Vec<&str> = answer.tool_calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["call_toolhost_1", "call_toolhost_2", "call_toolhost_3"]
+        );
+        // The items carry the ids the outputs will answer.
+        let item_ids: Vec<&str> = answer
+            .provider_items
+            .iter()
+            .map(|i| i["call_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(item_ids, ids);
+    }
+
+    fn sse(events: &[Value]) -> reqwest::Response {
+        let body: String = events
+            .iter()
+            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+            .collect();
+        reqwest::Response::from(http::Response::new(body))
+    }
+
+    #[tokio::test]
+    async fn a_stream_without_positions_keeps_arrival_order_and_counts_repeats_once() {
+        let added = |id: &str, call_id: &str| {
+            json!({"type": "response.output_item.added",
+                "item": {"type": "function_call", "id": id, "call_id": call_id, "name": "calc", "arguments": ""}})
+        };
+        let delta = |id: &str, piece: &str| json!({"type": "response.function_call_arguments.delta", "item_id": id, "delta": piece});
+        let done = |id: &str, call_id: &str, arguments: &str| {
+            json!({"type": "response.output_item.done",
+                "item": {"type": "function_call", "id": id, "call_id": call_id, "name": "calc", "arguments": arguments}})
+        };
+        let mut events = vec![added("fc_b", "call_b"), added("fc_a", "call_a")];
+        // Many small deltas: appended in place, not copied each time.
+        for _ in 0..2000 {
+            events.push(delta("fc_b", " "));
+        }
+        events.extend([
+            delta("fc_b", "{}"),
+            delta("fc_a", "{\"x\":1}"),
+            done("fc_a", "call_a", "{\"x\":1}"),
+            done("fc_a", "call_a", "{\"x\":1}"),
+            json!({"type": "response.completed", "response": {"status": "completed", "output": [], "usage": {"input_tokens": 1, "output_tokens": 2}}}),
+        ]);
+        let answer = read_stream(sse(&events), &|_| {}).await.unwrap();
+        let ids: Vec<&str> = answer.tool_calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["call_b", "call_a"]);
+        assert_eq!(answer.tool_calls[0].arguments.trim(), "{}");
+        assert_eq!(answer.tool_calls[1].arguments, "{\"x\":1}");
+        assert_eq!(answer.provider_items.len(), 2);
+        assert_eq!(answer.provider_items[0]["id"], "fc_b");
+        assert_eq!(answer.usage.output_tokens, 2);
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_stops_before_it_completes_is_cut() {
+        let events = [json!({"type": "response.created", "response": {}})];
+        let error = read_stream(sse(&events), &|_| {}).await.unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::StreamCut);
     }
 }

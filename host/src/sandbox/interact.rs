@@ -106,6 +106,11 @@ impl Interaction {
         });
     }
 
+    /// How many questions the tool asked, answered or not.
+    pub(crate) fn questions(&self) -> u32 {
+        self.asks
+    }
+
     /// Ask the person `question`; the answer as JSON text, or why none.
     pub(crate) async fn ask(
         &mut self,

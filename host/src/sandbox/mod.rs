@@ -429,7 +429,7 @@ impl LoadedComponent {
     /// limits, within `time_left` of its timeout (checking the arguments
     /// spent the rest; time waiting for a person's answer does not count).
     /// Returns the result, already masked and cut to the output limits,
-    /// and the fuel used.
+    /// the fuel used and the questions asked.
     pub(crate) async fn call(
         &self,
         name: &str,
@@ -437,7 +437,7 @@ impl LoadedComponent {
         call_id: &str,
         time_left: Duration,
         side: CallSide,
-    ) -> (Result<ToolOutput, CallError>, u64) {
+    ) -> Ran {
         let deadline = Deadline::new(time_left);
         let context = wit::CallContext {
             call_id: call_id.to_owned(),
@@ -455,7 +455,13 @@ impl LoadedComponent {
         };
         let mut store = match new_store() {
             Ok(store) => store,
-            Err(e) => return (Err(self.seal_error(self.setup_failed(&e))), 0),
+            Err(e) => {
+                return Ran {
+                    result: Err(self.seal_error(self.setup_failed(&e))),
+                    fuel_used: 0,
+                    questions: 0,
+                };
+            }
         };
         let run = async {
             let store = &mut store;
@@ -500,7 +506,11 @@ impl LoadedComponent {
             Ok(Ok(Err(error))) => Err(self.tool_error(error, &store)),
             Ok(Ok(Ok(output))) => Ok(output),
         };
-        (self.seal(result), fuel_used)
+        Ran {
+            result: self.seal(result),
+            fuel_used,
+            questions: store.data().questions(),
+        }
     }
 
     /// `text` with this component's secrets masked: for the dispatcher's
@@ -872,6 +882,16 @@ fn error_kind(kind: &str) -> String {
     } else {
         "error".to_owned()
     }
+}
+
+/// What one call produced, and what it cost.
+pub(crate) struct Ran {
+    /// The sealed result.
+    pub(crate) result: Result<ToolOutput, CallError>,
+    /// Fuel the tool used.
+    pub(crate) fuel_used: u64,
+    /// Questions it asked a person, answered or not.
+    pub(crate) questions: u32,
 }
 
 #[cfg(test)]

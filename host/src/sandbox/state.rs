@@ -278,3 +278,10 @@ impl ResourceLimiter for MemoryLimiter {
         Ok(true)
     }
 }
+
+impl State {
+    /// How many questions the call asked a person, answered or not.
+    pub(crate) fn questions(&self) -> u32 {
+        self.interaction.questions()
+    }
+}

@@ -131,6 +131,30 @@ async fn a_tool_asks_and_gets_the_persons_answer() {
 }
 
 #[tokio::test]
+async fn a_result_a_person_had_a_say_in_is_never_cached() {
+    let host = host(vec![
+        ComponentConfig::new(component("probe"))
+            .limits(quick_limits())
+            .cache(Duration::from_secs(60)),
+    ])
+    .await;
+    for answer in [true, false] {
+        let asker = Scripted::new(Answer::Accepted(json!({"confirm": answer})));
+        let env = CallEnv::default().asker(asker.clone());
+        let outcome = host
+            .call_in(call("ask_cacheable", json!({"question": "Go?"})), &env)
+            .await;
+        assert_eq!(ok(&outcome), format!("confirm={answer}"));
+        assert!(
+            !outcome.stats.cached,
+            "asked again, not answered from the cache"
+        );
+        assert_eq!(outcome.stats.questions, 1);
+        assert_eq!(asker.asked.lock().unwrap().len(), 1);
+    }
+}
+
+#[tokio::test]
 async fn declined_and_cancelled_questions_are_typed_refusals() {
     let host = probe_host(Grants::none(), quick_limits()).await;
     for (answer, kind) in [

@@ -637,7 +637,7 @@ fn rs_stream_calls() -> Reply {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn responses_api_calls_come_back_as_function_call_outputs_with_reasoning() {
+async fn responses_api_calls_come_back_as_function_call_outputs_after_the_items_verbatim() {
     let policy = AgentPolicy {
         sampling: sampling(),
         response_format: None,
@@ -690,9 +690,10 @@ async fn responses_api_calls_come_back_as_function_call_outputs_with_reasoning()
         input[1],
         json!({"type": "reasoning", "id": "rs_1", "summary": []})
     );
+    // The output items go back verbatim: the call keeps its item id.
     assert_eq!(
         input[2],
-        json!({"type": "function_call", "call_id": "call_1", "name": "calc", "arguments": "{\"expression\":\"6*7\"}"})
+        json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "calc", "arguments": "{\"expression\":\"6*7\"}", "status": "completed"})
     );
     assert_eq!(
         input[3],
@@ -742,6 +743,8 @@ async fn responses_api_calls_come_back_as_function_call_outputs_with_reasoning()
         ]
     );
     assert_eq!(input[2]["arguments"], "{\"expression\":\"2*2\"}");
+    assert_eq!(input[2]["id"], "fc_a");
+    assert_eq!(input[3]["id"], "fc_b");
     assert_eq!(
         input[4],
         json!({"type": "function_call_output", "call_id": "call_a", "output": "4"})
@@ -793,8 +796,9 @@ async fn a_responses_stream_that_fails_or_stops_early_is_retried() {
 /// A model server that answers each connection's first request (keeping it
 /// alive), and closes the connection when a second request arrives on it,
 /// as a server that closed an idle connection does in the race with its
-/// reuse. Counts requests read.
-async fn closing_server(answer: Value) -> (String, Arc<AtomicUsize>) {
+/// reuse, or, after `close_after`, as a server that worked on the request
+/// and failed. Counts requests read.
+async fn closing_server(answer: Value, close_after: Duration) -> (String, Arc<AtomicUsize>) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -836,6 +840,7 @@ async fn closing_server(answer: Value) -> (String, Arc<AtomicUsize>) {
                     count.fetch_add(1, Ordering::SeqCst);
                     served += 1;
                     if served > 1 {
+                        tokio::time::sleep(close_after).await;
                         return; // Closed without an answer.
                     }
                     let response = format!(
@@ -858,7 +863,7 @@ async fn a_connection_the_server_closed_is_reopened_without_a_retry() {
         "message": {"role": "assistant", "content": "", "tool_calls": [
             {"id": "c", "type": "function", "function": {"name": "calc", "arguments": "{\"expression\":\"1\"}"}}]}}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1}});
-    let (base_url, requests) = closing_server(answer).await;
+    let (base_url, requests) = closing_server(answer, Duration::ZERO).await;
     let client: Arc<dyn ModelClient> =
         Arc::new(OpenAIClient::new(settings(&base_url, false)).unwrap());
     let policy = AgentPolicy {
@@ -892,5 +897,40 @@ async fn a_connection_the_server_closed_is_reopened_without_a_retry() {
         requests.load(Ordering::SeqCst),
         5,
         "3 answered, 2 sent on closed connections"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_failed_after_the_server_read_it_is_not_sent_again_quietly() {
+    // The server may have worked on (and billed) it: whether to send it
+    // again is the retry policy's call, here none.
+    let answer = json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "calc", "arguments": "{\"expression\":\"1\"}"}}]}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1}});
+    let (base_url, requests) = closing_server(answer, Duration::from_secs(1)).await;
+    let client: Arc<dyn ModelClient> =
+        Arc::new(OpenAIClient::new(settings(&base_url, false)).unwrap());
+    let policy = AgentPolicy {
+        max_steps: 3,
+        max_retries: 0,
+        ..crate::agent::policy()
+    };
+    let agent = Agent::new(
+        client,
+        tools(Approval::Never).await,
+        Arc::new(RefuseAll),
+        policy,
+    );
+    let transcript = agent.run(vec![Message::user("go")]).await;
+    assert!(
+        matches!(transcript.end, RunEnd::ModelFailed { .. }),
+        "{:?}",
+        transcript.end
+    );
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        2,
+        "the second was sent once"
     );
 }

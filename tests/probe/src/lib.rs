@@ -669,6 +669,7 @@ toolhost_guest::export_tools! {
     Tool::new("report_progress", "Report progress n times", report_progress),
     Tool::new("ask_confirm", "Ask the person to confirm", ask_confirm),
     Tool::new("ask_badly", "Ask with a schema no client can show", ask_badly),
+    Tool::new("ask_cacheable", "Ask to confirm, declared read-only and idempotent", ask_confirm).read_only().idempotent(),
     Tool::new("media", "Return an image and a link", media),
     Tool::new("put", "Set a key in a store", put),
     Tool::new("get", "Read a key from a store", get),
