@@ -10,9 +10,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-10}
+usage() { echo "demo-rate: give a number of runs from 1 to 1000, e.g. scripts/demo-rate.sh 10" >&2; exit 2; }
 case $runs in
-    ''|*[!0-9]*|0) echo "demo-rate: give a number of runs of at least 1, e.g. scripts/demo-rate.sh 10" >&2; exit 2 ;;
+    ''|*[!0-9]*) usage ;;
 esac
+# Base 10, so that 08 is eight; at most four digits, so that it fits.
+[ "${#runs}" -le 4 ] || usage
+runs=$((10#$runs))
+[ "$runs" -ge 1 ] && [ "$runs" -le 1000 ] || usage
 port=${TOOLHOST_DEMO_PORT:-8095}
 toolhost=target/release/toolhost
 [ -x "$toolhost" ] || { echo "demo-rate: build first: scripts/quickstart.sh (or cargo build --release)" >&2; exit 2; }

@@ -149,20 +149,34 @@ impl AgentPolicy {
         }
     }
 
-    /// Check the policy against the tools a run offers: a named
-    /// `tool_choice` must name one of them, and a structured answer's name
-    /// must not. (A system prompt is not part of the policy: it is the
-    /// first of the messages a run is given, [`Message::system`].)
+    /// Check the policy against the tools a run offers and the endpoint
+    /// it asks: a named `tool_choice` must name one of the tools, a
+    /// structured answer's name must not, and a call must be let generate
+    /// at least `least_tokens`, the fewest the endpoint accepts
+    /// ([`ModelClient::min_output_tokens`]). (A system prompt is not part
+    /// of the policy: it is the first of the messages a run is given,
+    /// [`Message::system`].)
     ///
     /// # Errors
     ///
     /// What is wrong and what to change.
-    pub fn check(&self, tools: &[ToolSpec]) -> Result<(), String> {
-        if self.max_steps == 0 || self.max_tokens == 0 {
-            return Err(
-                "max_steps and max_tokens must each be at least 1: a run must be able to ask the model"
-                    .into(),
-            );
+    pub fn check(&self, tools: &[ToolSpec], least_tokens: u32) -> Result<(), String> {
+        if self.max_steps == 0 {
+            return Err("max_steps must be at least 1: a run must be able to ask the model".into());
+        }
+        let least = least_tokens.max(1);
+        if self.max_tokens < least {
+            return Err(format!(
+                "max_tokens is {}, and the model endpoint takes no fewer than {least} output tokens a call; raise it to at least {least}",
+                self.max_tokens
+            ));
+        }
+        if let Some(limit) = self.max_run_tokens
+            && limit < u64::from(least)
+        {
+            return Err(format!(
+                "max_run_tokens is {limit}, less than the {least} output tokens the model endpoint takes at the least for one call; raise it to at least {least}"
+            ));
         }
         let exists = |name: &str| tools.iter().any(|t| t.name == name);
         if let ToolChoice::Tool(name) = &self.tool_choice
@@ -513,13 +527,16 @@ impl Agent {
             tools: tools.iter().map(|t| t.name.clone()).collect(),
         });
         let mut steps = 0;
-        let answer_schema = match self.policy.check(&tools).and_then(|()| {
-            self.policy
-                .response_format
-                .as_ref()
-                .map(|format| format.compile().map(|schema| (format, schema)))
-                .transpose()
-        }) {
+        let answer_schema = match self
+            .policy
+            .check(&tools, self.model.min_output_tokens())
+            .and_then(|()| {
+                self.policy
+                    .response_format
+                    .as_ref()
+                    .map(|format| format.compile().map(|schema| (format, schema)))
+                    .transpose()
+            }) {
             Ok(schema) => schema,
             Err(error) => {
                 run.transcript.final_text = format!("The run was not started: {error}");

@@ -57,8 +57,7 @@ impl ResultCache {
             .time_to_live(ttl)
             .max_capacity(MAX_CACHED_BYTES)
             .weigher(|key: &Key, output: &Arc<ToolOutput>| {
-                let size = key.arguments.len() + key.context.len() + weight(output);
-                u32::try_from(size).unwrap_or(u32::MAX)
+                u32::try_from(size(key, output)).unwrap_or(u32::MAX)
             })
             .build();
         Self { entries }
@@ -74,8 +73,8 @@ impl ResultCache {
         self.entries.get(&key(tool, arguments, context))
     }
 
-    /// Keep `output` for later identical calls, unless it is larger than
-    /// [`MAX_CACHED_RESULT`].
+    /// Keep `output` for later identical calls, unless it and its key (the
+    /// arguments, the context) are larger than [`MAX_CACHED_RESULT`].
     pub(crate) fn put(
         &self,
         tool: &str,
@@ -83,11 +82,11 @@ impl ResultCache {
         context: Option<&serde_json::Value>,
         output: ToolOutput,
     ) {
-        if weight(&output) > MAX_CACHED_RESULT {
+        let key = key(tool, arguments, context);
+        if size(&key, &output) > MAX_CACHED_RESULT {
             return;
         }
-        self.entries
-            .insert(key(tool, arguments, context), Arc::new(output));
+        self.entries.insert(key, Arc::new(output));
     }
 }
 
@@ -97,6 +96,11 @@ fn key(tool: &str, arguments: &str, context: Option<&serde_json::Value>) -> Key 
         arguments: arguments.to_owned(),
         context: context.map(ToString::to_string).unwrap_or_default(),
     }
+}
+
+/// About how many bytes an entry holds: its key's text and its result.
+fn size(key: &Key, output: &ToolOutput) -> usize {
+    key.tool.len() + key.arguments.len() + key.context.len() + weight(output)
 }
 
 /// About how many bytes `output` holds: every block's strings and bytes,
@@ -190,5 +194,12 @@ mod tests {
         cache.put("t", "{\"a\":1}", None, artifact);
         assert!(cache.get("t", "{}", None).is_none(), "too large to keep");
         assert!(cache.get("t", "{\"a\":1}", None).is_some());
+        // A small result of a call with huge arguments is as large.
+        let arguments = format!("{{\"a\":\"{}\"}}", "x".repeat(MAX_CACHED_RESULT));
+        cache.put("t", &arguments, None, ToolOutput::text("small"));
+        assert!(
+            cache.get("t", &arguments, None).is_none(),
+            "too large to keep"
+        );
     }
 }

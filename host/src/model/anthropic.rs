@@ -104,8 +104,8 @@ impl Wire for Anthropic {
         }
     }
 
-    fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
-        parse_response(body)
+    fn parse_response(body: Value) -> Result<ModelResponse, ModelError> {
+        parse_response(&body)
     }
 
     fn read_stream(
@@ -204,7 +204,10 @@ fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
     let blocks = body["content"].as_array().ok_or_else(|| {
         ModelError::new(
             ModelErrorKind::Protocol,
-            format!("the answer has no content blocks: {body}"),
+            format!(
+                "the answer has no content blocks: {}",
+                super::excerpt(&body.to_string())
+            ),
         )
     })?;
     let mut answer = ModelResponse {
@@ -256,7 +259,10 @@ async fn read_stream(
             Err(e) => {
                 return Err(ModelError::new(
                     ModelErrorKind::Protocol,
-                    format!("a stream event is not JSON ({e}): {}", event.data),
+                    format!(
+                        "a stream event is not JSON ({e}): {}",
+                        super::excerpt(&event.data)
+                    ),
                 ));
             }
         };
@@ -326,7 +332,10 @@ async fn read_stream(
                 };
                 return Err(ModelError::new(
                     kind,
-                    format!("the model endpoint failed mid-stream: {error}"),
+                    format!(
+                        "the model endpoint failed mid-stream: {}",
+                        super::excerpt(&error.to_string())
+                    ),
                 ));
             }
             _ => {} // ping, content_block_stop

@@ -29,6 +29,17 @@ pub enum Provider {
     Anthropic,
 }
 
+impl Provider {
+    /// The fewest output tokens the endpoint lets one call ask for.
+    #[must_use]
+    pub const fn min_output_tokens(self) -> u32 {
+        match self {
+            Self::OpenAIResponses => super::responses::MIN_OUTPUT_TOKENS,
+            Self::OpenAI | Self::Anthropic => 1,
+        }
+    }
+}
+
 /// Whether, and which, tools the model must call.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -256,6 +267,17 @@ impl ResponseFormat {
     }
 }
 
+/// "must be at least `least`", with why when the provider sets it.
+fn at_least(least: u32, provider: Provider) -> String {
+    if provider == Provider::OpenAIResponses {
+        format!(
+            "must be at least {least} with provider = \"openai-responses\" (the fewest output tokens the API lets one call ask for)"
+        )
+    } else {
+        format!("must be at least {least}")
+    }
+}
+
 impl ModelConfig {
     /// Check the settings that must agree with each other or lie in a
     /// range, after the manifest or the command line set them.
@@ -267,19 +289,9 @@ impl ModelConfig {
         if self.max_steps == 0 {
             return Err(("max_steps", "must be at least 1".into()));
         }
-        if self.max_tokens == 0 {
-            return Err(("max_tokens", "must be at least 1".into()));
-        }
-        if self.provider == Provider::OpenAIResponses
-            && self.max_tokens < super::responses::MIN_OUTPUT_TOKENS
-        {
-            return Err((
-                "max_tokens",
-                format!(
-                    "must be at least {} with provider = \"openai-responses\" (the API's least max_output_tokens)",
-                    super::responses::MIN_OUTPUT_TOKENS
-                ),
-            ));
+        let least = self.provider.min_output_tokens();
+        if self.max_tokens < least {
+            return Err(("max_tokens", at_least(least, self.provider)));
         }
         if let ToolChoice::Tool(name) = &self.tool_choice
             && !crate::dispatcher::valid_name(name)
@@ -324,8 +336,11 @@ impl ModelConfig {
                 "give at most 4 stop sequences, none of them empty".into(),
             ));
         }
-        if self.max_run_tokens == Some(0) {
-            return Err(("max_run_tokens", "must be at least 1".into()));
+        if self
+            .max_run_tokens
+            .is_some_and(|limit| limit < u64::from(least))
+        {
+            return Err(("max_run_tokens", at_least(least, self.provider)));
         }
         if let Some(prices) = &self.prices {
             within("prices", Some(prices.input), f64::MAX)?;

@@ -56,7 +56,10 @@ pub enum Message {
         /// order, to go back as they came: the Responses API's message,
         /// reasoning and `function_call` items, whose ids it pairs up.
         /// Other providers leave it empty; when it is empty, the turn is
-        /// sent from `content` and `tool_calls`.
+        /// sent from `content` and `tool_calls`. The items win over those
+        /// fields: a message item goes back as it came, whatever `content`
+        /// says now, and so does a call whose `call_id` an item carries.
+        /// To send an edited turn, clear the items.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         provider_items: Vec<serde_json::Value>,
     },
@@ -316,7 +319,7 @@ impl ModelError {
             404 => " (check [model] base_url and model)",
             _ => "",
         };
-        let body: String = body.chars().take(500).collect();
+        let body = excerpt(body);
         Self {
             kind: ModelErrorKind::Status(status.as_u16()),
             message: format!("the model endpoint answered {status}{hint}: {body}"),
@@ -437,7 +440,7 @@ pub trait Wire: Send + Sync + 'static {
     /// # Errors
     ///
     /// When the answer does not have the provider's shape.
-    fn parse_response(body: &serde_json::Value) -> Result<ModelResponse, ModelError>;
+    fn parse_response(body: serde_json::Value) -> Result<ModelResponse, ModelError>;
 
     /// Read a streamed answer, reporting text as it comes.
     fn read_stream(
@@ -512,7 +515,7 @@ impl<W: Wire> HttpClient<W> {
                     format!("the model's answer is not JSON: {e}"),
                 )
             })?;
-            W::parse_response(&body)
+            W::parse_response(body)
         }
     }
 }
@@ -552,6 +555,18 @@ const STALE_WITHIN: Duration = Duration::from_millis(500);
 /// more than any answer a loop can use, and a bound on what an endpoint can
 /// make the host hold.
 pub const MAX_ANSWER_BYTES: usize = 32 * 1024 * 1024;
+
+/// The most of an error body read, for its message: the rest is dropped.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// The longest an error body is read for.
+const ERROR_BODY_TIME: Duration = Duration::from_secs(5);
+
+/// At most 500 characters of what an endpoint sent, for an error message:
+/// enough to show what went wrong, never a whole answer in a log line.
+pub(crate) fn excerpt(text: &str) -> String {
+    crate::outcome::clip(text, 500)
+}
 
 /// A whole answer's body, at most [`MAX_ANSWER_BYTES`].
 async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, ModelError> {
@@ -623,12 +638,32 @@ async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Response, Sen
         return Ok(response);
     }
     let retry_after = retry_after(response.headers());
-    let body = response.text().await.unwrap_or_default();
+    let body = error_body(response).await;
     Err(SendError::Failed(ModelError::from_status(
         status,
         retry_after,
         &body,
     )))
+}
+
+/// The start of a failed response's body, at most
+/// [`MAX_ERROR_BODY_BYTES`] and what comes within [`ERROR_BODY_TIME`]: an
+/// endpoint that answers an error with an endless body, or one that trickles
+/// in, must not hold the call. A body that breaks off is shown as far as it
+/// came.
+async fn error_body(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    let read = async {
+        while body.len() < MAX_ERROR_BODY_BYTES {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                Ok(None) | Err(_) => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(ERROR_BODY_TIME, read).await;
+    body.truncate(MAX_ERROR_BODY_BYTES);
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// Whether `error` is a connection that was open, and closed by the other

@@ -79,8 +79,8 @@ impl Wire for OpenAI {
         }
     }
 
-    fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
-        parse_response(body)
+    fn parse_response(body: Value) -> Result<ModelResponse, ModelError> {
+        parse_response(&body)
     }
 
     fn read_stream(
@@ -170,7 +170,10 @@ fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
     let choice = body["choices"].get(0).ok_or_else(|| {
         ModelError::new(
             ModelErrorKind::Protocol,
-            format!("the answer has no choices: {body}"),
+            format!(
+                "the answer has no choices: {}",
+                super::excerpt(&body.to_string())
+            ),
         )
     })?;
     let message = &choice["message"];
@@ -293,13 +296,19 @@ async fn read_stream(
         let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
             ModelError::new(
                 ModelErrorKind::Protocol,
-                format!("a stream chunk is not JSON ({e}): {}", event.data),
+                format!(
+                    "a stream chunk is not JSON ({e}): {}",
+                    super::excerpt(&event.data)
+                ),
             )
         })?;
         if let Some(error) = chunk.get("error") {
             return Err(ModelError::new(
                 ModelErrorKind::Overloaded,
-                format!("the model endpoint failed mid-stream: {error}"),
+                format!(
+                    "the model endpoint failed mid-stream: {}",
+                    super::excerpt(&error.to_string())
+                ),
             ));
         }
         if chunk["usage"].is_object() {

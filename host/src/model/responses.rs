@@ -106,7 +106,7 @@ impl Wire for OpenAIResponses {
         }
     }
 
-    fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
+    fn parse_response(body: Value) -> Result<ModelResponse, ModelError> {
         parse_response(body)
     }
 
@@ -156,11 +156,13 @@ fn assistant_items(
     if !has_message && !content.is_empty() {
         items.push(json!({"role": "assistant", "content": content}));
     }
+    let carried: HashSet<&str> = provider_items
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .filter_map(|i| i["call_id"].as_str())
+        .collect();
     for call in tool_calls {
-        let carried = provider_items
-            .iter()
-            .any(|i| i["type"] == "function_call" && i["call_id"] == call.id.as_str());
-        if !carried {
+        if !carried.contains(call.id.as_str()) {
             items.push(json!({
                 "type": "function_call",
                 "call_id": call.id,
@@ -217,7 +219,13 @@ fn failure(error: &Value) -> ModelError {
         }
         _ => ModelErrorKind::Protocol,
     };
-    ModelError::new(kind, format!("the model endpoint failed: {error}"))
+    ModelError::new(
+        kind,
+        format!(
+            "the model endpoint failed: {}",
+            super::excerpt(&error.to_string())
+        ),
+    )
 }
 
 /// Why generation stopped: the incomplete reason, or the status.
@@ -228,28 +236,96 @@ fn stop_reason(response: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The most output items one answer may have: far more than a turn uses
+/// (the loop runs a few calls a turn). With the 32 MiB bound on the answer,
+/// it bounds what one answer can add to the conversation, item by item.
+const MAX_OUTPUT_ITEMS: usize = 1024;
+
+/// Whether `item` is one the loop keeps and sends back: the kinds a model
+/// with function tools answers with. Anything else (an unknown kind, a
+/// value that is not an item) is nothing the next request could use.
+fn kept(item: &Value) -> bool {
+    matches!(
+        item["type"].as_str(),
+        Some("reasoning" | "message" | "function_call")
+    )
+}
+
+/// A call's `call_id`, if it has a usable one.
+fn call_id(item: &Value) -> Option<&str> {
+    item["call_id"].as_str().filter(|id| !id.is_empty())
+}
+
 /// Read the output items, in order, into `answer`: the text (from
 /// message items when `with_text`: a stream's text came as deltas), the
 /// function calls, and every item verbatim to go back with the turn.
 ///
-/// An item repeated (same id, or a call with the same `call_id`) counts
-/// once. A call without a `call_id` gets one that no other call of the
-/// answer has, written into its item too, so its output pairs with it.
-fn take_items(answer: &mut ModelResponse, items: Vec<Value>, with_text: bool) {
-    let mut ids = HashSet::new();
+/// An item repeated (same id, or a call with the same `call_id`) keeps
+/// its first place, so whatever came before it (its reasoning) still
+/// does, and its last version (a stream's `done` after its `added`). A call
+/// without a `call_id` gets a random one, written into its item too, so its
+/// output pairs with it in this turn and is unlike any other turn's.
+///
+/// # Errors
+///
+/// More than [`MAX_OUTPUT_ITEMS`] items, or two calls left with one
+/// `call_id` (items that contradict each other): each call must get exactly
+/// one answer.
+fn take_items(
+    answer: &mut ModelResponse,
+    items: Vec<Value>,
+    with_text: bool,
+) -> Result<(), ModelError> {
+    if items.len() > MAX_OUTPUT_ITEMS {
+        return Err(ModelError::new(
+            ModelErrorKind::Protocol,
+            format!(
+                "the answer has {} output items, more than the {MAX_OUTPUT_ITEMS} a turn may have",
+                items.len()
+            ),
+        ));
+    }
     let mut call_ids: HashSet<String> = items
         .iter()
         .filter(|i| i["type"] == "function_call")
-        .filter_map(|i| i["call_id"].as_str().map(str::to_owned))
+        .filter_map(|i| call_id(i).map(str::to_owned))
         .collect();
-    let mut taken_calls = HashSet::new();
-    let mut unnamed = 0;
-    for mut item in items {
-        if let Some(id) = item["id"].as_str().filter(|id| !id.is_empty())
-            && !ids.insert(id.to_owned())
-        {
-            continue;
+    let mut kept_items: Vec<Value> = Vec::with_capacity(items.len());
+    // Where an item id or a call id already has its place.
+    let mut places: HashMap<String, usize> = HashMap::new();
+    for mut item in items.into_iter().filter(kept) {
+        if item["type"] == "function_call" && call_id(&item).is_none() {
+            item["call_id"] = json!(unused_call_id(&mut call_ids));
         }
+        let keys: Vec<String> = [
+            item["id"]
+                .as_str()
+                .filter(|id| !id.is_empty())
+                .map(|id| format!("item {id}")),
+            (item["type"] == "function_call")
+                .then(|| call_id(&item).map(|id| format!("call {id}")))
+                .flatten(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match keys.iter().find_map(|key| places.get(key)).copied() {
+            Some(place) => {
+                for key in keys {
+                    places.insert(key, place);
+                }
+                kept_items[place] = item;
+            }
+            None => {
+                for key in keys {
+                    places.insert(key, kept_items.len());
+                }
+                kept_items.push(item);
+            }
+        }
+    }
+    let mut answered = HashSet::new();
+    for item in &kept_items {
         match item["type"].as_str() {
             Some("message") if with_text => {
                 for part in item["content"].as_array().into_iter().flatten() {
@@ -262,22 +338,18 @@ fn take_items(answer: &mut ModelResponse, items: Vec<Value>, with_text: bool) {
                 }
             }
             Some("function_call") => {
-                let call_id = match item["call_id"].as_str() {
-                    Some(id) => id.to_owned(),
-                    None => loop {
-                        unnamed += 1;
-                        let id = format!("call_toolhost_{unnamed}");
-                        if call_ids.insert(id.clone()) {
-                            item["call_id"] = json!(id);
-                            break id;
-                        }
-                    },
-                };
-                if !taken_calls.insert(call_id.clone()) {
-                    continue;
+                let id = call_id(item).unwrap_or_default();
+                if !answered.insert(id) {
+                    return Err(ModelError::new(
+                        ModelErrorKind::Protocol,
+                        format!(
+                            "the answer's output items contradict each other: two calls have the call_id {}",
+                            super::excerpt(id)
+                        ),
+                    ));
                 }
                 answer.tool_calls.push(AssistantToolCall {
-                    id: call_id,
+                    id: id.to_owned(),
                     name: item["name"].as_str().unwrap_or_default().to_owned(),
                     arguments: match &item["arguments"] {
                         Value::String(text) => text.clone(),
@@ -288,26 +360,49 @@ fn take_items(answer: &mut ModelResponse, items: Vec<Value>, with_text: bool) {
             }
             _ => {}
         }
-        answer.provider_items.push(item);
+    }
+    answer.provider_items = kept_items;
+    Ok(())
+}
+
+/// A `call_id` for a call the server gave none, unlike any in `taken`.
+/// Random, not made from the item id: servers that leave out call ids
+/// often number their items afresh each turn, and a call id must be unlike
+/// every earlier turn's too.
+fn unused_call_id(taken: &mut HashSet<String>) -> String {
+    loop {
+        let id = format!("call_toolhost_{:016x}", fastrand::u64(..));
+        if taken.insert(id.clone()) {
+            return id;
+        }
     }
 }
 
-fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
+fn parse_response(mut body: Value) -> Result<ModelResponse, ModelError> {
     if body["status"] == "failed" {
         return Err(failure(&body["error"]));
     }
-    let output = body["output"].as_array().ok_or_else(|| {
-        ModelError::new(
-            ModelErrorKind::Protocol,
-            format!("the answer has no output items: {body}"),
-        )
-    })?;
+    let output = match body.get_mut("output").map(Value::take) {
+        Some(Value::Array(output)) => output,
+        other => {
+            if let (Some(object), Some(other)) = (body.as_object_mut(), other) {
+                object.insert("output".into(), other);
+            }
+            return Err(ModelError::new(
+                ModelErrorKind::Protocol,
+                format!(
+                    "the answer has no output items: {}",
+                    super::excerpt(&body.to_string())
+                ),
+            ));
+        }
+    };
     let mut answer = ModelResponse {
-        stop_reason: stop_reason(body),
+        stop_reason: stop_reason(&body),
         usage: usage(&body["usage"]),
         ..ModelResponse::default()
     };
-    take_items(&mut answer, output.clone(), true);
+    take_items(&mut answer, output, true)?;
     Ok(answer)
 }
 
@@ -317,8 +412,45 @@ struct Slot {
     index: Option<u64>,
     /// The item: as added, then as done.
     item: Value,
-    /// A function call's arguments so far, appended in place.
+    /// A function call's arguments so far.
     arguments: String,
+    /// A message's text and refusal so far, from their deltas: what the
+    /// message holds if its `done` never comes.
+    text: String,
+    refusal: String,
+}
+
+impl Slot {
+    /// The item, with what its deltas brought when its last version does
+    /// not hold it.
+    fn into_item(self) -> Value {
+        let mut item = self.item;
+        match item["type"].as_str() {
+            Some("function_call") => item["arguments"] = Value::String(self.arguments),
+            Some("message") => {
+                let has_text = item["content"].as_array().is_some_and(|parts| {
+                    parts
+                        .iter()
+                        .any(|p| p["type"] == "output_text" || p["type"] == "refusal")
+                });
+                let streamed = !self.text.is_empty() || !self.refusal.is_empty();
+                if streamed && !has_text {
+                    let mut parts = Vec::new();
+                    if !self.text.is_empty() {
+                        parts.push(
+                            json!({"type": "output_text", "text": self.text, "annotations": []}),
+                        );
+                    }
+                    if !self.refusal.is_empty() {
+                        parts.push(json!({"type": "refusal", "refusal": self.refusal}));
+                    }
+                    item["content"] = Value::Array(parts);
+                }
+            }
+            _ => {}
+        }
+        item
+    }
 }
 
 /// The output items of a stream, found by item id or by position.
@@ -330,56 +462,88 @@ struct Slots {
 }
 
 impl Slots {
-    /// The slot an event is about: by its item id, else by its position.
+    /// Where the item an event is about is: by its item id, else by its
+    /// position — unless the item there has another id.
+    fn place(&self, item_id: Option<&str>, index: Option<u64>) -> Option<usize> {
+        let item_id = item_id.filter(|id| !id.is_empty());
+        if let Some(&at) = item_id.and_then(|id| self.by_id.get(id)) {
+            return Some(at);
+        }
+        let at = *self.by_index.get(&index?)?;
+        let there = self.slots[at].item["id"]
+            .as_str()
+            .filter(|id| !id.is_empty());
+        match (item_id, there) {
+            (Some(wanted), Some(there)) if wanted != there => None,
+            _ => Some(at),
+        }
+    }
+
     fn find(&mut self, item_id: Option<&str>, index: Option<u64>) -> Option<&mut Slot> {
-        let at = item_id
-            .filter(|id| !id.is_empty())
-            .and_then(|id| self.by_id.get(id))
-            .or_else(|| index.and_then(|i| self.by_index.get(&i)))
-            .copied()?;
+        let at = self.place(item_id, index)?;
         self.slots.get_mut(at)
     }
 
     /// Add `item` (from `output_item.added`), or update the slot it
-    /// already has (from `output_item.done`).
-    fn put(&mut self, item: &Value, index: Option<u64>) {
-        let id = item["id"].as_str();
+    /// already has (from `output_item.done`). What is not an item is
+    /// passed over.
+    fn put(&mut self, item: &Value, index: Option<u64>) -> Result<(), ModelError> {
+        if !item["type"].is_string() {
+            return Ok(());
+        }
+        let id = item["id"].as_str().filter(|id| !id.is_empty());
         let arguments = item["arguments"].as_str();
-        if let Some(slot) = self.find(id, index) {
-            slot.item = item.clone();
-            if let Some(arguments) = arguments {
-                arguments.clone_into(&mut slot.arguments);
+        // A position to find the slot by: its first one, never a second
+        // that another item may hold.
+        let mut new_index = index;
+        let at = match self.place(id, index) {
+            Some(at) => {
+                let slot = &mut self.slots[at];
+                slot.item = item.clone();
+                if let Some(arguments) = arguments {
+                    arguments.clone_into(&mut slot.arguments);
+                }
+                if slot.index.is_none() {
+                    slot.index = index;
+                } else {
+                    new_index = None;
+                }
+                at
             }
-            return;
+            None => {
+                if self.slots.len() == MAX_OUTPUT_ITEMS {
+                    return Err(ModelError::new(
+                        ModelErrorKind::Protocol,
+                        format!(
+                            "the answer has more than the {MAX_OUTPUT_ITEMS} output items a turn may have"
+                        ),
+                    ));
+                }
+                self.slots.push(Slot {
+                    index,
+                    item: item.clone(),
+                    arguments: arguments.unwrap_or_default().to_owned(),
+                    text: String::new(),
+                    refusal: String::new(),
+                });
+                self.slots.len() - 1
+            }
+        };
+        if let Some(id) = id {
+            self.by_id.entry(id.to_owned()).or_insert(at);
         }
-        let at = self.slots.len();
-        if let Some(id) = id.filter(|id| !id.is_empty()) {
-            self.by_id.insert(id.to_owned(), at);
-        }
-        if let Some(index) = index {
+        if let Some(index) = new_index {
             self.by_index.entry(index).or_insert(at);
         }
-        self.slots.push(Slot {
-            index,
-            item: item.clone(),
-            arguments: arguments.unwrap_or_default().to_owned(),
-        });
+        Ok(())
     }
 
     /// The items in output order (those without a position after the
-    /// rest, in the order they came), each call with its arguments.
+    /// rest, in the order they came), each with what its deltas brought.
     fn into_items(mut self) -> Vec<Value> {
         self.slots
             .sort_by_key(|slot| slot.index.unwrap_or(u64::MAX));
-        self.slots
-            .into_iter()
-            .map(|mut slot| {
-                if slot.item["type"] == "function_call" {
-                    slot.item["arguments"] = Value::String(slot.arguments);
-                }
-                slot.item
-            })
-            .collect()
+        self.slots.into_iter().map(Slot::into_item).collect()
     }
 }
 
@@ -393,13 +557,16 @@ async fn read_stream(
     let mut finished: Option<Value> = None;
     while let Some(event) = stream.next().await {
         let event = event?;
-        let data: Value = match serde_json::from_str(&event.data) {
+        let mut data: Value = match serde_json::from_str(&event.data) {
             Ok(data) => data,
             Err(_) if event.data.trim().is_empty() || event.data.trim() == "[DONE]" => continue,
             Err(e) => {
                 return Err(ModelError::new(
                     ModelErrorKind::Protocol,
-                    format!("a stream event is not JSON ({e}): {}", event.data),
+                    format!(
+                        "a stream event is not JSON ({e}): {}",
+                        super::excerpt(&event.data)
+                    ),
                 ));
             }
         };
@@ -411,10 +578,17 @@ async fn read_stream(
                 if let Some(text) = data["delta"].as_str().filter(|t| !t.is_empty()) {
                     answer.content.push_str(text);
                     events(ModelEvent::TextDelta(text.to_owned()));
+                    if let Some(slot) = slots.find(item_id, index) {
+                        if kind == "response.output_text.delta" {
+                            slot.text.push_str(text);
+                        } else {
+                            slot.refusal.push_str(text);
+                        }
+                    }
                 }
             }
             "response.output_item.added" | "response.output_item.done" => {
-                slots.put(&data["item"], index);
+                slots.put(&data["item"], index)?;
             }
             "response.function_call_arguments.delta" => {
                 if let Some(slot) = slots.find(item_id, index) {
@@ -430,7 +604,15 @@ async fn read_stream(
                 }
             }
             "response.completed" | "response.incomplete" => {
-                finished = Some(data["response"].clone());
+                match data.get_mut("response").map(Value::take) {
+                    Some(response @ Value::Object(_)) => finished = Some(response),
+                    _ => {
+                        return Err(ModelError::new(
+                            ModelErrorKind::Protocol,
+                            "the stream ended with a completion event that holds no response",
+                        ));
+                    }
+                }
                 break;
             }
             "response.failed" => return Err(failure(&data["response"]["error"])),
@@ -445,21 +627,40 @@ async fn read_stream(
             _ => {} // created, in_progress, content_part.*, output_text.done …
         }
     }
-    let Some(response) = finished else {
+    let Some(mut response) = finished else {
         return Err(sse::cut());
     };
     answer.stop_reason = stop_reason(&response);
     answer.usage = usage(&response["usage"]);
-    let mut items = slots.into_items();
-    if items.is_empty() {
-        // A server that sent no item events: the response holds them all.
-        items = response["output"].as_array().cloned().unwrap_or_default();
+    let streamed = std::mem::take(&mut answer.content);
+    match response.get_mut("output").map(Value::take) {
+        // The response's own list is the whole answer, in order: it wins
+        // over what the events built, text included, unless it holds no
+        // text and the deltas did.
+        Some(Value::Array(output)) if !output.is_empty() => {
+            take_items(&mut answer, output, true)?;
+            if answer.content.is_empty() {
+                answer.content = streamed.clone();
+            }
+        }
+        // The events are all there is: the text came as deltas, and a
+        // message item adds text only when none did.
+        _ => {
+            take_items(&mut answer, slots.into_items(), streamed.is_empty())?;
+            if !streamed.is_empty() {
+                answer.content.clone_from(&streamed);
+            }
+        }
     }
-    // Text came in as deltas; message items add text only when none did.
-    let with_text = answer.content.is_empty();
-    take_items(&mut answer, items, with_text);
-    if with_text && !answer.content.is_empty() {
-        events(ModelEvent::TextDelta(answer.content.clone()));
+    // What was shown as it came must end as the answer reads: the rest of
+    // it, when the deltas were its start; otherwise the answer stands, and
+    // the transcript has it.
+    match answer.content.strip_prefix(streamed.as_str()) {
+        Some(rest) if !rest.is_empty() => events(ModelEvent::TextDelta(rest.to_owned())),
+        Some(_) => {}
+        None => tracing::debug!(
+            "the streamed text differs from the completed response's; the response's is kept"
+        ),
     }
     Ok(answer)
 }
@@ -537,7 +738,7 @@ mod tests {
             ],
             "usage": {"input_tokens": 10, "output_tokens": 3},
         });
-        let answer = parse_response(&body).unwrap();
+        let answer = parse_response(body.clone()).unwrap();
         assert_eq!(answer.content, "Let me.");
         assert_eq!(answer.tool_calls[0].id, "call_1");
         assert_eq!(
@@ -549,10 +750,10 @@ mod tests {
     }
 
     #[test]
-    fn repeated_items_count_once_and_calls_without_ids_get_unique_ones() {
-        let fc = |id: &str, call_id: Option<&str>| {
+    fn a_repeated_item_keeps_its_place_and_last_version_and_calls_without_ids_get_unique_ones() {
+        let fc = |id: &str, call_id: Option<&str>, arguments: &str| {
             let mut item =
-                json!({"type": "function_call", "id": id, "name": "calc", "arguments": "{}"});
+                json!({"type": "function_call", "id": id, "name": "calc", "arguments": arguments});
             if let Some(call_id) = call_id {
                 item["call_id"] = json!(call_id);
             }
@@ -561,26 +762,89 @@ mod tests {
         let body = json!({
             "status": "completed",
             "output": [
-                fc("fc_1", Some("call_toolhost_1")),
-                fc("fc_1", Some("call_toolhost_1")),
-                fc("fc_2", None),
-                fc("fc_3", Some("call_toolhost_1")),
-                fc("", None),
+                {"type": "reasoning", "id": "rs_1", "summary": []},
+                fc("fc_1", Some("call_1"), ""),
+                fc("fc_1", Some("call_1"), "{}"),
+                fc("fc_2", None, "{}"),
+                fc("fc_3", Some("call_1"), "{\"x\":1}"),
+                fc("", Some(""), "{}"),
+                fc("", None, "{}"),
+                {"type": "web_search_call", "id": "ws_1"},
+                "not an item",
+                null,
             ],
         });
-        let answer = parse_response(&body).unwrap();
+        let answer = parse_response(body).unwrap();
         let ids: Vec<&str> = answer.tool_calls.iter().map(|c| c.id.as_str()).collect();
-        assert_eq!(
-            ids,
-            ["call_toolhost_1", "call_toolhost_2", "call_toolhost_3"]
-        );
-        // The items carry the ids the outputs will answer.
-        let item_ids: Vec<&str> = answer
-            .provider_items
+        assert_eq!(ids.len(), 4, "{ids:?}");
+        // The repeated call stays right after its reasoning, as last sent.
+        assert_eq!(answer.provider_items[0]["id"], "rs_1");
+        assert_eq!(ids[0], "call_1");
+        assert_eq!(answer.tool_calls[0].arguments, "{\"x\":1}");
+        // Made up where missing (an empty one is none): random, and unlike
+        // each other.
+        assert!(ids[1..].iter().all(|id| id.starts_with("call_toolhost_")));
+        assert!(ids[1] != ids[2] && ids[2] != ids[3] && ids[1] != ids[3]);
+        // The items carry the ids the outputs will answer, and nothing the
+        // next request could not use is kept.
+        let item_ids: Vec<&str> = answer.provider_items[1..]
             .iter()
             .map(|i| i["call_id"].as_str().unwrap())
             .collect();
         assert_eq!(item_ids, ids);
+        assert_eq!(answer.provider_items.len(), 5);
+    }
+
+    #[test]
+    fn items_that_would_leave_two_calls_one_call_id_are_refused() {
+        // The third repeats the first's item id with the second's call id.
+        let body = json!({"status": "completed", "output": [
+            {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "calc", "arguments": "{}"},
+            {"type": "function_call", "id": "fc_2", "call_id": "c2", "name": "calc", "arguments": "{}"},
+            {"type": "function_call", "id": "fc_1", "call_id": "c2", "name": "calc", "arguments": "{}"},
+        ]});
+        let error = parse_response(body).unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::Protocol);
+        assert!(error.message.contains("c2"), "{}", error.message);
+    }
+
+    #[test]
+    fn an_answer_with_too_many_items_is_refused() {
+        let items: Vec<Value> = (0..=MAX_OUTPUT_ITEMS)
+            .map(|i| json!({"type": "reasoning", "id": format!("rs_{i}")}))
+            .collect();
+        let error = parse_response(json!({"status": "completed", "output": items})).unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::Protocol);
+        assert!(error.message.contains("output items"), "{}", error.message);
+    }
+
+    #[tokio::test]
+    async fn answers_that_are_not_objects_are_protocol_errors() {
+        for body in [
+            json!([1, 2]),
+            json!("text"),
+            json!(null),
+            json!({"output": 5}),
+        ] {
+            let error = parse_response(body.clone()).unwrap_err();
+            assert_eq!(error.kind, ModelErrorKind::Protocol, "{body}");
+        }
+        // An event named `response.completed` whose data is no object.
+        let body = "event: response.completed\ndata: 5\n\n".to_owned();
+        let error = read_stream(reqwest::Response::from(http::Response::new(body)), &|_| {})
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::Protocol);
+    }
+
+    #[test]
+    fn an_endpoints_text_in_an_error_is_cut_short() {
+        let long = "x".repeat(100_000);
+        let error = parse_response(json!({"status": "done", "junk": long})).unwrap_err();
+        assert!(error.message.len() < 1_000, "{}", error.message.len());
+        let error =
+            parse_response(json!({"status": "failed", "error": {"message": long}})).unwrap_err();
+        assert!(error.message.len() < 1_000, "{}", error.message.len());
     }
 
     fn sse(events: &[Value]) -> reqwest::Response {
@@ -603,7 +867,7 @@ mod tests {
                 "item": {"type": "function_call", "id": id, "call_id": call_id, "name": "calc", "arguments": arguments}})
         };
         let mut events = vec![added("fc_b", "call_b"), added("fc_a", "call_a")];
-        // Many small deltas: appended in place, not copied each time.
+        // Many small deltas, every one kept.
         for _ in 0..2000 {
             events.push(delta("fc_b", " "));
         }
@@ -629,5 +893,95 @@ mod tests {
         let events = [json!({"type": "response.created", "response": {}})];
         let error = read_stream(sse(&events), &|_| {}).await.unwrap_err();
         assert_eq!(error.kind, ModelErrorKind::StreamCut);
+    }
+
+    fn completed(output: Value) -> Value {
+        json!({"type": "response.completed", "response": {"status": "completed", "output": output}})
+    }
+
+    #[tokio::test]
+    async fn the_completed_responses_output_wins_over_what_the_events_built() {
+        let message = json!({"type": "message", "id": "msg_1", "role": "assistant",
+            "content": [{"type": "output_text", "text": "Hello there.", "annotations": []}]});
+        let events = [
+            json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}}),
+            json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "delta": "Hel"}),
+            completed(json!([message])),
+        ];
+        let shown = std::sync::Mutex::new(String::new());
+        let answer = read_stream(sse(&events), &|event| {
+            let ModelEvent::TextDelta(text) = event;
+            shown.lock().unwrap().push_str(&text);
+        })
+        .await
+        .unwrap();
+        assert_eq!(answer.content, "Hello there.");
+        assert_eq!(answer.provider_items, [message]);
+        // What was shown ends as the answer reads.
+        assert_eq!(*shown.lock().unwrap(), "Hello there.");
+    }
+
+    #[tokio::test]
+    async fn a_message_whose_done_never_came_keeps_its_streamed_text() {
+        let events = [
+            json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}}),
+            json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "delta": "Hel"}),
+            json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "delta": "lo."}),
+            // Not an item: passed over, not a slot of its own.
+            json!({"type": "response.output_item.added", "output_index": 1}),
+            completed(json!([])),
+        ];
+        let answer = read_stream(sse(&events), &|_| {}).await.unwrap();
+        assert_eq!(answer.content, "Hello.");
+        assert_eq!(answer.provider_items.len(), 1);
+        assert_eq!(answer.provider_items[0]["id"], "msg_1");
+        assert_eq!(answer.provider_items[0]["content"][0]["text"], "Hello.");
+    }
+
+    #[tokio::test]
+    async fn an_event_for_another_item_is_not_matched_by_its_position() {
+        let added = |id: &str, call_id: &str| {
+            json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"type": "function_call", "id": id, "call_id": call_id, "name": "calc", "arguments": ""}})
+        };
+        let events = [
+            added("fc_a", "call_a"),
+            // The same position, another id: a new item, not an update.
+            added("fc_b", "call_b"),
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_b", "output_index": 0, "delta": "{\"b\":1}"}),
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_a", "output_index": 0, "delta": "{\"a\":1}"}),
+            completed(json!([])),
+        ];
+        let answer = read_stream(sse(&events), &|_| {}).await.unwrap();
+        let calls: Vec<(&str, &str)> = answer
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(calls, [("call_a", "{\"a\":1}"), ("call_b", "{\"b\":1}")]);
+    }
+
+    #[tokio::test]
+    async fn a_slot_is_found_by_its_first_position_only() {
+        let call = |id: Option<&str>, call_id: &str| {
+            let mut item = json!({"type": "function_call", "call_id": call_id, "name": "calc", "arguments": "{}"});
+            if let Some(id) = id {
+                item["id"] = json!(id);
+            }
+            item
+        };
+        let events = [
+            json!({"type": "response.output_item.added", "output_index": 0, "item": call(Some("fc_a"), "call_a")}),
+            // Done at another position: the item keeps its first.
+            json!({"type": "response.output_item.done", "output_index": 1, "item": call(Some("fc_a"), "call_a")}),
+            // So an item without an id at that position is a new one.
+            json!({"type": "response.output_item.added", "output_index": 1, "item": call(None, "call_b")}),
+            completed(json!([])),
+        ];
+        let answer = read_stream(sse(&events), &|_| {}).await.unwrap();
+        let ids: Vec<&str> = answer.tool_calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["call_a", "call_b"]);
     }
 }

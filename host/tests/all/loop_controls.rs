@@ -368,23 +368,57 @@ async fn anthropic_gives_a_structured_answer_through_a_forced_tool() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_policy_that_does_not_fit_the_tools_asks_nothing() {
-    for policy in [
-        AgentPolicy {
-            tool_choice: ToolChoice::Tool("no_such_tool".into()),
-            ..crate::agent::policy()
-        },
-        AgentPolicy {
-            response_format: Some(ResponseFormat {
-                name: "calc".into(),
-                ..answer_format()
-            }),
-            ..crate::agent::policy()
-        },
+async fn a_policy_that_does_not_fit_the_tools_or_the_endpoint_asks_nothing() {
+    for (provider, policy, fix) in [
+        (
+            Provider::OpenAI,
+            AgentPolicy {
+                tool_choice: ToolChoice::Tool("no_such_tool".into()),
+                ..crate::agent::policy()
+            },
+            "calc",
+        ),
+        (
+            Provider::OpenAI,
+            AgentPolicy {
+                response_format: Some(ResponseFormat {
+                    name: "calc".into(),
+                    ..answer_format()
+                }),
+                ..crate::agent::policy()
+            },
+            "another name",
+        ),
+        // The Responses API takes no fewer than 16 output tokens a call: a
+        // policy that allows fewer could never ask it anything.
+        (
+            Provider::OpenAIResponses,
+            AgentPolicy {
+                max_tokens: 8,
+                ..crate::agent::policy()
+            },
+            "at least 16",
+        ),
+        (
+            Provider::OpenAIResponses,
+            AgentPolicy {
+                max_run_tokens: Some(10),
+                ..crate::agent::policy()
+            },
+            "at least 16",
+        ),
+        (
+            Provider::OpenAI,
+            AgentPolicy {
+                max_tokens: 0,
+                ..crate::agent::policy()
+            },
+            "at least 1",
+        ),
     ] {
-        let (transcript, script) = run_policy(Provider::OpenAI, false, vec![], policy).await;
+        let (transcript, script) = run_policy(provider, false, vec![], policy).await;
         assert!(
-            matches!(&transcript.end, RunEnd::Misconfigured { .. }),
+            matches!(&transcript.end, RunEnd::Misconfigured { error } if error.contains(fix)),
             "{:?}",
             transcript.end
         );
@@ -932,5 +966,72 @@ async fn a_request_that_failed_after_the_server_read_it_is_not_sent_again_quietl
         requests.load(Ordering::SeqCst),
         2,
         "the second was sent once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_error_body_is_read_only_as_far_as_its_message_needs() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sent = Arc::new(AtomicUsize::new(0));
+    let count = sent.clone();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = [0u8; 64 * 1024];
+        let _ = socket.read(&mut request).await;
+        let head = "HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
+        if socket.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        let first = format!("{{\"error\":\"the model is melting\"}}{}", "x".repeat(100));
+        let filler = "y".repeat(64 * 1024);
+        let mut piece = first;
+        // Until the host hangs up.
+        loop {
+            let chunk = format!("{:x}\r\n{piece}\r\n", piece.len());
+            if socket.write_all(chunk.as_bytes()).await.is_err() {
+                return;
+            }
+            count.fetch_add(piece.len(), Ordering::SeqCst);
+            piece.clone_from(&filler);
+        }
+    });
+    let settings = toolhost::model::ClientSettings {
+        // Long enough for the first 64 KiB many times over; a host that read
+        // on would meet this timeout instead, with no body to show.
+        timeout: Duration::from_secs(5),
+        ..settings(&format!("http://{addr}"), false)
+    };
+    let client: Arc<dyn ModelClient> = Arc::new(OpenAIClient::new(settings).unwrap());
+    let policy = AgentPolicy {
+        max_retries: 0,
+        ..crate::agent::policy()
+    };
+    let agent = Agent::new(
+        client,
+        tools(Approval::Never).await,
+        Arc::new(RefuseAll),
+        policy,
+    );
+    let transcript = agent.run(vec![Message::user("go")]).await;
+    let RunEnd::ModelFailed { error } = &transcript.end else {
+        panic!("{:?}", transcript.end);
+    };
+    assert!(
+        error.contains("500") && error.contains("the model is melting"),
+        "{error}"
+    );
+    assert!(
+        error.len() < 2_000,
+        "the message is clipped: {} bytes",
+        error.len()
+    );
+    // Far less than the body the endpoint would have sent: the host
+    // stopped reading (what is left sits in the sockets' buffers).
+    assert!(
+        sent.load(Ordering::SeqCst) < 16 << 20,
+        "{} bytes sent",
+        sent.load(Ordering::SeqCst)
     );
 }
