@@ -293,6 +293,9 @@ async fn read_stream(
             done = true;
             break;
         }
+        if event.data.trim().is_empty() {
+            continue;
+        }
         let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
             ModelError::new(
                 ModelErrorKind::Protocol,

@@ -639,8 +639,17 @@ async fn read_stream(
         // text and the deltas did.
         Some(Value::Array(output)) if !output.is_empty() => {
             take_items(&mut answer, output, true)?;
-            if answer.content.is_empty() {
-                answer.content = streamed.clone();
+            if answer.content.is_empty() && !streamed.is_empty() {
+                answer.content.clone_from(&streamed);
+                // Its message item goes back as the text: give it the text.
+                if let Some(message) = answer
+                    .provider_items
+                    .iter_mut()
+                    .find(|item| item["type"] == "message")
+                {
+                    message["content"] =
+                        json!([{"type": "output_text", "text": streamed, "annotations": []}]);
+                }
             }
         }
         // The events are all there is: the text came as deltas, and a
@@ -920,6 +929,20 @@ mod tests {
         assert_eq!(answer.provider_items, [message]);
         // What was shown ends as the answer reads.
         assert_eq!(*shown.lock().unwrap(), "Hello there.");
+    }
+
+    #[tokio::test]
+    async fn a_completed_message_without_text_gets_the_streamed_text() {
+        let events = [
+            json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "delta": "Hi"}),
+            completed(
+                json!([{"type": "message", "id": "msg_1", "role": "assistant", "content": []}]),
+            ),
+        ];
+        let answer = read_stream(sse(&events), &|_| {}).await.unwrap();
+        assert_eq!(answer.content, "Hi");
+        // The item goes back in the next request: with the text.
+        assert_eq!(answer.provider_items[0]["content"][0]["text"], "Hi");
     }
 
     #[tokio::test]

@@ -84,15 +84,15 @@ where
                 }
                 Err(e) => {
                     self.over = true;
-                    let kind = if e.is_timeout() {
+                    // With its causes: reqwest's own message for a body
+                    // that broke off says only that it could not be read.
+                    let mut error = ModelError::from_reqwest(&e, "the model's stream broke");
+                    error.kind = if e.is_timeout() {
                         ModelErrorKind::Timeout
                     } else {
                         ModelErrorKind::StreamCut
                     };
-                    return Some(Err(ModelError::new(
-                        kind,
-                        format!("the model's stream broke: {e}"),
-                    )));
+                    return Some(Err(error));
                 }
             }
         }
@@ -120,6 +120,9 @@ struct Parser {
 
 impl Parser {
     fn feed(&mut self, mut bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
         if self.after_cr && bytes.first() == Some(&b'\n') {
             bytes = &bytes[1..];
         }
@@ -168,11 +171,14 @@ impl Parser {
         match field {
             b"event" => self.name = String::from_utf8_lossy(value).into_owned(),
             b"data" => {
+                let value = String::from_utf8_lossy(value);
                 if self.has_data {
                     self.data.push('\n');
+                    self.data.push_str(&value);
+                } else {
+                    self.data = value.into_owned();
+                    self.has_data = true;
                 }
-                self.has_data = true;
-                self.data.push_str(&String::from_utf8_lossy(value));
             }
             _ => {} // id, retry, and fields the rules do not know.
         }
@@ -244,6 +250,11 @@ mod tests {
         );
         for cut in 1..body.len() {
             assert_eq!(parse(&[&body[..cut], &body[cut..]]), whole, "cut at {cut}");
+            assert_eq!(
+                parse(&[&body[..cut], b"", &body[cut..]]),
+                whole,
+                "cut at {cut}, an empty chunk between"
+            );
         }
         let bytes: Vec<&[u8]> = body.chunks(1).collect();
         assert_eq!(parse(&bytes), whole);
