@@ -429,11 +429,17 @@ pub trait Wire: Send + Sync + 'static {
     /// The request body for `request`.
     fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> serde_json::Value;
 
-    /// Add the provider's headers: authentication, API version.
+    /// Add the provider's headers: authentication, API version. By
+    /// default, the API key as a bearer token, as OpenAI's APIs take it.
     fn prepare(
         builder: reqwest::RequestBuilder,
         settings: &ClientSettings,
-    ) -> reqwest::RequestBuilder;
+    ) -> reqwest::RequestBuilder {
+        match &settings.api_key {
+            Some(key) => builder.bearer_auth(key),
+            None => builder,
+        }
+    }
 
     /// Read a whole (non-streaming) answer.
     ///

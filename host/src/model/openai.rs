@@ -69,16 +69,6 @@ impl Wire for OpenAI {
         body
     }
 
-    fn prepare(
-        builder: reqwest::RequestBuilder,
-        settings: &ClientSettings,
-    ) -> reqwest::RequestBuilder {
-        match &settings.api_key {
-            Some(key) => builder.bearer_auth(key),
-            None => builder,
-        }
-    }
-
     fn parse_response(body: Value) -> Result<ModelResponse, ModelError> {
         parse_response(&body)
     }

@@ -96,16 +96,6 @@ impl Wire for OpenAIResponses {
         body
     }
 
-    fn prepare(
-        builder: reqwest::RequestBuilder,
-        settings: &ClientSettings,
-    ) -> reqwest::RequestBuilder {
-        match &settings.api_key {
-            Some(key) => builder.bearer_auth(key),
-            None => builder,
-        }
-    }
-
     fn parse_response(body: Value) -> Result<ModelResponse, ModelError> {
         parse_response(body)
     }

@@ -476,43 +476,53 @@ async fn a_dropped_batch_stops_its_calls() {
         ..slow_limits()
     };
     let host = probe_host(grants, one_at_a_time).await;
+    // A call outside the batch holds the one permit first, so every call
+    // of the batch is still queued when the batch is dropped, whatever
+    // order its calls reach the queue in.
+    let blocker = {
+        let host = host.clone();
+        tokio::spawn(async move {
+            host.call(ToolCall::new("hold", "sleep", json!({"n": 1500})))
+                .await
+        })
+    };
+    let running = async {
+        while host.in_flight() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .expect("the blocking call starts");
     let calls: Vec<_> = (0..4)
-        .map(|i| ToolCall::new(format!("c{i}"), "sleep", json!({"n": 400})))
-        .chain((0..4).map(|i| {
+        .map(|i| {
             ToolCall::new(
                 format!("w{i}"),
                 "write_bytes",
                 json!({"path": format!("/data/late-{i}"), "n": 1, "how": "stream"}),
             )
-        }))
+        })
         .collect();
-    // Every call waits its turn behind one permit, so most are still
-    // queued when the batch is dropped.
     let batch = host.call_batch_with(calls, Arc::new(ApproveAll));
-    let _ = tokio::time::timeout(Duration::from_millis(200), batch).await;
-    let written = |data: &std::path::Path| {
-        std::fs::read_dir(data)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("late-"))
-            })
-            .count()
-    };
-    // A call that was already running when the batch was dropped may
-    // finish its write; nothing starts afterwards.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let at_drop = written(&data);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(
-        written(&data),
-        at_drop,
-        "calls of a dropped batch kept running"
-    );
     assert!(
-        at_drop < 4,
-        "{at_drop} writes ran within 200 ms one at a time"
+        tokio::time::timeout(Duration::from_millis(200), batch)
+            .await
+            .is_err(),
+        "the batch waits behind the blocking call"
     );
+    // The permit frees when the blocking call ends; nothing of the
+    // dropped batch may take it.
+    let outcome = blocker.await.unwrap();
+    assert!(!outcome.is_error(), "{outcome:?}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let written = std::fs::read_dir(&data)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("late-"))
+        })
+        .count();
+    assert_eq!(written, 0, "calls of a dropped batch ran");
 }
 
 // Components of many core modules can fill the instance pool before the

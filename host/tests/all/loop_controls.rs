@@ -893,25 +893,7 @@ async fn closing_server(answer: Value, close_after: Duration) -> (String, Arc<At
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_the_server_closed_is_reopened_without_a_retry() {
-    let answer = json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
-        "message": {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c", "type": "function", "function": {"name": "calc", "arguments": "{\"expression\":\"1\"}"}}]}}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1}});
-    let (base_url, requests) = closing_server(answer, Duration::ZERO).await;
-    let client: Arc<dyn ModelClient> =
-        Arc::new(OpenAIClient::new(settings(&base_url, false)).unwrap());
-    let policy = AgentPolicy {
-        max_steps: 3,
-        max_retries: 0,
-        ..crate::agent::policy()
-    };
-    let agent = Agent::new(
-        client,
-        tools(Approval::Never).await,
-        Arc::new(RefuseAll),
-        policy,
-    );
-    let transcript = agent.run(vec![Message::user("go")]).await;
+    let (transcript, requests) = run_against_closing_server(Duration::ZERO).await;
     // Three model calls, each after the first on a connection the server
     // then closed: every one reconnected quietly, none counted as a retry.
     assert_eq!(
@@ -927,22 +909,30 @@ async fn a_connection_the_server_closed_is_reopened_without_a_retry() {
             .any(|e| matches!(e, AgentEvent::ModelRetry { .. })),
         "no retry was counted"
     );
-    assert_eq!(
-        requests.load(Ordering::SeqCst),
-        5,
-        "3 answered, 2 sent on closed connections"
-    );
+    assert_eq!(requests, 5, "3 answered, 2 sent on closed connections");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_failed_after_the_server_read_it_is_not_sent_again_quietly() {
     // The server may have worked on (and billed) it: whether to send it
     // again is the retry policy's call, here none.
+    let (transcript, requests) = run_against_closing_server(Duration::from_secs(1)).await;
+    assert!(
+        matches!(transcript.end, RunEnd::ModelFailed { .. }),
+        "{:?}",
+        transcript.end
+    );
+    assert_eq!(requests, 2, "the second was sent once");
+}
+
+/// A run of at most 3 steps, without retries, against [`closing_server`]
+/// answering a call each time; with the requests the server read.
+async fn run_against_closing_server(close_after: Duration) -> (toolhost::agent::Transcript, usize) {
     let answer = json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
         "message": {"role": "assistant", "content": "", "tool_calls": [
             {"id": "c", "type": "function", "function": {"name": "calc", "arguments": "{\"expression\":\"1\"}"}}]}}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1}});
-    let (base_url, requests) = closing_server(answer, Duration::from_secs(1)).await;
+    let (base_url, requests) = closing_server(answer, close_after).await;
     let client: Arc<dyn ModelClient> =
         Arc::new(OpenAIClient::new(settings(&base_url, false)).unwrap());
     let policy = AgentPolicy {
@@ -957,16 +947,7 @@ async fn a_request_that_failed_after_the_server_read_it_is_not_sent_again_quietl
         policy,
     );
     let transcript = agent.run(vec![Message::user("go")]).await;
-    assert!(
-        matches!(transcript.end, RunEnd::ModelFailed { .. }),
-        "{:?}",
-        transcript.end
-    );
-    assert_eq!(
-        requests.load(Ordering::SeqCst),
-        2,
-        "the second was sent once"
-    );
+    (transcript, requests.load(Ordering::SeqCst))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
