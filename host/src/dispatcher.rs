@@ -601,6 +601,59 @@ impl ToolHost {
             .collect()
     }
 
+    /// Run `calls` as [`ToolHost::call_batch_in`] does — one outcome per
+    /// call, in their order; a repeated id answered with an error and never
+    /// run — but through a window of at most `window` calls in flight, each
+    /// outcome given as soon as it and every call before it are done. What
+    /// the batch holds is bounded by the window, not by the batch's length:
+    /// made for long batches whose answers are written as they come.
+    /// Dropping the stream aborts the calls in flight and starts no other.
+    pub fn call_stream(
+        &self,
+        calls: impl IntoIterator<Item = ToolCall>,
+        env: CallEnv,
+        window: usize,
+    ) -> impl futures::Stream<Item = Outcome> + Send + 'static {
+        use futures::StreamExt as _;
+        let host = self.clone();
+        let mut seen = std::collections::HashSet::new();
+        let calls: Vec<ToolCall> = calls.into_iter().collect();
+        futures::stream::iter(calls)
+            .map(move |call| {
+                let (id, name) = (call.id.clone(), clip(&call.name, 64));
+                if !seen.insert(call.id.clone()) {
+                    let message = format!(
+                        "tool_call_id {:?} is used by an earlier call in this batch; this call was not run (give every call its own id)",
+                        clip(&call.id, 64)
+                    );
+                    let outcome = Outcome::error(
+                        id,
+                        name,
+                        CallError::new(ErrorType::InvalidArguments, message),
+                    );
+                    return futures::future::ready(outcome).left_future();
+                }
+                let (host, env) = (host.clone(), env.clone());
+                let mut task =
+                    AbortOnDrop(tokio::spawn(async move { host.call_in(call, &env).await }));
+                async move {
+                    (&mut task.0)
+                        .await
+                        .unwrap_or_else(|e| task_failed(id, name, &e.to_string()))
+                }
+                .right_future()
+            })
+            .buffered(window.max(1))
+    }
+
+    /// A window for [`ToolHost::call_stream`] that keeps every instance
+    /// this host may run busy: twice as many calls as instances, so the
+    /// next call is queued when one ends.
+    #[must_use]
+    pub fn batch_window(&self) -> usize {
+        self.inner.max_in_flight.saturating_mul(2).max(1)
+    }
+
     async fn dispatch(&self, call: ToolCall, approver: &dyn Approver, side: CallSide) -> Outcome {
         let started = Instant::now();
         let mut outcome = self.run(&call, approver, side).await;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use futures::{FutureExt as _, StreamExt as _};
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
 use toolhost::dispatcher::CallEnv;
 use toolhost::grants::FileMode;
@@ -352,6 +353,52 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     }
 }
 
+/// A JSON array written element by element as `elements` yields them,
+/// each element as [`print_json`] writes a value, and each out as soon as
+/// the next is not ready. A closed stdout (a reader that went away) ends
+/// the writing, and with it the stream.
+async fn print_json_array(
+    elements: impl futures::Stream<Item = impl serde::Serialize>,
+) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut elements = std::pin::pin!(elements);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut written = 0usize;
+    let result: std::io::Result<()> = async {
+        out.write_all(b"[")?;
+        loop {
+            // What is ready is written in one go; before waiting for more,
+            // what was written goes out, so a reader sees each answer as
+            // it comes.
+            let element = match elements.next().now_or_never() {
+                Some(element) => element,
+                None => {
+                    out.flush()?;
+                    elements.next().await
+                }
+            };
+            let Some(element) = element else { break };
+            let text = serde_json::to_string_pretty(&element).map_err(std::io::Error::other)?;
+            out.write_all(if written == 0 { b"\n" } else { b",\n" })?;
+            for (i, line) in text.lines().enumerate() {
+                if i > 0 {
+                    out.write_all(b"\n")?;
+                }
+                out.write_all(b"  ")?;
+                out.write_all(line.as_bytes())?;
+            }
+            written += 1;
+        }
+        out.write_all(if written == 0 { b"]\n" } else { b"\n]\n" })?;
+        out.flush()
+    }
+    .await;
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => Ok(result?),
+    }
+}
+
 /// Installs the stderr logger; keep what it returns until `main` returns.
 fn init_logging(format: LogFormat) -> Result<Logging, tracing_subscriber::util::TryInitError> {
     toolhost::logging::init(format).map(|guard| Logging(Some(guard)))
@@ -491,9 +538,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (None, Some(source)) => {
                     let calls = toolhost::wire::parse_batch(&read_batch(&source)?)
                         .map_err(anyhow::Error::msg)?;
-                    let outcomes = host.call_batch_in(calls, env).await;
-                    let messages: Vec<_> = outcomes.iter().map(render).collect();
-                    print_json(&messages)?;
+                    // Each answer is written as soon as it and those
+                    // before it are in: a batch of any length holds only
+                    // the calls in flight.
+                    let window = host.batch_window();
+                    let outcomes = host.call_stream(calls, env, window);
+                    print_json_array(outcomes.map(|outcome| render(&outcome))).await?;
                 }
                 _ => unreachable!("clap requires exactly one of NAME and --batch"),
             }

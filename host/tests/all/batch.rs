@@ -72,3 +72,97 @@ async fn a_large_batch_runs_concurrently_and_completes() {
         started.elapsed()
     );
 }
+
+/// A stream of outcomes with at most `window` calls in flight, sampled for
+/// the most instances it ever ran at once.
+async fn stream_sampling(
+    host: &toolhost::ToolHost,
+    calls: Vec<ToolCall>,
+    window: usize,
+) -> (Vec<toolhost::Outcome>, usize) {
+    use futures::StreamExt as _;
+    let most = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sampler = {
+        let (host, most) = (host.clone(), most.clone());
+        tokio::spawn(async move {
+            loop {
+                most.fetch_max(host.in_flight(), std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    let env = toolhost::dispatcher::CallEnv::default();
+    let outcomes: Vec<_> = host.call_stream(calls, env, window).collect().await;
+    sampler.abort();
+    (outcomes, most.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_batch_answers_in_order_through_its_window() {
+    let limits = Limits {
+        timeout: Duration::from_secs(20),
+        max_concurrency: 16,
+        ..quick_limits()
+    };
+    let host = probe_host(toolhost::Grants::none(), limits).await;
+    // Later calls end sooner: the answers still come in the calls' order.
+    let mut calls: Vec<ToolCall> = (0..12)
+        .map(|i| ToolCall::new(format!("s{i}"), "sleep", json!({"n": 120 - 10 * i})))
+        .collect();
+    calls.insert(3, ToolCall::new("s0", "sleep", json!({"n": 1})));
+    calls.push(ToolCall::with_raw_arguments("bad", "sleep", "{"));
+    let expected: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+    let (outcomes, most) = stream_sampling(&host, calls, 3).await;
+    let ids: Vec<String> = outcomes.iter().map(|o| o.call_id.clone()).collect();
+    assert_eq!(ids, expected, "one outcome per call, in the calls' order");
+    assert!(
+        most <= 3,
+        "{most} instances ran at once through a window of 3"
+    );
+    assert!(
+        most >= 2,
+        "the window runs calls side by side ({most} at most)"
+    );
+    // The repeated id is answered, not run; the malformed call too.
+    assert_eq!(err(&outcomes[3]), ErrorType::InvalidArguments);
+    assert_eq!(err(&outcomes[13]), ErrorType::InvalidArguments);
+    assert!(outcomes[..3].iter().all(|o| !o.is_error()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_stops_its_calls() {
+    use futures::StreamExt as _;
+    let (_work, data) = data_dir();
+    let grants = toolhost::Grants::none()
+        .file(&data, "/data", toolhost::grants::FileMode::ReadWrite)
+        .unwrap();
+    let host = probe_host(grants, quick_limits()).await;
+    // One slow call, then writes the window has not reached.
+    let calls = std::iter::once(ToolCall::new("slow", "sleep", json!({"n": 1000}))).chain(
+        (0..4).map(|i| {
+            ToolCall::new(
+                format!("w{i}"),
+                "write_bytes",
+                json!({"path": format!("/data/late-{i}"), "n": 1, "how": "stream"}),
+            )
+        }),
+    );
+    let mut stream = Box::pin(host.call_stream(calls, toolhost::dispatcher::CallEnv::default(), 1));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), stream.next())
+            .await
+            .is_err(),
+        "the slow call is still running"
+    );
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(host.in_flight(), 0, "the slow call was stopped");
+    let written = std::fs::read_dir(&data)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("late-"))
+        })
+        .count();
+    assert_eq!(written, 0, "no call of a dropped stream started");
+}

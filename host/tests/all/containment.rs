@@ -13,14 +13,6 @@ use toolhost::{ApproveAll, ComponentConfig, ToolCall, ToolHost};
 
 use crate::util::*;
 
-fn data_dir() -> (tempfile::TempDir, std::path::PathBuf) {
-    let work = tempfile::tempdir().unwrap();
-    let data = work.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    std::fs::write(data.join("notes.txt"), "granted text").unwrap();
-    (work, data)
-}
-
 /// The probe with `data` granted read-write as `/data` under `quota` bytes.
 async fn quota_host(data: &std::path::Path, quota: u64) -> ToolHost {
     let grants = Grants::none()

@@ -52,6 +52,15 @@ pub fn quick_limits() -> Limits {
 }
 
 /// A host with the probe component under `grants` and `limits`.
+/// A work directory holding `data/notes.txt`; keep the first until done.
+pub fn data_dir() -> (tempfile::TempDir, std::path::PathBuf) {
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("notes.txt"), "granted text").unwrap();
+    (work, data)
+}
+
 pub async fn probe_host(grants: Grants, limits: Limits) -> ToolHost {
     host(vec![
         ComponentConfig::new(component("probe"))
