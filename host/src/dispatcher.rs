@@ -605,9 +605,13 @@ impl ToolHost {
     /// call, in their order; a repeated id answered with an error and never
     /// run — but through a window of at most `window` calls in flight, each
     /// outcome given as soon as it and every call before it are done. What
-    /// the batch holds is bounded by the window, not by the batch's length:
-    /// made for long batches whose answers are written as they come.
-    /// Dropping the stream aborts the calls in flight and starts no other.
+    /// the batch holds is bounded by the window (and the calls' ids), not by
+    /// the batch's length: made for long batches whose answers are written
+    /// as they come. The window counts in the batch's order, so a slow call
+    /// holds back the start of calls a whole window behind it; give a window
+    /// well above the calls the host can run at once
+    /// ([`ToolHost::batch_window`]). Dropping the stream aborts the calls in
+    /// flight and starts no other.
     pub fn call_stream(
         &self,
         calls: impl IntoIterator<Item = ToolCall>,
@@ -620,7 +624,7 @@ impl ToolHost {
         let calls: Vec<ToolCall> = calls.into_iter().collect();
         futures::stream::iter(calls)
             .map(move |call| {
-                let (id, name) = (call.id.clone(), clip(&call.name, 64));
+                let (id, name) = (call.id.clone(), call.name.clone());
                 if !seen.insert(call.id.clone()) {
                     let message = format!(
                         "tool_call_id {:?} is used by an earlier call in this batch; this call was not run (give every call its own id)",
@@ -628,7 +632,7 @@ impl ToolHost {
                     );
                     let outcome = Outcome::error(
                         id,
-                        name,
+                        clip(&name, 64),
                         CallError::new(ErrorType::InvalidArguments, message),
                     );
                     return futures::future::ready(outcome).left_future();

@@ -354,49 +354,66 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 }
 
 /// A JSON array written element by element as `elements` yields them,
-/// each element as [`print_json`] writes a value, and each out as soon as
-/// the next is not ready. A closed stdout (a reader that went away) ends
-/// the writing, and with it the stream.
+/// each element as [`print_json`] writes a value, and what is ready out as
+/// soon as the next is not: a reader sees each answer as it comes. Writes
+/// go between prompts on the terminal, never into one. When stdout fails (a
+/// reader that went away), the stream is still read to its end, so every
+/// call of the batch runs as it would have; only the answers are dropped.
 async fn print_json_array(
     elements: impl futures::Stream<Item = impl serde::Serialize>,
 ) -> anyhow::Result<()> {
-    use std::io::Write as _;
     let mut elements = std::pin::pin!(elements);
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut pending = b"[".to_vec();
+    let mut failure: Option<std::io::Error> = None;
     let mut written = 0usize;
-    let result: std::io::Result<()> = async {
-        out.write_all(b"[")?;
-        loop {
-            // What is ready is written in one go; before waiting for more,
-            // what was written goes out, so a reader sees each answer as
-            // it comes.
-            let element = match elements.next().now_or_never() {
-                Some(element) => element,
-                None => {
-                    out.flush()?;
-                    elements.next().await
-                }
-            };
-            let Some(element) = element else { break };
-            let text = serde_json::to_string_pretty(&element).map_err(std::io::Error::other)?;
-            out.write_all(if written == 0 { b"\n" } else { b",\n" })?;
-            for (i, line) in text.lines().enumerate() {
-                if i > 0 {
-                    out.write_all(b"\n")?;
-                }
-                out.write_all(b"  ")?;
-                out.write_all(line.as_bytes())?;
+    loop {
+        let element = match elements.next().now_or_never() {
+            Some(element) => element,
+            None => {
+                emit(&mut pending, &mut failure).await;
+                elements.next().await
             }
-            written += 1;
+        };
+        let Some(element) = element else { break };
+        if failure.is_some() {
+            continue;
         }
-        out.write_all(if written == 0 { b"]\n" } else { b"\n]\n" })?;
-        out.flush()
+        let text = serde_json::to_string_pretty(&element)?;
+        pending.extend_from_slice(if written == 0 { b"\n" } else { b",\n" });
+        for (i, line) in text.lines().enumerate() {
+            if i > 0 {
+                pending.push(b'\n');
+            }
+            pending.extend_from_slice(b"  ");
+            pending.extend_from_slice(line.as_bytes());
+        }
+        written += 1;
+        if pending.len() >= 64 << 10 {
+            emit(&mut pending, &mut failure).await;
+        }
     }
-    .await;
-    match result {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        result => Ok(result?),
+    pending.extend_from_slice(if written == 0 { b"]\n" } else { b"\n]\n" });
+    emit(&mut pending, &mut failure).await;
+    match failure {
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("writing the answers to stdout"))
+        }
+        _ => Ok(()),
     }
+}
+
+/// Write `pending` to stdout between prompts on the terminal, and empty it;
+/// after stdout failed, only empty it.
+async fn emit(pending: &mut Vec<u8>, failure: &mut Option<std::io::Error>) {
+    use std::io::Write as _;
+    if failure.is_none() && !pending.is_empty() {
+        let _turn = TERMINAL.lock().await;
+        let mut stdout = std::io::stdout().lock();
+        if let Err(e) = stdout.write_all(pending).and_then(|()| stdout.flush()) {
+            *failure = Some(e);
+        }
+    }
+    pending.clear();
 }
 
 /// Installs the stderr logger; keep what it returns until `main` returns.

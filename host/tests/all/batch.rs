@@ -138,7 +138,7 @@ async fn a_dropped_stream_stops_its_calls() {
         .unwrap();
     let host = probe_host(grants, quick_limits()).await;
     // One slow call, then writes the window has not reached.
-    let calls = std::iter::once(ToolCall::new("slow", "sleep", json!({"n": 1000}))).chain(
+    let calls = std::iter::once(ToolCall::new("slow", "sleep", json!({"n": 60_000}))).chain(
         (0..4).map(|i| {
             ToolCall::new(
                 format!("w{i}"),
@@ -154,9 +154,25 @@ async fn a_dropped_stream_stops_its_calls() {
             .is_err(),
         "the slow call is still running"
     );
+    let running = async {
+        while host.in_flight() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(4), running)
+        .await
+        .expect("the slow call runs");
     drop(stream);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(host.in_flight(), 0, "the slow call was stopped");
+    // Stopped at once, long before its 5 s timeout would have.
+    let stopped = async {
+        while host.in_flight() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(2), stopped)
+        .await
+        .expect("the slow call was stopped");
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let written = std::fs::read_dir(&data)
         .unwrap()
         .filter(|e| {
