@@ -138,15 +138,8 @@ async fn a_dropped_stream_stops_its_calls() {
         .unwrap();
     let host = probe_host(grants, quick_limits()).await;
     // One slow call, then writes the window has not reached.
-    let calls = std::iter::once(ToolCall::new("slow", "sleep", json!({"n": 60_000}))).chain(
-        (0..4).map(|i| {
-            ToolCall::new(
-                format!("w{i}"),
-                "write_bytes",
-                json!({"path": format!("/data/late-{i}"), "n": 1, "how": "stream"}),
-            )
-        }),
-    );
+    let calls =
+        std::iter::once(ToolCall::new("slow", "sleep", json!({"n": 60_000}))).chain(late_writes(4));
     let mut stream = Box::pin(host.call_stream(calls, toolhost::dispatcher::CallEnv::default(), 1));
     assert!(
         tokio::time::timeout(Duration::from_millis(200), stream.next())
@@ -154,31 +147,16 @@ async fn a_dropped_stream_stops_its_calls() {
             .is_err(),
         "the slow call is still running"
     );
-    let running = async {
-        while host.in_flight() == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(4), running)
-        .await
-        .expect("the slow call runs");
+    wait_until(Duration::from_secs(4), "the slow call runs", || {
+        host.in_flight() > 0
+    })
+    .await;
     drop(stream);
     // Stopped at once, long before its 5 s timeout would have.
-    let stopped = async {
-        while host.in_flight() > 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(2), stopped)
-        .await
-        .expect("the slow call was stopped");
+    wait_until(Duration::from_secs(2), "the slow call was stopped", || {
+        host.in_flight() == 0
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let written = std::fs::read_dir(&data)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("late-"))
-        })
-        .count();
-    assert_eq!(written, 0, "no call of a dropped stream started");
+    assert_eq!(late_files(&data), 0, "no call of a dropped stream started");
 }

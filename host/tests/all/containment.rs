@@ -478,24 +478,11 @@ async fn a_dropped_batch_stops_its_calls() {
                 .await
         })
     };
-    let running = async {
-        while host.in_flight() == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(20), running)
-        .await
-        .expect("the blocking call starts");
-    let calls: Vec<_> = (0..4)
-        .map(|i| {
-            ToolCall::new(
-                format!("w{i}"),
-                "write_bytes",
-                json!({"path": format!("/data/late-{i}"), "n": 1, "how": "stream"}),
-            )
-        })
-        .collect();
-    let batch = host.call_batch_with(calls, Arc::new(ApproveAll));
+    wait_until(Duration::from_secs(20), "the blocking call starts", || {
+        host.in_flight() > 0
+    })
+    .await;
+    let batch = host.call_batch_with(late_writes(4), Arc::new(ApproveAll));
     assert!(
         tokio::time::timeout(Duration::from_millis(200), batch)
             .await
@@ -507,14 +494,7 @@ async fn a_dropped_batch_stops_its_calls() {
     let outcome = blocker.await.unwrap();
     assert!(!outcome.is_error(), "{outcome:?}");
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let written = std::fs::read_dir(&data)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("late-"))
-        })
-        .count();
-    assert_eq!(written, 0, "calls of a dropped batch ran");
+    assert_eq!(late_files(&data), 0, "calls of a dropped batch ran");
 }
 
 // Components of many core modules can fill the instance pool before the

@@ -61,6 +61,44 @@ pub fn data_dir() -> (tempfile::TempDir, std::path::PathBuf) {
     (work, data)
 }
 
+/// The probe's `write_bytes` calls to `/data/late-0` … `late-{n-1}`:
+/// calls whose files show whether they ran.
+pub fn late_writes(n: usize) -> Vec<ToolCall> {
+    (0..n)
+        .map(|i| {
+            ToolCall::new(
+                format!("w{i}"),
+                "write_bytes",
+                serde_json::json!({"path": format!("/data/late-{i}"), "n": 1, "how": "stream"}),
+            )
+        })
+        .collect()
+}
+
+/// How many of [`late_writes`]'s files are in `data`.
+pub fn late_files(data: &std::path::Path) -> usize {
+    std::fs::read_dir(data)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("late-"))
+        })
+        .count()
+}
+
+/// Wait until `done` holds, looking every 5 ms; panics with `what` after
+/// `within`.
+pub async fn wait_until(within: Duration, what: &str, done: impl Fn() -> bool) {
+    let waiting = async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(within, waiting)
+        .await
+        .unwrap_or_else(|_| panic!("{what}, within {within:?}"));
+}
+
 pub async fn probe_host(grants: Grants, limits: Limits) -> ToolHost {
     host(vec![
         ComponentConfig::new(component("probe"))
