@@ -558,15 +558,7 @@ impl ToolHost {
                 runnable.push((i, call));
                 outcomes.push(None);
             } else {
-                let message = format!(
-                    "tool_call_id {:?} is used by an earlier call in this batch; this call was not run (give every call its own id)",
-                    clip(&call.id, 64)
-                );
-                outcomes.push(Some(Outcome::error(
-                    call.id,
-                    clip(&call.name, 64),
-                    CallError::new(ErrorType::InvalidArguments, message),
-                )));
+                outcomes.push(Some(repeated_id(&call)));
             }
         }
         // The last call runs on this task, the others on the runtime's
@@ -614,29 +606,19 @@ impl ToolHost {
     /// flight and starts no other.
     pub fn call_stream(
         &self,
-        calls: impl IntoIterator<Item = ToolCall>,
+        calls: impl IntoIterator<Item = ToolCall, IntoIter: Send + 'static>,
         env: CallEnv,
         window: usize,
     ) -> impl futures::Stream<Item = Outcome> + Send + 'static {
         use futures::StreamExt as _;
         let host = self.clone();
         let mut seen = std::collections::HashSet::new();
-        let calls: Vec<ToolCall> = calls.into_iter().collect();
         futures::stream::iter(calls)
             .map(move |call| {
-                let (id, name) = (call.id.clone(), call.name.clone());
                 if !seen.insert(call.id.clone()) {
-                    let message = format!(
-                        "tool_call_id {:?} is used by an earlier call in this batch; this call was not run (give every call its own id)",
-                        clip(&call.id, 64)
-                    );
-                    let outcome = Outcome::error(
-                        id,
-                        clip(&name, 64),
-                        CallError::new(ErrorType::InvalidArguments, message),
-                    );
-                    return futures::future::ready(outcome).left_future();
+                    return futures::future::ready(repeated_id(&call)).left_future();
                 }
+                let (id, name) = (call.id.clone(), call.name.clone());
                 let (host, env) = (host.clone(), env.clone());
                 let mut task =
                     AbortOnDrop(tokio::spawn(async move { host.call_in(call, &env).await }));
@@ -889,6 +871,21 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// The answer to a call whose id an earlier call of its batch has: it is
+/// not run, so a model that repeats itself cannot make a destructive call
+/// twice.
+fn repeated_id(call: &ToolCall) -> Outcome {
+    let message = format!(
+        "tool_call_id {:?} is used by an earlier call in this batch; this call was not run (give every call its own id)",
+        clip(&call.id, 64)
+    );
+    Outcome::error(
+        call.id.clone(),
+        clip(&call.name, 64),
+        CallError::new(ErrorType::InvalidArguments, message),
+    )
 }
 
 /// The outcome for a call whose host task failed: never a crash of the batch.

@@ -30,12 +30,15 @@ pub enum Provider {
 }
 
 impl Provider {
-    /// The fewest output tokens the endpoint lets one call ask for.
+    /// The fewest output tokens the endpoint lets one call ask for: its
+    /// wire format's [`Wire::MIN_OUTPUT_TOKENS`](super::Wire::MIN_OUTPUT_TOKENS).
     #[must_use]
     pub const fn min_output_tokens(self) -> u32 {
+        use super::Wire;
         match self {
-            Self::OpenAIResponses => super::responses::MIN_OUTPUT_TOKENS,
-            Self::OpenAI | Self::Anthropic => 1,
+            Self::OpenAI => super::OpenAI::MIN_OUTPUT_TOKENS,
+            Self::OpenAIResponses => super::OpenAIResponses::MIN_OUTPUT_TOKENS,
+            Self::Anthropic => super::Anthropic::MIN_OUTPUT_TOKENS,
         }
     }
 }

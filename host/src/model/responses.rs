@@ -22,9 +22,6 @@ use super::{
 };
 use crate::outcome::ContentBlock;
 
-/// The fewest output tokens the API accepts in `max_output_tokens`.
-pub const MIN_OUTPUT_TOKENS: u32 = 16;
-
 /// The Responses API wire format.
 #[derive(Debug)]
 pub struct OpenAIResponses;
@@ -32,7 +29,8 @@ pub struct OpenAIResponses;
 impl Wire for OpenAIResponses {
     const NAME: &'static str = "openai-responses";
     const PATH: &'static str = "/responses";
-    const MIN_OUTPUT_TOKENS: u32 = MIN_OUTPUT_TOKENS;
+    /// The fewest the API accepts in `max_output_tokens`.
+    const MIN_OUTPUT_TOKENS: u32 = 16;
 
     fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> Value {
         let instructions: Vec<&str> = request
@@ -281,37 +279,35 @@ fn take_items(
         .filter_map(|i| call_id(i).map(str::to_owned))
         .collect();
     let mut kept_items: Vec<Value> = Vec::with_capacity(items.len());
-    // Where an item id or a call id already has its place.
-    let mut places: HashMap<String, usize> = HashMap::new();
+    // Where an item id, or a call's call id, already has its place.
+    let mut by_id: HashMap<String, usize> = HashMap::new();
+    let mut by_call: HashMap<String, usize> = HashMap::new();
     for mut item in items.into_iter().filter(kept) {
-        if item["type"] == "function_call" && call_id(&item).is_none() {
+        let is_call = item["type"] == "function_call";
+        if is_call && call_id(&item).is_none() {
             item["call_id"] = json!(unused_call_id(&mut call_ids));
         }
-        let keys: Vec<String> = [
-            item["id"]
-                .as_str()
-                .filter(|id| !id.is_empty())
-                .map(|id| format!("item {id}")),
-            (item["type"] == "function_call")
-                .then(|| call_id(&item).map(|id| format!("call {id}")))
-                .flatten(),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        match keys.iter().find_map(|key| places.get(key)).copied() {
-            Some(place) => {
-                for key in keys {
-                    places.insert(key, place);
-                }
+        let id = item["id"]
+            .as_str()
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned);
+        let call = call_id(&item).filter(|_| is_call).map(str::to_owned);
+        let known = id.as_ref().and_then(|id| by_id.get(id));
+        let place = match known.or_else(|| call.as_ref().and_then(|c| by_call.get(c))) {
+            Some(&place) => {
                 kept_items[place] = item;
+                place
             }
             None => {
-                for key in keys {
-                    places.insert(key, kept_items.len());
-                }
                 kept_items.push(item);
+                kept_items.len() - 1
             }
+        };
+        if let Some(id) = id {
+            by_id.insert(id, place);
+        }
+        if let Some(call) = call {
+            by_call.insert(call, place);
         }
     }
     let mut answered = HashSet::new();
@@ -372,12 +368,9 @@ fn parse_response(mut body: Value) -> Result<ModelResponse, ModelError> {
     if body["status"] == "failed" {
         return Err(failure(&body["error"]));
     }
-    let output = match body.get_mut("output").map(Value::take) {
-        Some(Value::Array(output)) => output,
-        other => {
-            if let (Some(object), Some(other)) = (body.as_object_mut(), other) {
-                object.insert("output".into(), other);
-            }
+    let output = match body.get_mut("output") {
+        Some(Value::Array(output)) => std::mem::take(output),
+        _ => {
             return Err(ModelError::new(
                 ModelErrorKind::Protocol,
                 format!(
