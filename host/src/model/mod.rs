@@ -706,6 +706,45 @@ fn closed_before_answer(error: &reqwest::Error) -> bool {
 mod tests {
     use super::*;
 
+    /// A response whose body comes in `chunks` pieces of 1 MiB, with no
+    /// length said up front.
+    fn streamed_body(chunks: usize) -> reqwest::Response {
+        let pieces = (0..chunks).map(|_| Ok::<_, std::io::Error>(vec![b' '; 1 << 20]));
+        let body = reqwest::Body::wrap_stream(futures::stream::iter(pieces));
+        reqwest::Response::from(http::Response::new(body))
+    }
+
+    #[tokio::test]
+    async fn a_whole_answer_longer_than_the_cap_is_refused_said_or_not() {
+        let over = (MAX_ANSWER_BYTES >> 20) + 1;
+        let error = read_body(streamed_body(over)).await.unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::Protocol);
+        assert!(error.message.contains("32 MiB"), "{}", error.message);
+        let said = reqwest::Response::from(http::Response::new(vec![b' '; MAX_ANSWER_BYTES + 1]));
+        assert_eq!(
+            read_body(said).await.unwrap_err().kind,
+            ModelErrorKind::Protocol
+        );
+        assert_eq!(
+            read_body(streamed_body(2)).await.unwrap().len(),
+            2 << 20,
+            "under the cap, all of it"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stream_longer_than_the_cap_ends_in_a_protocol_error() {
+        use futures::StreamExt as _;
+        let over = (MAX_ANSWER_BYTES >> 20) + 1;
+        let events: Vec<_> = sse::events(streamed_body(over)).collect().await;
+        let error = events
+            .into_iter()
+            .find_map(Result::err)
+            .expect("the stream fails");
+        assert_eq!(error.kind, ModelErrorKind::Protocol);
+        assert!(error.message.contains("32 MiB"), "{}", error.message);
+    }
+
     #[test]
     fn only_transient_failures_are_retryable() {
         let status = |code| ModelError::new(ModelErrorKind::Status(code), "");
