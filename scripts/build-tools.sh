@@ -2,11 +2,12 @@
 # Build every example tool, the test probe and the MCP conformance fixtures
 # into target/tools/NAME.wasm.
 #
-#   scripts/build-tools.sh          # Rust, Python and JavaScript tools
+#   scripts/build-tools.sh          # Rust, Python, JavaScript and C tools
 #   scripts/build-tools.sh --rust   # Rust tools, the probe and the fixtures only
 #
 # Needs the wasm32-wasip2 target; Python and JavaScript tools also need
-# componentize-py and Node.js (scripts/setup.sh installs all of it).
+# componentize-py and Node.js, and C tools clang-19, wasi-libc and the
+# toolhost binary, built here (scripts/setup.sh installs all of it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/tools
@@ -26,11 +27,29 @@ echo "built ${rust_tools[*]} probe-dup -> $out/"
 
 [ "${1:-}" = "--rust" ] && exit 0
 
-for dir in example-tools/text-py example-tools/units-js; do
+# The C tool is made a component by `toolhost componentize`. Built with the
+# features `cargo test --workspace` uses, so the tests reuse it.
+cargo build --release --quiet --workspace --bin toolhost
+
+# The C SDK's probe, for the host's tests: compiled as the C scaffold's
+# build.sh compiles a tool.
+core=$(mktemp --suffix=.wasm)
+trap 'rm -f "$core"' EXIT
+clang-19 --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -Os -Wall -Wextra -Werror \
+    -Wl,--strip-all -I sdk/c -o "$core" tests/probe-c/probe.c sdk/c/toolhost.c sdk/c/bindings/toolbox.c
+target/release/toolhost componentize "$core" -o "$out/probe-c.wasm"
+echo "built probe-c -> $out/probe-c.wasm"
+
+for dir in example-tools/text-py example-tools/units-js example-tools/base64-c; do
     name=$(basename "$dir")
     # Rebuild only when a source file is newer than the component: the
     # Python and JavaScript toolchains take several seconds each.
-    if [ -f "$out/$name.wasm" ] && [ -z "$(find "$dir" wit -newer "$out/$name.wasm" -type f -not -path '*/node_modules/*' | head -1)" ]; then
+    sdk=sdk/${name##*-}
+    [ "$sdk" = sdk/py ] && sdk=sdk/python
+    # A C tool also depends on the toolhost that componentized it (the WASI adapter).
+    inputs=("$dir" wit "$sdk")
+    [ "$sdk" = sdk/c ] && inputs+=(target/release/toolhost)
+    if [ -f "$out/$name.wasm" ] && [ -z "$(find "${inputs[@]}" -newer "$out/$name.wasm" -type f -not -path '*/node_modules/*' | head -1)" ]; then
         echo "$name is up to date"
         continue
     fi

@@ -5,6 +5,7 @@
 #   - componentize-py (Python tools), pinned
 #   - componentize-js and jco, from example-tools/units-js/package-lock.json
 #   - redis-server (Debian's package), for the tests of shared stores
+#   - clang-19, lld-19 and wasi-libc (Debian's packages), for C tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,10 +27,17 @@ if [ ! -d example-tools/units-js/node_modules ]; then
     (cd example-tools/units-js && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
 if ! command -v redis-server >/dev/null; then
     echo "setup: installing redis-server (apt-get)"
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo=sudo
     $sudo apt-get install -y -qq redis-server >/dev/null ||
         { echo "setup: could not install redis-server; install it (apt-get install redis-server)" >&2; exit 1; }
+fi
+
+c_packages=(clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32)
+if ! command -v clang-19 >/dev/null || ! command -v wasm-ld-19 >/dev/null || [ ! -f /usr/lib/wasm32-wasi/libc.a ]; then
+    echo "setup: installing ${c_packages[*]} (apt-get)"
+    $sudo apt-get install -y -qq "${c_packages[@]}" >/dev/null ||
+        { echo "setup: could not install the C toolchain; install it (apt-get install ${c_packages[*]})" >&2; exit 1; }
 fi

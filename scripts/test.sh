@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh machine: install prerequisites, build every
 # tool component, run all tests (unit, golden, integration, doc), then the
-# MCP tier (the official MCP conformance suite, and real clients: the MCP
+# scaffold tier (`toolhost new` in every language, built with its one
+# command and called: scripts/test-scaffolds.sh), then the MCP tier (the official MCP conformance suite, and real clients: the MCP
 # Python SDK and LangGraph through langchain-mcp-adapters, each against
 # `toolhost serve`), then the end-to-end tier against a real local model
 # (scripts/local-model.sh, started and stopped here; the first run downloads
@@ -12,11 +13,24 @@
 #   scripts/test.sh              # everything
 #   TOOLHOST_SKIP_E2E=1 scripts/test.sh   # without the local-model tier
 #   TOOLHOST_SKIP_MCP=1 scripts/test.sh   # without the MCP tier
+#   TOOLHOST_SKIP_SCAFFOLDS=1 scripts/test.sh   # without the scaffold tier
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build-tools.sh
 cargo test --release --workspace "$@"
+# The Python and JavaScript SDKs' own tests: schema derivation, argument
+# checks, results and errors, without a component.
+python3 -m unittest discover -s sdk/python/tests
+(cd sdk/js/test && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent check && npm test --silent)
+
+if [ -n "${TOOLHOST_SKIP_SCAFFOLDS:-}" ]; then
+    echo "test: scaffold tier skipped (TOOLHOST_SKIP_SCAFFOLDS is set)"
+else
+    started=$SECONDS
+    scripts/test-scaffolds.sh
+    echo "test: scaffold tier took $((SECONDS - started)) s"
+fi
 
 if [ -n "${TOOLHOST_SKIP_MCP:-}" ]; then
     echo "test: MCP tier skipped (TOOLHOST_SKIP_MCP is set)"

@@ -21,7 +21,8 @@ if [[ $version != 0.25.1 ]]; then
 fi
 
 # componentize-py generates the bindings (wit_world, componentize_py_types)
-# on the fly, so nothing generated is kept next to the source. `-p` points at
-# this folder so the build works from any working directory.
+# on the fly, so nothing generated is kept next to the source. The `-p`s
+# point at this folder and at the SDK (the `toolhost` package) so the build
+# works from any working directory.
 componentize-py -d "$here/../../wit" -w toolbox componentize \
-    -p "$here" app -o "$out"
+    -p "$here" -p "$here/../../sdk/python" app -o "$out"

@@ -1,9 +1,10 @@
-// Unit conversion for toolhost: the `convert_units` tool.
+// Unit conversion for toolhost: the `convert_units` tool, written with the
+// JavaScript SDK (sdk/js). Build with ./build.sh OUT.wasm.
 //
 // Pure computation: it reads one config value and logs, both through the
 // `host` import, and needs nothing else from the host.
 
-import { config, log } from 'toolhost:tool/host@0.2.0';
+import { Output, ToolError, config, defineTool, log, s, toolbox } from '../../sdk/js/toolhost';
 
 const DEFAULT_PRECISION = 4;
 
@@ -38,46 +39,13 @@ const SUPPORTED = Object.entries(DIMENSIONS)
   .map(([dimension, units]) => `${dimension}: ${Object.keys(units).join(', ')}`)
   .join('; ');
 
-const INPUT_SCHEMA = {
-  type: 'object',
-  properties: {
-    value: { type: 'number', description: 'The quantity to convert.' },
-    from: { type: 'string', enum: ALL_UNITS, description: 'Unit of `value`.' },
-    to: { type: 'string', enum: ALL_UNITS, description: 'Unit to convert to; same dimension as `from`.' },
-  },
-  required: ['value', 'from', 'to'],
-  additionalProperties: false,
-};
-
-const OUTPUT_SCHEMA = {
-  type: 'object',
-  properties: {
-    value: { type: 'number' },
-    unit: { type: 'string', enum: ALL_UNITS },
-  },
-  required: ['value', 'unit'],
-  additionalProperties: false,
-};
-
-// A `result` error is returned by throwing its payload as a plain object: the
-// bindings pass a thrown non-Error value through as `err`, whereas a thrown
-// `Error` (without a `payload` property) traps the instance.
-function toolError(kind, message, retryable) {
-  return { kind, message, retryable };
-}
-
-function invalidInput(message) {
-  return toolError('invalid_input', message, true);
-}
-
-function findUnit(symbol) {
-  for (const [dimension, units] of Object.entries(DIMENSIONS)) {
-    if (Object.hasOwn(units, symbol)) {
-      return { dimension, unit: units[symbol] };
-    }
-  }
-  return undefined;
-}
+// Every symbol's dimension and unit; the schema's enum already limits
+// `from` and `to` to these.
+const UNITS = new Map(
+  Object.entries(DIMENSIONS).flatMap(([dimension, units]) =>
+    Object.entries(units).map(([symbol, unit]) => [symbol, { dimension, unit }]),
+  ),
+);
 
 function toBase(unit, value) {
   return typeof unit === 'number' ? value * unit : unit.toBase(value);
@@ -104,79 +72,40 @@ function precision() {
   };
 }
 
-function convertUnits(args) {
-  const { value, from, to } = args;
-  if (typeof value !== 'number' || !Number.isFinite(value)) {
-    throw invalidInput('`value` must be a finite number.');
-  }
-  const source = typeof from === 'string' ? findUnit(from) : undefined;
-  const target = typeof to === 'string' ? findUnit(to) : undefined;
-  if (!source || !target) {
-    const unknown = !source ? from : to;
-    throw invalidInput(`Unknown unit ${JSON.stringify(unknown)}. Supported units are ${SUPPORTED}.`);
-  }
-  if (source.dimension !== target.dimension) {
-    throw invalidInput(
-      `Cannot convert ${source.dimension} (${from}) to ${target.dimension} (${to}); ` +
-        `pick two units of the same dimension. Supported units are ${SUPPORTED}.`,
-    );
-  }
-
-  const { digits, warning } = precision();
-  // Round for display, then drop trailing zeros ("6.2137", not "6.213700").
-  const result = Number(fromBase(target.unit, toBase(source.unit, value)).toFixed(digits));
-  const content = `${value} ${from} = ${result} ${to}`;
-  log(warning ? 'warn' : 'debug', warning ? `convert_units: ${warning}` : `convert_units: ${content}`);
-  return {
-    // A result is a list of content blocks (a WIT variant: `{ tag, val }`);
-    // this tool returns one text block.
-    content: [{ tag: 'text', val: content }],
-    structured: JSON.stringify({ value: result, unit: to }),
-    artifact: undefined,
-  };
-}
-
-const TOOLS = {
-  convert_units: {
-    spec: {
-      name: 'convert_units',
-      // An absent `option` is `undefined`: the host derives a title from the name.
-      title: undefined,
-      description:
-        'Convert a quantity between units of length (m, km, cm, mm, mi, ft, in), ' +
-        'mass (kg, g, lb, oz) or temperature (C, F, K).',
-      inputSchema: JSON.stringify(INPUT_SCHEMA),
-      outputSchema: JSON.stringify(OUTPUT_SCHEMA),
-      hints: { readOnly: true, idempotent: true },
-    },
-    run: convertUnits,
+const convertUnits = defineTool({
+  name: 'convert_units',
+  description:
+    'Convert a quantity between units of length (m, km, cm, mm, mi, ft, in), ' +
+    'mass (kg, g, lb, oz) or temperature (C, F, K).',
+  input: {
+    value: s.number().describe('The quantity to convert.'),
+    from: s.enum(ALL_UNITS).describe('Unit of `value`.'),
+    to: s.enum(ALL_UNITS).describe('Unit to convert to; same dimension as `from`.'),
   },
-};
-
-export const tool = {
-  tools() {
-    return Object.values(TOOLS).map(({ spec }) => spec);
+  output: {
+    value: s.number(),
+    unit: s.enum(ALL_UNITS),
   },
-
-  call(name, argumentsJson, _context) {
-    if (!Object.hasOwn(TOOLS, name)) {
-      throw toolError(
-        'unknown_tool',
-        `No tool named ${JSON.stringify(name)}; this component provides: ${Object.keys(TOOLS).join(', ')}.`,
-        false,
+  readOnly: true,
+  idempotent: true,
+  run({ value, from, to }) {
+    const source = UNITS.get(from);
+    const target = UNITS.get(to);
+    if (source.dimension !== target.dimension) {
+      throw ToolError.invalidInput(
+        `Cannot convert ${source.dimension} (${from}) to ${target.dimension} (${to}); ` +
+          `pick two units of the same dimension. Supported units are ${SUPPORTED}.`,
       );
     }
-    // The host validated the arguments against the schema already; stay
-    // defensive anyway, since a bad argument must not trap the instance.
-    let args;
-    try {
-      args = JSON.parse(argumentsJson);
-    } catch (e) {
-      throw invalidInput(`The arguments are not valid JSON: ${e.message}.`);
-    }
-    if (args === null || typeof args !== 'object' || Array.isArray(args)) {
-      throw invalidInput('The arguments must be a JSON object.');
-    }
-    return TOOLS[name].run(args);
+
+    const { digits, warning } = precision();
+    // Round for display, then drop trailing zeros ("6.2137", not "6.213700").
+    const result = Number(fromBase(target.unit, toBase(source.unit, value)).toFixed(digits));
+    const content = `${value} ${from} = ${result} ${to}`;
+    log(warning ? 'warn' : 'debug', warning ? `convert_units: ${warning}` : `convert_units: ${content}`);
+    // Text of our own for the model, with the number and unit as structured output.
+    return Output.text(content).withStructured({ value: result, unit: to });
   },
-};
+});
+
+export const tool = toolbox(convertUnits);

@@ -40,6 +40,7 @@
 
 pub mod agent;
 mod arguments;
+pub mod authoring;
 pub mod dispatcher;
 pub mod grants;
 pub mod limits;

@@ -90,31 +90,16 @@ impl Limits {
                     format!("{timeout:?} is not a duration; write e.g. \"5s\" or \"500ms\""),
                 )
             })?;
-            if limits.timeout.is_zero() {
-                return Err(("timeout", "must be longer than zero".into()));
-            }
         }
-        if let Some(fuel) = raw.fuel {
-            if fuel == 0 {
-                return Err(("fuel", "must be at least 1".into()));
-            }
-            limits.fuel = fuel;
-        }
-        if let Some(memory) = &raw.memory {
-            limits.memory = memory.bytes().map_err(|e| ("memory", e))?;
-            if limits.memory < MIN_MEMORY {
-                return Err((
-                    "memory",
-                    format!("must be at least {MIN_MEMORY} bytes (one wasm page)"),
-                ));
-            }
-            if limits.memory > MAX_MEMORY {
-                return Err((
-                    "memory",
-                    format!("must be at most {MAX_MEMORY} bytes (4 GiB)"),
-                ));
-            }
-        }
+        let memory = match &raw.memory {
+            Some(memory) => Some(memory.bytes().map_err(|e| ("memory", e))?),
+            None => None,
+        };
+        limits = limits.with_call_limits(
+            raw.timeout.as_ref().map(|_| limits.timeout),
+            raw.fuel,
+            memory,
+        )?;
         if let Some(max_output) = &raw.max_output {
             let bytes = max_output.bytes().map_err(|e| ("max_output", e))?;
             limits.max_output = usize::try_from(bytes)
@@ -149,6 +134,66 @@ impl Limits {
         Ok(limits)
     }
 }
+
+impl Limits {
+    /// These limits with the timeout, fuel and memory given replaced, each
+    /// checked as the manifest's are (what `toolhost call --component`'s
+    /// flags set).
+    ///
+    /// # Errors
+    ///
+    /// The key and what is wrong with its value: a zero or longer than
+    /// [`MAX_TIMEOUT`] timeout, zero fuel, memory under one wasm page or
+    /// over 4 GiB.
+    pub fn with_call_limits(
+        mut self,
+        timeout: Option<Duration>,
+        fuel: Option<u64>,
+        memory: Option<u64>,
+    ) -> Result<Self, (&'static str, String)> {
+        if let Some(timeout) = timeout {
+            if timeout.is_zero() {
+                return Err(("timeout", "must be longer than zero".into()));
+            }
+            if timeout > MAX_TIMEOUT {
+                return Err((
+                    "timeout",
+                    format!(
+                        "must be at most {}",
+                        humantime::format_duration(MAX_TIMEOUT)
+                    ),
+                ));
+            }
+            self.timeout = timeout;
+        }
+        if let Some(fuel) = fuel {
+            if fuel == 0 {
+                return Err(("fuel", "must be at least 1".into()));
+            }
+            self.fuel = fuel;
+        }
+        if let Some(memory) = memory {
+            if memory < MIN_MEMORY {
+                return Err((
+                    "memory",
+                    format!("must be at least {MIN_MEMORY} bytes (one wasm page)"),
+                ));
+            }
+            if memory > MAX_MEMORY {
+                return Err((
+                    "memory",
+                    format!("must be at most {MAX_MEMORY} bytes (4 GiB)"),
+                ));
+            }
+            self.memory = memory;
+        }
+        Ok(self)
+    }
+}
+
+/// The longest a call may run: a day is past any tool's need, and far
+/// below the deadline arithmetic's overflow.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// One wasm page: no instance with a memory can run in less.
 const MIN_MEMORY: u64 = 64 * 1024;

@@ -83,6 +83,16 @@ pub enum LogFormat {
 /// Fails when a global subscriber is already installed, which means this was
 /// called twice.
 pub fn init(format: LogFormat) -> Result<Guard, TryInitError> {
+    init_with(format, DEFAULT_LEVEL)
+}
+
+/// As [`init`], with `default` (an `EnvFilter` directive, e.g.
+/// `warn,toolhost::guest=trace`) in place of `warn` when `RUST_LOG` is unset.
+///
+/// # Errors
+///
+/// As [`init`].
+pub fn init_with(format: LogFormat, default: &str) -> Result<Guard, TryInitError> {
     let stderr = std::io::stderr();
     let colour = colour(stderr.is_terminal(), std::env::var_os("NO_COLOR"));
     let (writer, worker) = NonBlockingBuilder::default()
@@ -91,8 +101,7 @@ pub fn init(format: LogFormat) -> Result<Guard, TryInitError> {
         .thread_name("toolhost-log")
         .finish(stderr);
     let dropped = writer.error_counter();
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LEVEL));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     dispatch(format, writer, colour, filter).try_init()?;
     Ok(Guard {
         worker: Some(worker),

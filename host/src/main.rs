@@ -14,6 +14,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use futures::{FutureExt as _, StreamExt as _};
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
+use toolhost::authoring::{componentize, lint, scaffold};
 use toolhost::dispatcher::CallEnv;
 use toolhost::grants::FileMode;
 use toolhost::logging::LogFormat;
@@ -75,6 +76,8 @@ enum Command {
         /// read it and scoped stores are kept by it.
         #[arg(long, value_name = "JSON", value_parser = parse_context)]
         context: Option<serde_json::Value>,
+        #[command(flatten)]
+        component: ComponentFlags,
     },
     /// Serve the tools: MCP over stdio, or one HTTP server with MCP at /mcp,
     /// POST /v1/tool_calls, GET /v1/tools, /metrics and /healthz.
@@ -106,8 +109,35 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = toolhost::serve::DEFAULT_MAX_BATCH)]
         max_batch: usize,
     },
-    /// Validate the manifest and components; print what each tool may touch.
-    Check,
+    /// Validate the manifest and components; print what each tool may touch,
+    /// and warnings (with the fix) about what models and clients trip on.
+    Check {
+        /// Make every warning an error (exit status 1).
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Start a tool: write folder NAME with one working tool in LANG, its
+    /// manifest, a README and one build command (./build.sh).
+    New {
+        /// The folder to create; its name names the tool (`-` becomes `_`).
+        name: PathBuf,
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: LangArg,
+    },
+    /// Make a core WebAssembly module (C with wasi-libc, built for
+    /// wasm32-wasi as a reactor) into a tool component.
+    Componentize {
+        /// The core module.
+        module: PathBuf,
+        /// Where to write the component.
+        #[arg(long, short)]
+        output: PathBuf,
+        /// The contract's folder the module's bindings were made from (a
+        /// scaffold's `wit/`); default: the contract this binary carries.
+        #[arg(long, value_name = "DIR")]
+        wit: Option<PathBuf>,
+    },
     /// The agent loop: ask the model, run its tool calls in sandboxes, repeat.
     /// With PROMPT, one task; without, an interactive chat.
     Run {
@@ -147,6 +177,127 @@ enum Command {
         /// The transcript: JSON lines, or - for stdin.
         file: String,
     },
+}
+
+/// `call --component`: one component run without a manifest, granted only
+/// what these flags say, under the default limits unless they say otherwise.
+#[derive(clap::Args)]
+struct ComponentFlags {
+    /// Run this component without a manifest (the author's inner loop).
+    #[arg(long, value_name = "FILE.wasm", conflicts_with = "batch")]
+    component: Option<PathBuf>,
+    /// Let it request ORIGIN (e.g. https://api.example.org, https://*.example.org:8443).
+    #[arg(long, value_name = "ORIGIN", requires = "component")]
+    allow_host: Vec<String>,
+    /// Let it see host directory HOST as GUEST, read-only unless `:rw`.
+    #[arg(long, value_name = "HOST:GUEST[:ro|rw]", requires = "component")]
+    dir: Vec<String>,
+    /// Set environment variable K inside it.
+    #[arg(long, value_name = "K=V", requires = "component")]
+    env: Vec<String>,
+    /// Let it read config value K (the contract's `config(key)`).
+    #[arg(long, value_name = "K=V", requires = "component")]
+    config_value: Vec<String>,
+    /// Wall-clock limit (default 5s).
+    #[arg(long, value_name = "DURATION", requires = "component", value_parser = humantime::parse_duration)]
+    timeout: Option<std::time::Duration>,
+    /// Fuel limit (default 2000000000).
+    #[arg(long, value_name = "N", requires = "component")]
+    fuel: Option<u64>,
+    /// Memory limit, e.g. 256MiB (default 64MiB; Python and JavaScript tools need about 256MiB).
+    #[arg(long, value_name = "SIZE", requires = "component")]
+    memory: Option<bytesize::ByteSize>,
+    /// Also print the tool's log lines, and its fuel and time, on stderr.
+    #[arg(long, short, requires = "component")]
+    verbose: bool,
+}
+
+impl ComponentFlags {
+    /// The component and what it is granted, or `None` without `--component`.
+    fn config(&self) -> anyhow::Result<Option<toolhost::manifest::ComponentConfig>> {
+        let Some(path) = &self.component else {
+            return Ok(None);
+        };
+        let usage = |flag: &str, value: &str, message: String| {
+            anyhow::anyhow!(UsageError(format!("{flag} {value:?}: {message}")))
+        };
+        let mut grants = toolhost::Grants::none();
+        for origin in &self.allow_host {
+            grants = grants
+                .allow_host(origin)
+                .map_err(|e| usage("--allow-host", origin, e.to_string()))?;
+        }
+        for dir in &self.dir {
+            let (host, guest, mode) =
+                parse_dir(dir).map_err(|message| usage("--dir", dir, message))?;
+            grants = grants
+                .file(host, guest, mode)
+                .map_err(|e| usage("--dir", dir, e.to_string()))?;
+        }
+        let pair = |flag: &str, text: &str| match text.split_once('=') {
+            Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+            _ => Err(usage(flag, text, "expected KEY=VALUE".into())),
+        };
+        for var in &self.env {
+            let (key, value) = pair("--env", var)?;
+            grants = grants.env(key, value);
+        }
+        for item in &self.config_value {
+            let (key, value) = pair("--config-value", item)?;
+            grants = grants.config(key, value, false);
+        }
+        let mut config = toolhost::manifest::ComponentConfig::new(path);
+        config.grants = grants;
+        config.limits = config
+            .limits
+            .with_call_limits(
+                self.timeout,
+                self.fuel,
+                self.memory.map(|size| size.as_u64()),
+            )
+            .map_err(|(key, message)| anyhow::anyhow!(UsageError(format!("--{key}: {message}"))))?;
+        Ok(Some(config))
+    }
+}
+
+/// `--dir HOST:GUEST[:ro|rw]`: the guest path is absolute, so it starts at
+/// the last `:/`, and a host path may hold colons of its own.
+fn parse_dir(text: &str) -> Result<(&str, &str, FileMode), String> {
+    let (spec, mode) = match text.rsplit_once(':') {
+        Some((spec, "ro")) => (spec, FileMode::ReadOnly),
+        Some((spec, "rw")) => (spec, FileMode::ReadWrite),
+        Some((_, last)) if !last.starts_with('/') => {
+            return Err(format!(
+                "the mode is {last:?}; write ro or rw, e.g. ./data:/data:rw"
+            ));
+        }
+        _ => (text, FileMode::ReadOnly),
+    };
+    match spec.rfind(":/") {
+        Some(at) if at > 0 => Ok((&spec[..at], &spec[at + 1..], mode)),
+        _ => Err("expected HOST:GUEST[:ro|rw] with an absolute GUEST, e.g. ./data:/data:ro".into()),
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LangArg {
+    Rust,
+    Python,
+    Typescript,
+    Javascript,
+    C,
+}
+
+impl From<LangArg> for scaffold::Language {
+    fn from(lang: LangArg) -> Self {
+        match lang {
+            LangArg::Rust => Self::Rust,
+            LangArg::Python => Self::Python,
+            LangArg::Typescript => Self::TypeScript,
+            LangArg::Javascript => Self::JavaScript,
+            LangArg::C => Self::C,
+        }
+    }
 }
 
 /// `run` flags that override `[model]`'s agent-loop controls.
@@ -307,7 +458,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Declared before the runtime so that it drops after it: lines the
     // runtime's tasks log while shutting down are flushed too.
-    let _logging = match init_logging(cli.log_format) {
+    // `call --component --verbose` shows the tool's own log lines.
+    let default_log = match &cli.command {
+        Command::Call { component, .. } if component.verbose => "warn,toolhost::guest=trace",
+        _ => "warn",
+    };
+    let _logging = match init_logging(cli.log_format, default_log) {
         Ok(logging) => logging,
         Err(e) => {
             eprintln!("error: cannot start logging: {e}");
@@ -417,8 +573,11 @@ async fn emit(pending: &mut Vec<u8>, failure: &mut Option<std::io::Error>) {
 }
 
 /// Installs the stderr logger; keep what it returns until `main` returns.
-fn init_logging(format: LogFormat) -> Result<Logging, tracing_subscriber::util::TryInitError> {
-    toolhost::logging::init(format).map(|guard| Logging(Some(guard)))
+fn init_logging(
+    format: LogFormat,
+    default: &str,
+) -> Result<Logging, tracing_subscriber::util::TryInitError> {
+    toolhost::logging::init_with(format, default).map(|guard| Logging(Some(guard)))
 }
 
 /// Flushes the log when `main` returns, whichever way it does, and tells the
@@ -448,14 +607,37 @@ impl Drop for Logging {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if let Command::Replay { file } = &cli.command {
-        return replay(file).map(|()| ExitCode::SUCCESS);
+    match &cli.command {
+        Command::Replay { file } => return replay(file).map(|()| ExitCode::SUCCESS),
+        Command::New { name, lang } => return new_tool(name, (*lang).into()),
+        Command::Componentize {
+            module,
+            output,
+            wit,
+        } => {
+            let bytes =
+                std::fs::read(module).with_context(|| format!("reading {}", module.display()))?;
+            let component = componentize::componentize(&bytes, wit.as_deref())
+                .with_context(|| module.display().to_string())?;
+            std::fs::write(output, component)
+                .with_context(|| format!("writing {}", output.display()))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
     }
-    let manifest = Manifest::load(&cli.config)?;
     let mut options = SandboxOptions::default();
     if cli.no_cache {
         options.cache_dir = None;
     }
+    // `call --component` needs no manifest: one made of its flags stands in.
+    let from_flags = match &cli.command {
+        Command::Call { component, .. } => component.config()?,
+        _ => None,
+    };
+    let manifest = match from_flags {
+        Some(config) => Manifest::of_components(vec![config]),
+        None => Manifest::load(&cli.config)?,
+    };
     if let Command::Serve {
         stdio,
         listen,
@@ -514,7 +696,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let host = ToolHost::load_components(manifest.components.clone(), options).await?;
     match cli.command {
         Command::Serve { .. } => unreachable!("served above"),
-        Command::Replay { .. } => unreachable!("replayed above"),
+        Command::Replay { .. } | Command::New { .. } | Command::Componentize { .. } => {
+            unreachable!("done above")
+        }
         Command::Tools { format } => {
             let definitions: Vec<_> = host
                 .specs()
@@ -529,6 +713,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             yes,
             format,
             context,
+            component,
         } => {
             let format = results::Format::from(format);
             let render = |outcome: &toolhost::Outcome| {
@@ -551,6 +736,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let call = ToolCall::with_raw_arguments("call_1", name, args);
                     let outcome = host.call_in(call, &env).await;
                     print_json(&render(&outcome))?;
+                    if component.verbose {
+                        let stats = &outcome.stats;
+                        eprintln!(
+                            "{}: {} in {:.3} ms, fuel {}",
+                            outcome.tool,
+                            match &outcome.result {
+                                Ok(_) => "success".to_owned(),
+                                Err(error) => error.kind.to_string(),
+                            },
+                            stats.duration.as_secs_f64() * 1e3,
+                            stats.fuel_used
+                        );
+                    }
                 }
                 (None, Some(source)) => {
                     let calls = toolhost::wire::parse_batch(&read_batch(&source)?)
@@ -565,7 +763,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 _ => unreachable!("clap requires exactly one of NAME and --batch"),
             }
         }
-        Command::Check => print_check(&manifest, &host),
+        Command::Check { strict } => {
+            print_check(&manifest, &host);
+            let warnings = lint::lint(host.specs());
+            for warning in &warnings {
+                eprintln!("warning: {warning}");
+            }
+            if strict && !warnings.is_empty() {
+                eprintln!(
+                    "error: {} warnings, and --strict makes them errors",
+                    warnings.len()
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         Command::Run {
             prompt,
             base_url,
@@ -1082,6 +1293,34 @@ impl toolhost::observe::Asker for TerminalAsker {
             Answer::Accepted(serde_json::Value::Object(answer))
         })
     }
+}
+
+/// `toolhost new`: write the folder and say what to do next.
+fn new_tool(dir: &std::path::Path, lang: scaffold::Language) -> anyhow::Result<ExitCode> {
+    let made = match scaffold::create(dir, lang) {
+        Ok(made) => made,
+        Err(
+            e @ (scaffold::ScaffoldError::BadName(_)
+            | scaffold::ScaffoldError::Reserved(_)
+            | scaffold::ScaffoldError::Exists(_)),
+        ) => {
+            return Err(UsageError(e.to_string()).into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let dir = made.dir.display();
+    println!(
+        "created {dir}/ ({lang}, {} files): the tool {}",
+        made.files, made.tool
+    );
+    println!("next:");
+    println!("  {dir}/build.sh");
+    println!(
+        "  toolhost call --config {dir}/toolhost.toml {} '{{\"name\":\"Ada\"}}'",
+        made.tool
+    );
+    println!("then read {dir}/README.md: arguments, errors, config, HTTP, stores");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A `--context` value: a JSON object.

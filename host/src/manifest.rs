@@ -416,6 +416,18 @@ struct FromEnv {
 }
 
 impl Manifest {
+    /// A manifest of `components` alone, with default limits, no model and
+    /// no stores: what `toolhost call --component` runs.
+    pub fn of_components(components: Vec<ComponentConfig>) -> Self {
+        Self {
+            path: PathBuf::from("(command line)"),
+            model: None,
+            limits: Limits::default(),
+            components,
+            stores: BTreeMap::new(),
+        }
+    }
+
     /// Read and validate the manifest at `path`.
     ///
     /// # Errors

@@ -38,30 +38,47 @@ struct WriteArgs {
     append: bool,
 }
 
+/// `list_dir`'s structured result: an object, as MCP requires of
+/// `structuredContent`.
+#[derive(Serialize, JsonSchema)]
+struct Listing {
+    /// The directory's entries, by name.
+    entries: Vec<Entry>,
+}
+
 /// One entry of a directory listing.
 #[derive(Serialize, JsonSchema)]
 struct Entry {
+    /// The file name, without its directory.
     name: String,
+    /// `file`, `dir` or `symlink`.
     kind: &'static str,
+    /// Size in bytes.
     size: u64,
 }
 
 fn read_file(args: PathArgs) -> Result<Output, ToolError> {
-    let size = fs::metadata(&args.path)?.len();
+    let path = &args.path;
+    let size = fs::metadata(path)
+        .map_err(|e| ToolError::file(e, path))?
+        .len();
     if size > MAX_READ {
         return Err(ToolError::invalid_input(format!(
             "{} is {size} bytes; this tool reads files up to {MAX_READ} bytes",
             args.path
         )));
     }
-    Ok(Output::text(fs::read_to_string(&args.path)?))
+    let text = fs::read_to_string(path).map_err(|e| ToolError::file(e, path))?;
+    Ok(Output::text(text))
 }
 
 fn list_dir(args: PathArgs) -> Result<Output, ToolError> {
+    let path = &args.path;
+    let file_error = |e| ToolError::file(e, path);
     let mut entries = Vec::new();
-    for entry in fs::read_dir(&args.path)? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
+    for entry in fs::read_dir(path).map_err(file_error)? {
+        let entry = entry.map_err(file_error)?;
+        let meta = entry.metadata().map_err(file_error)?;
         let kind = if meta.is_dir() {
             "dir"
         } else if meta.is_symlink() {
@@ -81,17 +98,20 @@ fn list_dir(args: PathArgs) -> Result<Output, ToolError> {
         .map(|e| format!("{}\t{}\t{}", e.kind, e.size, e.name))
         .collect::<Vec<_>>()
         .join("\n");
-    Ok(Output::json(&entries).with_content(text))
+    Ok(Output::json(&Listing { entries }).with_content(text))
 }
 
 fn write_file(args: WriteArgs) -> Result<Output, ToolError> {
+    let path = &args.path;
     let mut file = fs::OpenOptions::new()
         .create(true)
         .write(true)
         .append(args.append)
         .truncate(!args.append)
-        .open(&args.path)?;
-    file.write_all(args.content.as_bytes())?;
+        .open(path)
+        .map_err(|e| ToolError::file(e, path))?;
+    file.write_all(args.content.as_bytes())
+        .map_err(|e| ToolError::file(e, path))?;
     Ok(Output::text(format!(
         "wrote {} bytes to {}",
         args.content.len(),
@@ -102,7 +122,7 @@ fn write_file(args: WriteArgs) -> Result<Output, ToolError> {
 toolhost_guest::export_tools! {
     Tool::new("read_file", "Read a UTF-8 text file (up to 1 MiB)", read_file).read_only().idempotent(),
     Tool::new("list_dir", "List a directory: kind, size and name of each entry", list_dir)
-        .output::<Vec<Entry>>()
+        .output::<Listing>()
         .read_only()
         .idempotent(),
     Tool::new("write_file", "Write or append text to a file", write_file).destructive(),

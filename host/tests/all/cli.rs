@@ -111,7 +111,9 @@ fn tools_prints_definitions_in_each_format() {
             "word_count",
             "slugify",
             "tally",
-            "convert_units"
+            "convert_units",
+            "base64_encode",
+            "base64_decode"
         ]
     );
     let anthropic = stdout_json(&toolhost(
@@ -166,6 +168,157 @@ fn a_bad_manifest_exits_one_naming_file_tool_and_key() {
         stderr.contains("`allow_hosts[0]`") && stderr.contains(r#"write "https://example.org""#),
         "{stderr}"
     );
+}
+
+#[test]
+fn check_warns_of_what_models_and_clients_trip_on_and_strict_fails() {
+    let output = toolhost(&["check", "--config", EXAMPLES], None);
+    assert!(output.status.success(), "warnings alone do not fail");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    // Optional arguments with defaults, which strict mode refuses.
+    for expected in [
+        "warning: tool http_get: input schema has optional properties at / (max_chars)",
+        "warning: tool http_get: input schema has `default` at /properties/max_chars",
+        "warning: tool write_file: input schema has optional properties at / (append)",
+    ] {
+        assert!(stderr.contains(expected), "no {expected:?} in:\n{stderr}");
+    }
+    assert!(!stderr.contains("tool list_dir: output schema"), "{stderr}");
+    let strict = toolhost(&["check", "--strict", "--config", EXAMPLES], None);
+    assert_eq!(strict.status.code(), Some(1));
+    let stderr = String::from_utf8(strict.stderr).unwrap();
+    assert!(stderr.contains("--strict makes them errors"), "{stderr}");
+}
+
+#[test]
+fn call_component_runs_a_component_with_only_the_flags_grants() {
+    let calc = crate::util::component("calc");
+    let output = toolhost(
+        &[
+            "call",
+            "--component",
+            calc.to_str().unwrap(),
+            "calc",
+            r#"{"expression":"2+3"}"#,
+            "--verbose",
+        ],
+        None,
+    );
+    assert_eq!(stdout_json(&output)["content"], "5");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("calc: success in ") && stderr.contains(" ms, fuel "),
+        "{stderr}"
+    );
+
+    // Files: nothing without --dir; read-only with it.
+    let files = crate::util::component("files");
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("a.txt"), "granted").unwrap();
+    let read = |extra: &[&str]| {
+        let mut args = vec![
+            "call",
+            "--component",
+            files.to_str().unwrap(),
+            "read_file",
+            r#"{"path":"/data/a.txt"}"#,
+        ];
+        args.extend_from_slice(extra);
+        stdout_json(&toolhost(&args, None))
+    };
+    let refused = read(&[]);
+    assert_eq!(refused["is_error"], true);
+    assert!(
+        refused["content"]
+            .as_str()
+            .unwrap()
+            .contains("outside this tool's file grants"),
+        "{refused}"
+    );
+    let dir = format!("{}:/data:ro", data.path().display());
+    assert_eq!(read(&["--dir", &dir])["content"], "granted");
+}
+
+#[test]
+fn call_component_flags_that_cannot_grant_are_usage_errors() {
+    let calc = crate::util::component("calc");
+    let calc = calc.to_str().unwrap();
+    for (flag, value, expected) in [
+        (
+            "--allow-host",
+            "example.org",
+            "--allow-host \"example.org\"",
+        ),
+        (
+            "--dir",
+            "/nonexistent-dir:/data",
+            "--dir \"/nonexistent-dir:/data\"",
+        ),
+        ("--dir", "no-guest-path", "expected HOST:GUEST[:ro|rw]"),
+        ("--dir", "./data:/data:RW", "write ro or rw"),
+        ("--timeout", "0s", "--timeout: must be longer than zero"),
+        ("--timeout", "1000d", "--timeout: must be at most"),
+        ("--memory", "1KiB", "--memory: must be at least"),
+        ("--fuel", "0", "--fuel: must be at least 1"),
+        ("--env", "NOEQUALS", "expected KEY=VALUE"),
+        ("--config-value", "=x", "expected KEY=VALUE"),
+    ] {
+        let output = toolhost(
+            &["call", "--component", calc, flag, value, "calc", "{}"],
+            None,
+        );
+        assert_eq!(output.status.code(), Some(2), "{flag} {value}");
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert!(stderr.contains(expected), "{flag} {value}: {stderr}");
+    }
+    // Grant flags need --component.
+    let output = toolhost(
+        &["call", "--config", EXAMPLES, "--dir", "a:/b", "calc", "{}"],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn new_writes_a_tool_folder_once_and_refuses_bad_names() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("word-stats");
+    let dir_text = dir.to_str().unwrap();
+    let output = toolhost(&["new", dir_text, "--lang", "python"], None);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        stdout.contains("the tool word_stats") && stdout.contains("build.sh"),
+        "{stdout}"
+    );
+    let manifest = std::fs::read_to_string(dir.join("toolhost.toml")).unwrap();
+    assert!(manifest.contains("word_stats.wasm"), "{manifest}");
+
+    let again = toolhost(&["new", dir_text, "--lang", "c"], None);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+    let bad = parent.path().join("2fast");
+    let output = toolhost(&["new", bad.to_str().unwrap(), "--lang", "rust"], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot name a tool"));
+    assert!(!bad.exists());
+}
+
+#[test]
+fn componentize_refuses_what_is_not_a_core_module() {
+    let calc = crate::util::component("calc");
+    let out = tempfile::tempdir().unwrap();
+    let output = toolhost(
+        &[
+            "componentize",
+            calc.to_str().unwrap(),
+            "-o",
+            out.path().join("x.wasm").to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("already a component"));
 }
 
 #[test]

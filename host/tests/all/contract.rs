@@ -211,6 +211,44 @@ async fn python_and_javascript_tools_speak_the_same_contract() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_c_tool_made_by_componentize_speaks_the_contract() {
+    let host = host(vec![ComponentConfig::new(component("base64-c"))]).await;
+    let spec = host.spec("base64_encode").expect("listed by tools()");
+    assert!(spec.hints.read_only && spec.hints.idempotent);
+    assert_eq!(spec.input_schema["required"], json!(["text"]));
+    // Escapes, a NUL and a character outside the BMP reach the tool intact.
+    let text = "a\"\\\u{0}é😀";
+    let encoded = ok(&call(&host, "base64_encode", json!({ "text": text })).await);
+    assert_eq!(encoded, "YSJcAMOp8J+YgA==");
+    let decoded = ok(&call(&host, "base64_decode", json!({ "text": "aMOpbGxv" })).await);
+    assert_eq!(decoded, "héllo");
+    let bad = call(&host, "base64_decode", json!({"text": "a*b"})).await;
+    let error = bad.result.unwrap_err();
+    assert_eq!(error.tool_kind.as_deref(), Some("invalid_input"));
+    assert!(
+        error.retryable && error.message.contains("'*' at position 1"),
+        "{error:?}"
+    );
+    for (text, expected) in [
+        ("é", "byte 0xc3 at position 0"),
+        ("QQ==QQ==", "data follows the padding"),
+        ("QQQ=Q", "data follows the padding"),
+        ("QQQQQ", "do not make whole groups of four"),
+    ] {
+        let bad = call(&host, "base64_decode", json!({ "text": text })).await;
+        let error = bad.result.unwrap_err();
+        assert!(error.message.contains(expected), "{text}: {error:?}");
+    }
+    // Bytes that are not text are refused by the tool, never passed on as a
+    // string the canonical ABI would trap on.
+    let binary = call(&host, "base64_decode", json!({"text": "wMA="})).await;
+    assert_eq!(
+        binary.result.unwrap_err().tool_kind.as_deref(),
+        Some("invalid_input")
+    );
+}
+
 /// Approves after a pause, like a person reading the prompt.
 struct SlowApprover;
 

@@ -55,7 +55,33 @@ async fn reads_outside_the_grant_are_refused() {
         let outcome = call(&host, "read_file", json!({"path": path})).await;
         assert_eq!(err(&outcome), ErrorType::ToolError, "{path}: {outcome:?}");
         assert!(!outcome.content().contains("TOP SECRET") && !outcome.content().contains("root:"));
+        // Said as what it is, not as a missing file worth looking for again.
+        let error = outcome.result.as_ref().unwrap_err();
+        assert_eq!(
+            error.tool_kind.as_deref(),
+            Some("permission_denied"),
+            "{path}"
+        );
+        assert!(!error.retryable, "{path}: {error:?}");
+        assert!(
+            error.message.contains("outside this tool's file grants")
+                && error.message.contains("files = ["),
+            "{path}: {error:?}"
+        );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_file_inside_the_grant_is_not_found() {
+    let (_work, data) = sandbox_dirs();
+    let host = files_host(&data, FileMode::ReadOnly).await;
+    let outcome = call(&host, "read_file", json!({"path": "/data/missing.txt"})).await;
+    let error = outcome.result.as_ref().unwrap_err();
+    assert_eq!(error.tool_kind.as_deref(), Some("not_found"), "{error:?}");
+    assert!(
+        error.retryable && error.message.starts_with("/data/missing.txt: "),
+        "{error:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,6 +146,34 @@ async fn http_to_a_granted_origin_works() {
     let content = ok(&call(&host, "fetch", json!({"name": server.url("/")})).await);
     assert_eq!(content, "200 hello from the test server");
     assert_eq!(server.hits(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_request_body_reaches_the_server_whole() {
+    // The SDK hands the request to the host before writing its body: a body
+    // larger than the stream's buffer, written first, would block for good.
+    let server = serve(
+        axum::Router::new().route(
+            "/",
+            axum::routing::post(
+                |headers: axum::http::HeaderMap, body: axum::body::Bytes| async move {
+                    let length = headers
+                        .get("content-length")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("none")
+                        .to_owned();
+                    format!("{} bytes, content-length {length}", body.len())
+                },
+            )
+            .layer(axum::extract::DefaultBodyLimit::disable()),
+        ),
+    )
+    .await;
+    let grants = Grants::none().allow_host(&server.origin()).unwrap();
+    let host = probe_host(grants, quick_limits()).await;
+    let n = 1 << 20;
+    let content = ok(&call(&host, "post", json!({"url": server.url("/"), "n": n})).await);
+    assert_eq!(content, format!("200 {n} bytes, content-length {n}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,7 @@
 
 mod agent;
 mod batch;
+mod c_sdk;
 mod cache;
 mod cli;
 mod containment;

@@ -128,6 +128,60 @@ fn fetch(args: Name, cx: &Context) -> Result<Output, ToolError> {
     )))
 }
 
+/// GET `http://{name}/` with the authority sent exactly as written: the
+/// SDK's client reads hosts as browsers do (`127.1` is `127.0.0.1`), and the
+/// host's tests of how it reads other spellings need them unread.
+fn fetch_raw(args: Name) -> Result<Output, ToolError> {
+    use toolhost_guest::bindings::wasi::http::outgoing_handler;
+    use toolhost_guest::bindings::wasi::http::types::{
+        Fields, OutgoingBody, OutgoingRequest, Scheme,
+    };
+    let failed = |what: &str| ToolError::new("probe", what.to_owned());
+    let request = OutgoingRequest::new(Fields::new());
+    request
+        .set_scheme(Some(&Scheme::Http))
+        .map_err(|()| failed("scheme refused"))?;
+    request
+        .set_authority(Some(&args.name))
+        .map_err(|()| failed("authority refused"))?;
+    request
+        .set_path_with_query(Some("/"))
+        .map_err(|()| failed("path refused"))?;
+    let body = request.body().map_err(|()| failed("no body"))?;
+    let pending = outgoing_handler::handle(request, None)
+        .map_err(|e| ToolError::new("http", format!("{e:?}")))?;
+    OutgoingBody::finish(body, None).map_err(|e| ToolError::new("http", format!("{e:?}")))?;
+    pending.subscribe().block();
+    let response = pending
+        .get()
+        .and_then(Result::ok)
+        .ok_or_else(|| failed("no response"))?
+        .map_err(|e| ToolError::new("http", format!("{e:?}")))?;
+    Ok(Output::text(response.status().to_string()))
+}
+
+/// Arguments of `post`.
+#[derive(Deserialize, JsonSchema)]
+struct PostArgs {
+    url: String,
+    /// Bytes of body to send.
+    n: usize,
+}
+
+/// POST `n` bytes to `url` with the SDK's client; answers the status and
+/// the response body.
+fn post(args: PostArgs) -> Result<Output, ToolError> {
+    let response = http::Request::new(http::Method::POST, &args.url)
+        .header("content-type", "application/octet-stream")
+        .body(vec![b'x'; args.n])
+        .send()?;
+    Ok(Output::text(format!(
+        "{} {}",
+        response.status(),
+        response.text()
+    )))
+}
+
 /// Tries a denied request, handles the error, and succeeds anyway.
 fn fetch_or_fallback(args: Name) -> Result<Output, ToolError> {
     match http::get(&args.name) {
@@ -662,6 +716,8 @@ toolhost_guest::export_tools! {
     Tool::new("config", "Read a config value", config),
     Tool::new("socket", "Open a TCP connection", socket),
     Tool::new("fetch", "GET a URL", fetch),
+    Tool::new("post", "POST n bytes to a URL", post),
+    Tool::new("fetch_raw", "GET / from an authority spelled as given", fetch_raw),
     Tool::new("fetch_cacheable", "GET a URL, declared read-only and idempotent", fetch).read_only().idempotent(),
     Tool::new("fetch_or_fallback", "GET a URL, tolerate failure", fetch_or_fallback),
     Tool::new("context", "Show the call context", context),

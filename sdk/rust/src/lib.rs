@@ -503,9 +503,9 @@ impl fmt::Display for ToolError {
 impl std::error::Error for ToolError {}
 
 impl From<std::io::Error> for ToolError {
-    /// File errors become typed tool errors. A file outside the granted
-    /// directories, or a write to a read-only one, is `permission_denied` or
-    /// `not_found` depending on how WASI refused it.
+    /// File errors become typed tool errors. Prefer [`ToolError::file`],
+    /// which names the path and tells a path outside the tool's grants from
+    /// one that does not exist.
     fn from(error: std::io::Error) -> Self {
         use std::io::ErrorKind;
         let message = error.to_string();
@@ -518,6 +518,70 @@ impl From<std::io::Error> for ToolError {
             _ => Self::new("io", message),
         }
     }
+}
+
+impl ToolError {
+    /// A file error on `path`, worded for the model.
+    ///
+    /// WASI reports a path outside every directory the manifest grants as
+    /// not found (`os error 44`), which would send the model looking for a
+    /// file that may well exist. When neither the path nor any directory
+    /// above it can be seen, the path is outside the grants: that is
+    /// `permission_denied`, not retryable, and the message says so and how
+    /// to grant it. Otherwise the error is as [`From<std::io::Error>`] makes
+    /// it, with the path in the message.
+    ///
+    /// ```no_run
+    /// # use toolhost_guest::ToolError;
+    /// fn read(path: &str) -> Result<String, ToolError> {
+    ///     std::fs::read_to_string(path).map_err(|e| ToolError::file(e, path))
+    /// }
+    /// ```
+    pub fn file(error: std::io::Error, path: impl AsRef<std::path::Path>) -> Self {
+        let path = path.as_ref();
+        if !within_grants(path) {
+            return Self::permission_denied(format!(
+                "{} is outside this tool's file grants: use a path under a directory the \
+                 tool is granted, or grant one in toolhost.toml \
+                 (files = [{{ host = \"./data\", guest = \"/data\", mode = \"read-only\" }}])",
+                path.display()
+            ));
+        }
+        let mut error = Self::from(error);
+        error.message = format!("{}: {}", path.display(), error.message);
+        if error.kind == "permission_denied" {
+            error.message.push_str(
+                " (a write to a read-only grant? grant mode = \"read-write\" in toolhost.toml)",
+            );
+        }
+        error
+    }
+}
+
+/// Whether `path`, or a directory above it, can be seen: inside WASI, only
+/// what the manifest grants can. `..` is resolved in the text first, as
+/// WASI does, so `/data/../etc` is not inside `/data`.
+fn within_grants(path: &std::path::Path) -> bool {
+    use std::path::Component;
+    // A relative path is relative to the working directory.
+    let full = match std::env::current_dir() {
+        Ok(cwd) if path.is_relative() => cwd.join(path),
+        _ => path.to_path_buf(),
+    };
+    let mut normal = std::path::PathBuf::new();
+    for component in full.components() {
+        match component {
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    normal
+        .ancestors()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .any(|dir| std::fs::symlink_metadata(dir).is_ok())
 }
 
 impl From<http::Error> for ToolError {

@@ -16,17 +16,20 @@
 //!     .body(r#"{"name":"x"}"#)
 //!     .send()?;
 //! assert!(created.status() < 400);
-//! # let _ = page; Ok(()) }
+//! let removed = http::Request::new(http::Method::DELETE, "https://api.example.org/items/1").send()?;
+//! # let _ = (page, removed); Ok(()) }
 //! ```
 
 use std::fmt;
 use std::time::Duration;
 
-use http::Uri;
+pub use ::http::Method;
+use url::Url;
 
 use crate::bindings::wasi::http::outgoing_handler;
 use crate::bindings::wasi::http::types::{
-    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
+    ErrorCode, Fields, IncomingBody, Method as WasiMethod, OutgoingBody, OutgoingRequest,
+    RequestOptions, Scheme,
 };
 use crate::bindings::wasi::io::streams::StreamError;
 
@@ -94,7 +97,7 @@ impl std::error::Error for Error {}
 /// A request to send. Build with [`Request::get`] or [`Request::new`].
 #[derive(Debug, Clone)]
 pub struct Request {
-    method: String,
+    method: Method,
     url: String,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
@@ -104,10 +107,11 @@ pub struct Request {
 }
 
 impl Request {
-    /// A request with `method` (`GET`, `POST`, …) to an absolute http(s) `url`.
-    pub fn new(method: impl Into<String>, url: impl Into<String>) -> Self {
+    /// A request with `method` ([`Method::GET`], [`Method::PUT`], …) to an
+    /// absolute http(s) `url`.
+    pub fn new(method: Method, url: impl Into<String>) -> Self {
         Self {
-            method: method.into(),
+            method,
             url: url.into(),
             headers: Vec::new(),
             body: Vec::new(),
@@ -119,12 +123,12 @@ impl Request {
 
     /// A `GET` request.
     pub fn get(url: impl Into<String>) -> Self {
-        Self::new("GET", url)
+        Self::new(Method::GET, url)
     }
 
     /// A `POST` request.
     pub fn post(url: impl Into<String>) -> Self {
-        Self::new("POST", url)
+        Self::new(Method::POST, url)
     }
 
     /// Add a header.
@@ -169,8 +173,9 @@ impl Request {
         let mut url = self.url.clone();
         let mut method = self.method.clone();
         let mut body = self.body.clone();
+        let mut headers = self.headers.clone();
         for _ in 0..=self.max_redirects {
-            let response = self.send_once(&method, &url, &body)?;
+            let response = self.send_once(&method, &url, &body, &headers)?;
             let location = match response.status {
                 301 | 302 | 303 | 307 | 308 => response.header("location").map(str::to_owned),
                 _ => None,
@@ -178,28 +183,51 @@ impl Request {
             let Some(location) = location.filter(|_| self.max_redirects > 0) else {
                 return Ok(response);
             };
-            url = resolve(&url, &location)?;
-            // 303 always, and 301/302 after POST by long-standing practice, become GET.
+            let next = resolve(&url, &location)?;
+            // Credentials go only where they were meant to: to another
+            // origin, as browsers and curl do, they are dropped.
+            if origin_of(&next) != origin_of(&url) {
+                headers.retain(|(name, _)| {
+                    !["authorization", "cookie", "proxy-authorization"]
+                        .iter()
+                        .any(|h| name.eq_ignore_ascii_case(h))
+                });
+            }
+            url = next;
+            // 303 always, and 301/302 after POST by long-standing practice, become GET,
+            // and the body and what describes it are dropped.
             if response.status == 303
-                || (response.status != 307 && response.status != 308 && method == "POST")
+                || (response.status != 307 && response.status != 308 && method == Method::POST)
             {
-                method = "GET".into();
+                method = Method::GET;
                 body.clear();
+                headers.retain(|(name, _)| !name.to_ascii_lowercase().starts_with("content-"));
             }
         }
         Err(Error::TooManyRedirects { url })
     }
 
-    fn send_once(&self, method: &str, url: &str, body: &[u8]) -> Result<Response, Error> {
-        let uri: Uri = url
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| Error::InvalidUrl {
-                url: url.into(),
-                reason: e.to_string(),
-            })?;
-        let scheme = match uri.scheme_str() {
-            Some("http") => Scheme::Http,
-            Some("https") => Scheme::Https,
+    fn send_once(
+        &self,
+        method: &Method,
+        url: &str,
+        body: &[u8],
+        header_list: &[(String, String)],
+    ) -> Result<Response, Error> {
+        let parsed = Url::parse(url).map_err(|e| Error::InvalidUrl {
+            url: url.into(),
+            reason: e.to_string(),
+        })?;
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(Error::InvalidUrl {
+                url: redacted(&parsed),
+                reason: "credentials in a URL are not sent: put them in an Authorization header"
+                    .into(),
+            });
+        }
+        let scheme = match parsed.scheme() {
+            "http" => Scheme::Http,
+            "https" => Scheme::Https,
             _ => {
                 return Err(Error::InvalidUrl {
                     url: url.into(),
@@ -207,16 +235,22 @@ impl Request {
                 });
             }
         };
-        let Some(authority) = uri.authority() else {
+        let Some(host) = parsed.host_str() else {
             return Err(Error::InvalidUrl {
                 url: url.into(),
                 reason: "the URL has no host".into(),
             });
         };
-        let origin = format!("{}://{authority}", uri.scheme_str().unwrap_or_default());
+        // The port only when the URL gives one other than the scheme's default,
+        // as the origin is written in `allow_hosts`.
+        let authority = match parsed.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        let origin = format!("{}://{authority}", parsed.scheme());
 
         let headers = Fields::new();
-        for (name, value) in &self.headers {
+        for (name, value) in header_list {
             headers
                 .append(name, value.as_bytes())
                 .map_err(|e| Error::InvalidUrl {
@@ -224,16 +258,34 @@ impl Request {
                     reason: format!("header {name:?} refused: {e:?}"),
                 })?;
         }
+        // A known length, so servers that refuse chunked bodies take it
+        // (an empty POST, PUT or PATCH included).
+        let sends_body =
+            !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH);
+        if sends_body
+            && !header_list
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        {
+            headers
+                .append("content-length", body.len().to_string().as_bytes())
+                .map_err(|e| Error::InvalidUrl {
+                    url: url.into(),
+                    reason: format!("content-length refused: {e:?}"),
+                })?;
+        }
         let request = OutgoingRequest::new(headers);
-        let wasi_method = match method {
-            "GET" => Method::Get,
-            "HEAD" => Method::Head,
-            "POST" => Method::Post,
-            "PUT" => Method::Put,
-            "DELETE" => Method::Delete,
-            "PATCH" => Method::Patch,
-            "OPTIONS" => Method::Options,
-            other => Method::Other(other.into()),
+        let wasi_method = match *method {
+            Method::GET => WasiMethod::Get,
+            Method::HEAD => WasiMethod::Head,
+            Method::POST => WasiMethod::Post,
+            Method::PUT => WasiMethod::Put,
+            Method::DELETE => WasiMethod::Delete,
+            Method::PATCH => WasiMethod::Patch,
+            Method::OPTIONS => WasiMethod::Options,
+            Method::CONNECT => WasiMethod::Connect,
+            Method::TRACE => WasiMethod::Trace,
+            ref other => WasiMethod::Other(other.as_str().into()),
         };
         let invalid = |what: &str| Error::InvalidUrl {
             url: url.into(),
@@ -246,24 +298,13 @@ impl Request {
             .set_scheme(Some(&scheme))
             .map_err(|()| invalid("scheme"))?;
         request
-            .set_authority(Some(authority.as_str()))
+            .set_authority(Some(&authority))
             .map_err(|()| invalid("host"))?;
-        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        // The fragment stays with the client, as browsers do.
+        let path = &parsed[url::Position::BeforePath..url::Position::AfterQuery];
         request
             .set_path_with_query(Some(path))
             .map_err(|()| invalid("path"))?;
-
-        let outgoing = request.body().expect("a new request's body is taken once");
-        {
-            let stream = outgoing.write().expect("a new body's stream is taken once");
-            // blocking_write_and_flush takes at most 4096 bytes per call.
-            for chunk in body.chunks(4096) {
-                stream
-                    .blocking_write_and_flush(chunk)
-                    .map_err(|e| transport(format!("writing the body: {e:?}")))?;
-            }
-        }
-        OutgoingBody::finish(outgoing, None).map_err(|e| error_code(&origin, e))?;
 
         let options = RequestOptions::new();
         if let Some(timeout) = self.timeout {
@@ -273,14 +314,41 @@ impl Request {
             let _ = options.set_first_byte_timeout(Some(nanos));
         }
 
+        // The request is handed to the host before its body is written: the
+        // body stream's buffer is small, and the host reads it only once the
+        // request is on its way, so a body written first would block on a
+        // full buffer for good.
+        let outgoing = request.body().expect("a new request's body is taken once");
         let pending =
             outgoing_handler::handle(request, Some(options)).map_err(|e| error_code(&origin, e))?;
+        let mut written = Ok(());
+        {
+            let stream = outgoing.write().expect("a new body's stream is taken once");
+            // blocking_write_and_flush takes at most 4096 bytes per call.
+            for chunk in body.chunks(4096) {
+                if let Err(e) = stream.blocking_write_and_flush(chunk) {
+                    written = Err(transport(format!("writing the body: {e:?}")));
+                    break;
+                }
+            }
+        }
+        let finished = OutgoingBody::finish(outgoing, None).map_err(|e| error_code(&origin, e));
         pending.subscribe().block();
-        let response = pending
+        // A response wins: a server may answer (413, say) before it has read
+        // a body it will not take, and then the write fails. Without one,
+        // its error says best why, then the write's.
+        let response = match pending
             .get()
             .expect("the response is ready after block()")
             .expect("the response is taken once")
-            .map_err(|e| error_code(&origin, e))?;
+        {
+            Ok(response) => response,
+            Err(code) => {
+                written?;
+                finished?;
+                return Err(error_code(&origin, code));
+            }
+        };
 
         let status = response.status();
         let headers = response
@@ -335,25 +403,34 @@ fn error_code(origin: &str, code: ErrorCode) -> Error {
     }
 }
 
-/// Resolve a `Location` header against the URL that returned it.
+/// `scheme://host[:port]` of `url`, or `None` when it does not parse.
+fn origin_of(url: &str) -> Option<String> {
+    Url::parse(url)
+        .ok()
+        .map(|u| u.origin().ascii_serialization())
+}
+
+/// `url` without its user name and password, for messages.
+fn redacted(url: &Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.into()
+}
+
+/// Resolve a `Location` header against the URL that returned it, as
+/// browsers do (RFC 3986 reference resolution: `../`, `?query`, `//host`).
 fn resolve(base: &str, location: &str) -> Result<String, Error> {
-    if location.starts_with("http://") || location.starts_with("https://") {
-        return Ok(location.into());
-    }
-    let uri: Uri = base.parse().map_err(|_| Error::InvalidUrl {
+    let base = Url::parse(base).map_err(|e| Error::InvalidUrl {
         url: base.into(),
-        reason: "cannot resolve a redirect against it".into(),
+        reason: format!("cannot resolve a redirect against it: {e}"),
     })?;
-    let scheme = uri.scheme_str().unwrap_or("https");
-    let authority = uri.authority().map_or("", |a| a.as_str());
-    if let Some(rest) = location.strip_prefix("//") {
-        return Ok(format!("{scheme}://{rest}"));
-    }
-    if location.starts_with('/') {
-        return Ok(format!("{scheme}://{authority}{location}"));
-    }
-    let dir = uri.path().rsplit_once('/').map_or("", |(dir, _)| dir);
-    Ok(format!("{scheme}://{authority}{dir}/{location}"))
+    base.join(location)
+        .map(String::from)
+        .map_err(|e| Error::InvalidUrl {
+            url: location.into(),
+            reason: format!("the redirect's Location is not a URL: {e}"),
+        })
 }
 
 /// A response with its whole body read.
@@ -420,5 +497,19 @@ mod tests {
             resolve(base, "next").unwrap(),
             "http://a.test:8080/dir/next"
         );
+        assert_eq!(
+            resolve(base, "?page=2").unwrap(),
+            "http://a.test:8080/dir/page?page=2"
+        );
+        assert_eq!(
+            resolve(base, "../up/there").unwrap(),
+            "http://a.test:8080/up/there"
+        );
+        assert_eq!(
+            resolve(base, "./same#frag").unwrap(),
+            "http://a.test:8080/dir/same#frag"
+        );
+        assert_eq!(resolve(base, "../../../x").unwrap(), "http://a.test:8080/x");
+        assert!(resolve(base, "http://[bad").is_err());
     }
 }

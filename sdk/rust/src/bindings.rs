@@ -5,7 +5,7 @@
 
 wit_bindgen::generate!({
     world: "toolbox",
-    path: "../wit",
+    path: "../../wit",
     generate_all,
     pub_export_macro: true,
     export_macro_name: "__export_toolbox",
