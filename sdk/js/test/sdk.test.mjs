@@ -233,6 +233,24 @@ describe('tools', () => {
     assert.equal(ran, false);
   });
 
+  test('an integer JavaScript cannot hold exactly is refused, not rounded', async () => {
+    const t = defineTool({ name: 't', description: 'd', input: { id: s.integer() }, run: ({ id }) => String(id) });
+    const { err } = await call(toolbox(t), 't', '{"id":9007199254740993}');
+    assert.equal(err.kind, 'invalid_input');
+    assert.match(err.message, /beyond the integers JavaScript holds exactly/);
+    assert.equal((await call(toolbox(t), 't', { id: 9007199254740991 })).ok.content[0].val, '9007199254740991');
+  });
+
+  test('what a plain JavaScript tool gets wrong fails the call, never the instance', async () => {
+    const numberText = defineTool({ name: 'n', description: 'd', input: {}, run: () => Output.text(42) });
+    assert.match((await call(toolbox(numberText), 'n', {})).err.message, /content block 0 \(text\): the text must be a string/);
+    const arrayImage = defineTool({ name: 'i', description: 'd', input: {}, run: () => new Output().withImage('image/png', [1, 2]) });
+    assert.match((await call(toolbox(arrayImage), 'i', {})).err.message, /must be a Uint8Array/);
+    const oddError = defineTool({ name: 'e', description: 'd', input: {}, run: () => { throw new ToolError(404, 7); } });
+    assert.deepEqual((await call(toolbox(oddError), 'e', {})).err, { kind: '404', message: '7', retryable: false });
+    assert.throws(() => defineTool({ name: 'x', input: {}, run: () => '' }), /needs a description/);
+  });
+
   test('an unknown tool is unknown_tool', async () => {
     assert.deepEqual((await call(toolbox(greet), 'nope', {})).err, {
       kind: 'unknown_tool',

@@ -162,7 +162,7 @@ export function request(url: string | URL, options: RequestOptions = {}): Respon
     if (response.status === 303 || (response.status !== 307 && response.status !== 308 && method === 'POST')) {
       method = 'GET';
       body = new Uint8Array();
-      headers = withoutHeaders(headers, ['content-type']);
+      headers = headers.filter(([name]) => !name.toLowerCase().startsWith('content-'));
     }
   }
   throw ToolError.unavailable(`too many redirects (more than ${maxRedirects}), last to ${target}`);
@@ -277,12 +277,16 @@ function sendOnce(
     throw fromErrorCode(origin, errorCode(e));
   }
   const stream = outgoing.write();
+  // A failed write is reported only when the request itself has nothing
+  // to say: a refused address or a closed connection fails the write too,
+  // and its own error says best why.
+  let writeFailure: ToolError | undefined;
   try {
     for (let i = 0; i < body.length; i += WRITE_CHUNK) {
       stream.blockingWriteAndFlush(body.subarray(i, i + WRITE_CHUNK));
     }
   } catch (e) {
-    throw ToolError.unavailable(`request to ${origin} failed writing the body: ${streamError(e)}`);
+    writeFailure = ToolError.unavailable(`request to ${origin} failed writing the body: ${streamError(e)}`);
   } finally {
     // The body cannot be finished while its stream is alive.
     stream[dispose]();
@@ -290,7 +294,7 @@ function sendOnce(
   try {
     OutgoingBody.finish(outgoing, undefined);
   } catch (e) {
-    throw fromErrorCode(origin, errorCode(e));
+    writeFailure ??= fromErrorCode(origin, errorCode(e));
   }
 
   const ready = pending.subscribe();
@@ -299,7 +303,7 @@ function sendOnce(
   const outcome = pending.get();
   pending[dispose]();
   if (outcome === undefined || outcome.tag === 'err') {
-    throw ToolError.internal(`request to ${origin}: the host gave no response after it was ready`);
+    throw writeFailure ?? ToolError.internal(`request to ${origin}: the host gave no response after it was ready`);
   }
   if (outcome.val.tag === 'err') {
     throw fromErrorCode(origin, outcome.val.val);

@@ -120,6 +120,7 @@ export function toToolOutput(result: unknown, structured: boolean): ToolOutput {
     return { content: [{ tag: 'text', val: result }] };
   }
   if (result instanceof Output) {
+    result.content.forEach(checkBlock);
     return {
       content: result.content,
       structured: result.structured === undefined ? undefined : toJson(result.structured),
@@ -132,4 +133,42 @@ export function toToolOutput(result: unknown, structured: boolean): ToolOutput {
   const json = toJson(result);
   const isObject = result !== null && typeof result === 'object' && !Array.isArray(result);
   return { content: [{ tag: 'text', val: json }], structured: structured && isObject ? json : undefined };
+}
+
+/**
+ * Throws a ToolError for a content block the contract cannot carry. Blocks
+ * are lowered after `call` returns, where a wrong type (a number for text,
+ * an array for bytes: easy in JavaScript without types) would trap the
+ * instance instead of failing the call.
+ */
+function checkBlock(block: ContentBlock, index: number): void {
+  const bad = (what: string): never => {
+    throw ToolError.internal(`content block ${index} (${String(block?.tag)}): ${what}`);
+  };
+  const text = (value: unknown, what: string) => typeof value === 'string' || bad(`${what} must be a string`);
+  const optionalText = (value: unknown, what: string) => value === undefined || text(value, what);
+  switch (block?.tag) {
+    case 'text':
+      text(block.val, 'the text');
+      break;
+    case 'image':
+    case 'audio':
+      text(block.val?.mimeType, 'the mime type');
+      if (!(block.val.data instanceof Uint8Array)) bad('the data must be a Uint8Array');
+      break;
+    case 'resource-link':
+      text(block.val?.uri, 'the uri');
+      text(block.val.name, 'the name');
+      optionalText(block.val.mimeType, 'the mime type');
+      optionalText(block.val.description, 'the description');
+      break;
+    case 'embedded':
+      text(block.val?.uri, 'the uri');
+      optionalText(block.val.mimeType, 'the mime type');
+      if (block.val.contents?.tag === 'text') text(block.val.contents.val, 'the text');
+      else if (!(block.val.contents?.val instanceof Uint8Array)) bad('the blob must be a Uint8Array');
+      break;
+    default:
+      bad('not a content block');
+  }
 }

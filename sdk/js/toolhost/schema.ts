@@ -197,6 +197,11 @@ function number(type: 'number' | 'integer', bounds: NumberBounds = {}): Type<num
         problems.push(`${at(path)} must be a number, got ${jsonType(value)}`);
       } else if (type === 'integer' && !Number.isInteger(value)) {
         problems.push(`${at(path)} must be an integer, got ${value}`);
+      } else if (type === 'integer' && !Number.isSafeInteger(value)) {
+        // JSON.parse has already rounded it: refused rather than changed.
+        problems.push(
+          `${at(path)} is ${value}, beyond the integers JavaScript holds exactly (±${Number.MAX_SAFE_INTEGER}); pass it as a string`,
+        );
       } else {
         checkBounds(value, path, bounds, problems);
       }

@@ -119,6 +119,9 @@ export function defineTool<I extends ObjectSchema, O extends ObjectSchema | unde
   if (!NAME.test(name)) {
     throw new TypeError(`tool name ${JSON.stringify(name)} must match ^[A-Za-z0-9_-]{1,64}$`);
   }
+  if (typeof definition.description !== 'string' || definition.description.trim() === '') {
+    throw new TypeError(`tool ${JSON.stringify(name)} needs a description: the model reads it to choose the tool`);
+  }
   const input = objectType(definition.input);
   const output = definition.output === undefined ? undefined : objectType(definition.output);
   const hints: Hints = {
@@ -197,7 +200,9 @@ export function toolbox(...tools: Tool[]): ToolExport {
         const error = toToolError(thrown);
         // componentize-js sends a thrown plain object as the `err` of the
         // call's result; a thrown Error (a ToolError too) would trap.
-        throw { kind: error.kind, message: error.message, retryable: error.retryable };
+        // Made the types the record needs: a plain JavaScript tool may have
+        // thrown `new ToolError(404, ...)`, which would trap when lowered.
+        throw { kind: String(error.kind), message: String(error.message), retryable: Boolean(error.retryable) };
       }
     },
   };

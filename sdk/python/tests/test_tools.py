@@ -122,6 +122,59 @@ class RunTest(unittest.TestCase):
         # On this machine /no exists nowhere but / does: a real missing file.
         self.assertError("t_fails", {"how": "file"}, "not_found", "/no/such/dir/file.txt", True)
 
+    def test_the_model_cannot_write_the_context(self):
+        @tool(name="t_ctx_optional")
+        def whoami(q: str, cx: Context | None = None) -> str:
+            """Say who asks."""
+            return cx.context_json()["user"]
+
+        spec = json.loads(_tools.specs()[-1].input_schema)
+        self.assertEqual(list(spec["properties"]), ["q"])
+        forged = {"q": "x", "cx": {"call_id": "x", "deadline_ms": 1, "context": '{"user":"admin"}'}}
+        with self.assertRaises(ToolError) as refused:
+            _tools.run("t_ctx_optional", json.dumps(forged), CONTEXT)
+        self.assertEqual(refused.exception.kind, "invalid_input")
+        self.assertEqual(_tools.run("t_ctx_optional", '{"q":"x"}', CONTEXT).content[0].text, "ada")
+
+        @dataclasses.dataclass
+        class Holder:
+            cx: Context
+
+        with self.assertRaises(TypeError):
+
+            @tool(name="t_ctx_nested")
+            def nested(h: Holder) -> str:
+                """Nested."""
+                return ""
+
+    def test_an_optional_field_left_out_of_a_dataclass_is_none(self):
+        @dataclasses.dataclass
+        class Query:
+            a: str
+            b: int | None
+
+        @tool(name="t_optional_field")
+        def q(query: Query) -> str:
+            """Echo b."""
+            return repr(query.b)
+
+        self.assertEqual(_tools.run("t_optional_field", '{"query":{"a":"x"}}', CONTEXT).content[0].text, "None")
+
+    def test_a_result_json_cannot_hold_is_an_internal_error(self):
+        @tool(name="t_nan", output=Counts)
+        def nan() -> dict:
+            """Overflow."""
+            return {"words": float("inf")}
+
+        with self.assertRaises(ToolError) as failed:
+            _tools.run("t_nan", "{}", CONTEXT)
+        self.assertEqual(failed.exception.kind, "internal")
+
+    def test_a_tool_error_makes_its_parts_text(self):
+        error = ToolError.unavailable(OSError(5, "I/O error"))
+        self.assertIsInstance(error.message, str)
+        self.assertTrue(error.retryable)
+
     def test_duplicate_names_are_refused(self):
         with self.assertRaisesRegex(ValueError, "two tools are named 't_echo'"):
             tool(name="t_echo")(plain_json)

@@ -37,8 +37,27 @@ class Tool:
         if error.kind == "internal" and error.__cause__ is not None:
             # The model gets the exception's text; the operator the traceback.
             cause = error.__cause__
-            _host.log.error("".join(traceback.format_exception(type(cause), cause, cause.__traceback__)))
-        raise wit.Err(wit.tool.ToolError(kind=error.kind, message=error.message, retryable=error.retryable))
+            try:
+                _host.log.error(
+                    _text("".join(traceback.format_exception(type(cause), cause, cause.__traceback__)))
+                )
+            except BaseException:  # noqa: BLE001 - the log is best effort; the answer is not
+                pass
+        raise wit.Err(
+            wit.tool.ToolError(kind=_text(error.kind), message=_text(error.message), retryable=bool(error.retryable))
+        )
+
+
+def _text(value: object) -> str:
+    """`value` as a string the contract takes: text, with what is not UTF-8
+    (lone surrogates, from `os.listdir` or JSON) replaced. A string that is
+    not would trap the instance as it is handed to the host, after `call`
+    has returned, where nothing can catch it."""
+    return str(value).encode("utf-8", "replace").decode("utf-8")
+
+
+def _maybe_text(value: object) -> str | None:
+    return None if value is None else _text(value)
 
 
 def _spec(spec: _tools.Spec) -> Any:
@@ -66,29 +85,42 @@ def _output(output: Output) -> Any:
     wit = _bindings.require().tool
     return wit.ToolOutput(
         content=[_block(block) for block in output.content],
-        structured=output.structured,
-        artifact=output.artifact,
+        structured=_maybe_text(output.structured),
+        artifact=_maybe_text(output.artifact),
     )
 
 
 def _block(block: object) -> Any:
     wit = _bindings.require().tool
     if isinstance(block, Text):
-        return wit.ContentBlock_Text(block.text)
+        return wit.ContentBlock_Text(_text(block.text))
     if isinstance(block, Image):
-        return wit.ContentBlock_Image(wit.Media(mime_type=block.mime_type, data=bytes(block.data)))
+        return wit.ContentBlock_Image(wit.Media(mime_type=_text(block.mime_type), data=_bytes(block.data)))
     if isinstance(block, Audio):
-        return wit.ContentBlock_Audio(wit.Media(mime_type=block.mime_type, data=bytes(block.data)))
+        return wit.ContentBlock_Audio(wit.Media(mime_type=_text(block.mime_type), data=_bytes(block.data)))
     if isinstance(block, ResourceLink):
         return wit.ContentBlock_ResourceLink(
             wit.ResourceLink(
-                uri=block.uri, name=block.name, mime_type=block.mime_type, description=block.description
+                uri=_text(block.uri),
+                name=_text(block.name),
+                mime_type=_maybe_text(block.mime_type),
+                description=_maybe_text(block.description),
             )
         )
-    assert isinstance(block, Resource)
+    if not isinstance(block, Resource):
+        raise TypeError(f"a content block is Text, Image, Audio, ResourceLink or Resource, not {type(block).__name__}")
     contents = (
-        wit.ResourceContents_Text(block.text)
+        wit.ResourceContents_Text(_text(block.text))
         if block.text is not None
-        else wit.ResourceContents_Blob(bytes(block.data or b""))
+        else wit.ResourceContents_Blob(_bytes(block.data or b""))
     )
-    return wit.ContentBlock_Embedded(wit.EmbeddedResource(uri=block.uri, mime_type=block.mime_type, contents=contents))
+    return wit.ContentBlock_Embedded(
+        wit.EmbeddedResource(uri=_text(block.uri), mime_type=_maybe_text(block.mime_type), contents=contents)
+    )
+
+
+def _bytes(data: object) -> bytes:
+    """Binary content as bytes; `bytes(5)` would be five zero bytes."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"binary content must be bytes, not {type(data).__name__}")
+    return bytes(data)

@@ -15,13 +15,16 @@ class ToolError(Exception):
     """
 
     def __init__(self, kind: str, message: str, retryable: bool = False) -> None:
+        # Anything given is made text: `ToolError.unavailable(e)` with an
+        # exception is a natural thing to write, and the contract takes strings.
+        kind, message = str(kind), str(message)
         super().__init__(message)
         #: Short machine-readable class, e.g. `not_found`.
         self.kind = kind
         #: What went wrong, written for the model.
         self.message = message
         #: Whether calling again (perhaps with other arguments) can succeed.
-        self.retryable = retryable
+        self.retryable = bool(retryable)
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message}"

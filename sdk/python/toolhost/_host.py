@@ -24,7 +24,7 @@ class _Log:
         if level not in _LEVELS:
             raise ValueError(f"log level {level!r} is not one of {', '.join(_LEVELS)}")
         host = _bindings.require().host
-        host.log(host.Level[level.upper()], message)
+        host.log(host.Level[level.upper()], _text(message))
 
     def trace(self, message: str) -> None:
         """Log at level trace."""
@@ -50,6 +50,12 @@ class _Log:
 log = _Log()
 
 
+def _text(value: object) -> str:
+    """`value` as a string the host takes: what is not UTF-8 replaced, since
+    a string that is not traps the instance as it is handed over."""
+    return str(value).encode("utf-8", "replace").decode("utf-8")
+
+
 def config(key: str) -> str | None:
     """The value granted to this component under `key`, or None.
 
@@ -57,7 +63,7 @@ def config(key: str) -> str | None:
     (`config = { api_key = { env = "WEATHER_KEY" } }`): the model never
     sees them and the host never logs them.
     """
-    return _bindings.require().host.config(key)
+    return _bindings.require().host.config(_text(key))
 
 
 def progress(done: float, total: float | None = None, message: str | None = None) -> None:
@@ -67,7 +73,9 @@ def progress(done: float, total: float | None = None, message: str | None = None
     A report whose `done` does not grow is dropped, as are reports past the
     host's budget for the call.
     """
-    _bindings.require().host.progress(float(done), None if total is None else float(total), message)
+    _bindings.require().host.progress(
+        float(done), None if total is None else float(total), None if message is None else _text(message)
+    )
 
 
 def ask(question: str, schema: Any) -> Any:

@@ -134,7 +134,9 @@ def to_json(value: Any) -> str:
 
     Compact because every byte of a result ends up in the model's context.
     """
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_jsonable)
+    # NaN and Infinity are not JSON: refused here, not sent on as text no
+    # client can parse.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_jsonable)
 
 
 def _jsonable(value: Any) -> Any:

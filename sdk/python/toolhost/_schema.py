@@ -86,7 +86,32 @@ def _schema(tp: Any, description: str | None, seen: tuple) -> dict:
     return schema
 
 
+def strip(tp: Any) -> Any:
+    """`tp` without `Annotated[...]` and without `| None`, when one type is left."""
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    if _is_union(tp):
+        rest = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        if len(rest) == 1:
+            return strip(rest[0])
+    return tp
+
+
+def refers_to(tp: Any, target: type) -> bool:
+    """Whether `target` appears anywhere in type hint `tp`."""
+    if tp is target:
+        return True
+    return any(refers_to(arg, target) for arg in typing.get_args(tp) if not isinstance(arg, str))
+
+
 def _bare_schema(tp: Any, seen: tuple) -> dict:
+    from ._output import Context  # a cycle at import time otherwise
+
+    if tp is Context:
+        raise TypeError(
+            "Context is the call's own, given by the host: it cannot be part of the "
+            "arguments the model writes"
+        )
     if tp is Any:
         return {}
     if tp is str:
@@ -290,6 +315,18 @@ def convert_object(value: Any, tp: type, path: str) -> Any:
     """A JSON object as dataclass or TypedDict `tp`."""
     entries = _expect(value, dict, path, "an object")
     kwargs = convert_fields(entries, _fields(tp), path)
+    # An optional field (`T | None`) without a default may be left out by
+    # the model, yet the class needs a value: None, as it says.
+    if dataclasses.is_dataclass(tp):
+        missing = [
+            f.name
+            for f in dataclasses.fields(tp)
+            if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+    else:
+        missing = list(getattr(tp, "__required_keys__", ()))
+    for name in missing:
+        kwargs.setdefault(name, None)
     return tp(**kwargs)
 
 

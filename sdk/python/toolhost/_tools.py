@@ -206,6 +206,11 @@ def _describe(
             f"tool {tool_name!r} has no description: give the function a docstring "
             "(the model reads it to choose the tool) or pass description="
         )
+    if inspect.iscoroutinefunction(function):
+        raise TypeError(
+            f"tool {tool_name!r} is `async def`: a tool is a plain function (the call itself "
+            "blocks on I/O; there is no event loop to await in)"
+        )
     hints = typing.get_type_hints(function, include_extras=True)
     fields: list[tuple[str, Any, bool]] = []
     context_param = None
@@ -221,7 +226,14 @@ def _describe(
                 "the input schema is derived from it"
             )
         hint = hints[param.name]
-        if hint is Context:
+        # `Context`, however spelled (`Context | None`, `Annotated[Context, ...]`),
+        # is the call's own: never an argument the model could write.
+        if _schema.refers_to(hint, Context):
+            if _schema.strip(hint) is not Context:
+                raise TypeError(
+                    f"tool {tool_name!r}: parameter {param.name!r}: annotate the call's "
+                    "context as plain `Context` (it is always given)"
+                )
             context_param = param.name
             continue
         optional = _schema.is_optional(hint)

@@ -99,9 +99,11 @@ def request(
     if json is not None:
         if body is not None:
             raise ValueError("pass body= or json=, not both")
-        body = _json.dumps(json, separators=(",", ":"))
+        body = _json.dumps(json, separators=(",", ":"), allow_nan=False)
         if not any(name.lower() == "content-type" for name, _ in pairs):
             pairs.append(("content-type", "application/json"))
+    if body is not None and not isinstance(body, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
     payload = body.encode() if isinstance(body, str) else bytes(body or b"")
     method = method.upper()
     for _ in range(max_redirects + 1):
@@ -109,11 +111,33 @@ def request(
         location = response.header("location") if response.status in (301, 302, 303, 307, 308) else None
         if location is None or max_redirects == 0:
             return response
-        url = urljoin(url, location)
-        # 303 always, and 301/302 after POST by long-standing practice, become GET.
+        next_url = urljoin(url, location)
+        # Credentials go only where they were meant to: to another origin,
+        # as browsers and curl do, they are dropped.
+        if _origin(next_url) != _origin(url):
+            pairs = [(n, v) for n, v in pairs if n.lower() not in _CREDENTIALS]
+        url = next_url
+        # 303 always, and 301/302 after POST by long-standing practice, become
+        # GET, and the body and what describes it are dropped.
         if response.status == 303 or (response.status in (301, 302) and method == "POST"):
             method, payload = "GET", b""
+            pairs = [(n, v) for n, v in pairs if not n.lower().startswith("content-")]
     raise ToolError.unavailable(f"too many redirects (more than {max_redirects}), last to {url}")
+
+
+# Headers that carry credentials: sent to the origin they were given for only.
+_CREDENTIALS = ("authorization", "cookie", "proxy-authorization")
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of `url`, the default port made explicit."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
 
 
 def get(url: str, headers: dict[str, str] | None = None, timeout: float | None = None, **options: Any) -> Response:

@@ -53,6 +53,9 @@ class Store:
 
     def set(self, key: str, value: bytes | str) -> None:
         """Set `key` to `value` (text is stored as UTF-8)."""
+        if not isinstance(value, (str, bytes, bytearray, memoryview)):
+            # bytes(5) would store five zero bytes.
+            raise TypeError(f"a value is bytes or str, not {type(value).__name__}; use set_json for others")
         data = value.encode() if isinstance(value, str) else bytes(value)
         _call(self.name, self._bucket.set, key, data)
 
@@ -87,7 +90,7 @@ class Store:
 
     def set_json(self, key: str, value: Any) -> None:
         """Set `key` to `value` as compact JSON."""
-        self.set(key, json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+        self.set(key, json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
 
     def increment(self, key: str, delta: int = 1) -> int:
         """Add `delta` to the counter under `key` (0 when there is none); return the new value.
@@ -95,6 +98,8 @@ class Store:
         Counters are kept as decimal text; a value that is not one raises
         an `invalid_input` ToolError.
         """
+        if isinstance(delta, bool) or not isinstance(delta, int) or not 0 <= delta < 2**63:
+            raise ToolError.invalid_input(f"an increment is a whole number from 0 to 2**63-1, not {delta!r}")
         return _call(self.name, _bindings.require().atomics.increment, self._bucket, key, delta)
 
     def close(self) -> None:
