@@ -31,13 +31,8 @@ echo "built ${rust_tools[*]} probe-dup -> $out/"
 # features `cargo test --workspace` uses, so the tests reuse it.
 cargo build --release --quiet --workspace --bin toolhost
 
-# The C SDK's probe, for the host's tests: compiled as the C scaffold's
-# build.sh compiles a tool.
-core=$(mktemp --suffix=.wasm)
-trap 'rm -f "$core"' EXIT
-clang-19 --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -Os -Wall -Wextra -Werror \
-    -Wl,--strip-all -I sdk/c -o "$core" tests/probe-c/probe.c sdk/c/toolhost.c sdk/c/bindings/toolbox.c
-target/release/toolhost componentize "$core" -o "$out/probe-c.wasm"
+# The C SDK's probe, for the host's tests: built as every C tool is.
+TOOLHOST=target/release/toolhost CFLAGS="-Werror" sdk/c/build.sh "$out/probe-c.wasm" tests/probe-c/probe.c
 echo "built probe-c -> $out/probe-c.wasm"
 
 for dir in example-tools/text-py example-tools/units-js example-tools/base64-c; do

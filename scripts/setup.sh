@@ -5,7 +5,7 @@
 #   - componentize-py (Python tools), pinned
 #   - componentize-js and jco, from example-tools/units-js/package-lock.json
 #   - redis-server (Debian's package), for the tests of shared stores
-#   - clang-19, lld-19 and wasi-libc (Debian's packages), for C tools
+# (C tools' compiler and libc are installed by sdk/c/build.sh, which builds them.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,11 +33,4 @@ if ! command -v redis-server >/dev/null; then
     echo "setup: installing redis-server (apt-get)"
     $sudo apt-get install -y -qq redis-server >/dev/null ||
         { echo "setup: could not install redis-server; install it (apt-get install redis-server)" >&2; exit 1; }
-fi
-
-c_packages=(clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32)
-if ! command -v clang-19 >/dev/null || ! command -v wasm-ld-19 >/dev/null || [ ! -f /usr/lib/wasm32-wasi/libc.a ]; then
-    echo "setup: installing ${c_packages[*]} (apt-get)"
-    $sudo apt-get install -y -qq "${c_packages[@]}" >/dev/null ||
-        { echo "setup: could not install the C toolchain; install it (apt-get install ${c_packages[*]})" >&2; exit 1; }
 fi

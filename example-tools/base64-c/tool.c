@@ -45,35 +45,9 @@ static int value_of(char c) {
     return at ? (int)(at - ALPHABET) : -1;
 }
 
-/* Whether bytes [0, len) are text: well-formed UTF-8 (no overlong forms,
- * surrogates or code points past U+10FFFF, which the contract's strings
- * refuse) without NUL. */
+/* Whether bytes [0, len) are text: UTF-8 without NUL. */
 static bool is_text(const uint8_t *s, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        uint8_t c = s[i];
-        size_t extra;
-        uint8_t low = 0x80, high = 0xBF; /* the range of the second byte */
-        if (c == 0) return false;
-        if (c < 0x80) extra = 0;
-        else if (c >= 0xC2 && c <= 0xDF) extra = 1;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            extra = 2;
-            if (c == 0xE0) low = 0xA0;
-            if (c == 0xED) high = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            extra = 3;
-            if (c == 0xF0) low = 0x90;
-            if (c == 0xF4) high = 0x8F;
-        } else return false;
-        if (extra > len - i - 1) return false;
-        for (size_t k = 1; k <= extra; k++) {
-            uint8_t b = s[i + k];
-            if (k == 1 ? (b < low || b > high) : (b & 0xC0) != 0x80) return false;
-        }
-        i += extra + 1;
-    }
-    return true;
+    return memchr(s, 0, len) == NULL && toolhost_utf8_valid(s, len);
 }
 
 static void decode(const toolhost_call *call, toolhost_result *out) {

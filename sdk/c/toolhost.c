@@ -497,41 +497,57 @@ void toolhost_file_error(toolhost_result *out, const char *path, int err) {
 
 /* --- The contract's exports ------------------------------------------------------ */
 
+/* The length of the well-formed UTF-8 sequence at s[i] (1 to 4), or 0 when
+ * there is none: no overlong forms, surrogates or code points past
+ * U+10FFFF, which the contract's strings refuse. */
+static size_t utf8_sequence(const uint8_t *s, size_t i, size_t len) {
+    uint8_t c = s[i];
+    size_t extra;
+    uint8_t low = 0x80, high = 0xBF; /* the range of the second byte */
+    if (c < 0x80) {
+        return 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+        extra = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        extra = 2;
+        if (c == 0xE0) low = 0xA0;
+        if (c == 0xED) high = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        extra = 3;
+        if (c == 0xF0) low = 0x90;
+        if (c == 0xF4) high = 0x8F;
+    } else {
+        return 0;
+    }
+    if (extra > len - i - 1) {
+        return 0;
+    }
+    for (size_t k = 1; k <= extra; k++) {
+        uint8_t b = s[i + k];
+        if (k == 1 ? (b < low || b > high) : (b & 0xC0) != 0x80) {
+            return 0;
+        }
+    }
+    return extra + 1;
+}
+
+bool toolhost_utf8_valid(const uint8_t *s, size_t len) {
+    for (size_t i = 0, n; i < len; i += n) {
+        if ((n = utf8_sequence(s, i, len)) == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Replace each byte of `s` that is not part of well-formed UTF-8 with '?',
  * in place: the contract's strings are UTF-8, and one that is not would fail
  * the call instead of carrying what the tool meant to say. */
 static void repair_utf8(uint8_t *s, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        uint8_t c = s[i];
-        size_t extra = 0;
-        uint8_t low = 0x80, high = 0xBF; /* the range of the second byte */
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            extra = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            extra = 2;
-            if (c == 0xE0) low = 0xA0;
-            if (c == 0xED) high = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            extra = 3;
-            if (c == 0xF0) low = 0x90;
-            if (c == 0xF4) high = 0x8F;
-        } else {
-            s[i++] = '?';
-            continue;
-        }
-        bool ok = extra <= len - i - 1;
-        for (size_t k = 1; ok && k <= extra; k++) {
-            uint8_t b = s[i + k];
-            ok = k == 1 ? (b >= low && b <= high) : (b & 0xC0) == 0x80;
-        }
-        if (ok) {
-            i += extra + 1;
-        } else {
-            s[i++] = '?';
+    for (size_t i = 0, n; i < len; i += n) {
+        if ((n = utf8_sequence(s, i, len)) == 0) {
+            s[i] = '?';
+            n = 1;
         }
     }
 }

@@ -133,6 +133,9 @@ void toolhost_text(toolhost_result *out, const char *format, ...)
 void toolhost_image(toolhost_result *out, const char *mime_type, const uint8_t *data, size_t len);
 /* Set the structured result: JSON matching the tool's output_schema. */
 void toolhost_structured(toolhost_result *out, const char *json);
+/* Whether bytes [0, len) are well-formed UTF-8, as the contract's strings
+ * must be (no overlong forms, surrogates or code points past U+10FFFF). */
+bool toolhost_utf8_valid(const uint8_t *s, size_t len);
 /* Fail the call with a typed error, printf-style: `kind` is a short class
  * (e.g. "invalid_input", "not_found"), the message is for the model and says
  * what to change, and `retryable` whether calling again can help. Content
