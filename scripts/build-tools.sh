@@ -33,7 +33,9 @@ cargo build --release --quiet --workspace --bin toolhost
 
 # The C SDK's probe, for the host's tests: built as every C tool is.
 TOOLHOST=target/release/toolhost CFLAGS="-Werror" sdk/c/build.sh "$out/probe-c.wasm" tests/probe-c/probe.c
-echo "built probe-c -> $out/probe-c.wasm"
+# A C tool whose constructor logs while its instance is made.
+TOOLHOST=target/release/toolhost CFLAGS="-Werror" sdk/c/build.sh "$out/probe-c-early.wasm" tests/probe-c/early.c
+echo "built probe-c probe-c-early -> $out/"
 
 for dir in example-tools/text-py example-tools/units-js example-tools/base64-c; do
     name=$(basename "$dir")

@@ -42,6 +42,10 @@ from arithmetic import evaluate, format_number  # noqa: E402
 # Default invokes per batch size: enough samples for a p99 while the whole run
 # (warm-up and throughput included) takes 20-35 s on 2 cores.
 DEFAULT_ITERATIONS: dict[int, int] = {1: 4000, 8: 1500, 64: 300}
+# One call at a time with a pause between calls, as toolhost's tools are
+# timed too: a machine that idles between calls is slower to answer.
+APART_SECONDS = 0.005
+APART_ITERATIONS = 1000
 THROUGHPUT_BATCH = 64
 THROUGHPUT_SECONDS = 3.0
 EXPRESSION = "6*7"
@@ -84,14 +88,18 @@ def percentile(sorted_ns: list[int], p: float) -> int:
     return sorted_ns[math.floor((len(sorted_ns) - 1) * p + 0.5)]
 
 
-def time_batch(node: ToolNode, size: int, iterations: int) -> dict[str, Any]:
-    """Time `iterations` invokes of one batch of `size` calls, after a warm-up."""
+def time_batch(node: ToolNode, size: int, iterations: int, pause: float = 0.0) -> dict[str, Any]:
+    """Time `iterations` invokes of one batch of `size` calls, after a warm-up,
+    each `pause` seconds after the one before (untimed), as an agent's calls
+    come a model's answer apart."""
     state = {"messages": [tool_calls_message(size)]}
     check_output(node.invoke(state, runtime=RUNTIME), size)
     for _ in range(max(1, iterations // 10)):
         node.invoke(state, runtime=RUNTIME)
     samples: list[int] = []
     for _ in range(iterations):
+        if pause:
+            time.sleep(pause)
         started = time.perf_counter_ns()
         node.invoke(state, runtime=RUNTIME)
         samples.append(time.perf_counter_ns() - started)
@@ -145,6 +153,9 @@ def main() -> None:
         print(f"batch {size}: {iterations} invokes", file=sys.stderr)
         batches.append(time_batch(node, size, iterations))
         print(f"  {batches[-1]}", file=sys.stderr)
+    print(f"one call at a time, {APART_SECONDS * 1000:.0f} ms apart: {APART_ITERATIONS} invokes", file=sys.stderr)
+    apart = time_batch(node, 1, args.iterations or APART_ITERATIONS, APART_SECONDS)
+    print(f"  {apart}", file=sys.stderr)
     print(f"throughput: batches of {THROUGHPUT_BATCH} for {THROUGHPUT_SECONDS:.0f} s", file=sys.stderr)
     calls_per_s = throughput(node)
     print(f"  {calls_per_s:.0f} calls/s", file=sys.stderr)
@@ -159,6 +170,7 @@ def main() -> None:
         "batches": batches,
         "throughput_calls_per_s": round(calls_per_s, 1),
         "single_call_p50_us": batches[0]["p50_us"],
+        "single_call_apart": apart,
         "notes": dispatch_note(),
     }
     print(json.dumps(result))

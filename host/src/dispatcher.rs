@@ -244,7 +244,7 @@ struct Entry {
 
 /// One component with its concurrency gate.
 struct Slot {
-    loaded: LoadedComponent,
+    loaded: Arc<LoadedComponent>,
     config: ComponentConfig,
     permits: Semaphore,
     tools: Vec<String>,
@@ -308,8 +308,17 @@ impl ToolHost {
             .chain([options.max_memory])
             .max()
             .unwrap_or_default();
-        let sandbox =
-            Arc::new(Sandbox::new(&options).map_err(|e| LoadError::Engine(format!("{e:#}")))?);
+        // Instances made ahead of their calls, and the stores of calls
+        // over that wait to be dropped, take pool slots of their own.
+        let ahead = components
+            .iter()
+            .map(|c| crate::sandbox::kept_ready(c).0.saturating_mul(2))
+            .fold(0u32, |sum, n| {
+                sum.saturating_add(u32::try_from(n).unwrap_or(u32::MAX))
+            });
+        let sandbox = Arc::new(
+            Sandbox::new(&options, ahead).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
+        );
         let compiled = futures::future::join_all(components.iter().cloned().map(|config| {
             let sandbox = sandbox.clone();
             tokio::task::spawn_blocking(move || {
@@ -381,6 +390,8 @@ impl ToolHost {
                 }
                 None => None,
             };
+            let loaded = Arc::new(loaded);
+            loaded.keep_ready();
             slots.push(Slot {
                 permits: Semaphore::new(config.limits.max_concurrency),
                 loaded,
@@ -450,6 +461,16 @@ impl ToolHost {
             Approval::Always => true,
             Approval::Destructive => entry.spec.hints.destructive,
         }
+    }
+
+    /// How many instances of each component are made ahead of their calls
+    /// and ready now (see [`crate::limits::ReadyInstances`]), in manifest
+    /// order.
+    pub fn ready_instances(&self) -> impl Iterator<Item = (&ComponentConfig, usize)> {
+        self.inner
+            .slots
+            .iter()
+            .map(|s| (&s.config, s.loaded.ready_now()))
     }
 
     /// How many instances are running calls right now.
@@ -776,6 +797,7 @@ impl ToolHost {
                 approval_wait,
                 queue_wait,
                 questions: ran.questions,
+                made_ahead: ran.made_ahead,
                 ..CallStats::default()
             },
         }

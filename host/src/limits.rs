@@ -29,12 +29,45 @@ pub struct Limits {
     /// Bytes of arguments (as JSON text) a call may carry; more is refused
     /// as `invalid_arguments` before it is parsed.
     pub max_arguments: usize,
+    /// Instances of the component made ahead of its calls and kept ready,
+    /// so a call pays for running, not for instantiating. Each is still
+    /// used for exactly one call and then discarded. Each one held ready
+    /// keeps one slot of the instance pool and its memory (see the README's
+    /// Performance section).
+    pub ready: ReadyInstances,
 }
+
+/// How many instances of a component are made ahead of its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadyInstances {
+    /// Two, unless instantiating the component is so quick (most Rust and C
+    /// tools) that handing it to a background task costs a call more than
+    /// it saves; then none. The default.
+    Auto,
+    /// Exactly this many, however quick instantiating is; 0 makes every
+    /// instance when its call arrives.
+    Exactly(usize),
+}
+
+impl ReadyInstances {
+    /// How many to keep at most, and whether that depends on measuring.
+    pub(crate) fn most(self) -> (usize, bool) {
+        match self {
+            Self::Auto => (AUTO_READY, true),
+            Self::Exactly(n) => (n, false),
+        }
+    }
+}
+
+/// What `ready = "auto"` keeps where it pays: one for the call that comes,
+/// one for the call that comes while the first is replaced.
+const AUTO_READY: usize = 2;
 
 impl Default for Limits {
     /// Defaults that let an ordinary tool run and stop a runaway one quickly:
     /// 5 s, 2e9 fuel (about a second of compute), 64 MiB, 32 KiB of output,
-    /// 16 concurrent calls, 256 KiB of arguments.
+    /// 16 concurrent calls, 256 KiB of arguments, instances made ahead
+    /// where that pays ([`ReadyInstances::Auto`]).
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(5),
@@ -43,6 +76,7 @@ impl Default for Limits {
             max_output: 32 * 1024,
             max_concurrency: 16,
             max_arguments: 256 * 1024,
+            ready: ReadyInstances::Auto,
         }
     }
 }
@@ -57,6 +91,15 @@ pub(crate) struct RawLimits {
     pub max_output: Option<ByteSize>,
     pub max_concurrency: Option<usize>,
     pub max_arguments: Option<ByteSize>,
+    pub ready: Option<RawReady>,
+}
+
+/// `ready` as written: a count or `"auto"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawReady {
+    Count(usize),
+    Word(String),
 }
 
 /// A size written as a number of bytes or a string like `"64MiB"`.
@@ -131,6 +174,20 @@ impl Limits {
             }
             limits.max_concurrency = max_concurrency;
         }
+        if let Some(ready) = &raw.ready {
+            limits.ready = match ready {
+                RawReady::Word(word) if word == "auto" => ReadyInstances::Auto,
+                RawReady::Count(n) if *n <= MAX_READY => ReadyInstances::Exactly(*n),
+                _ => {
+                    return Err((
+                        "ready",
+                        format!(
+                            "must be \"auto\" or a count from 0 to {MAX_READY} (0 makes every instance at call time)"
+                        ),
+                    ));
+                }
+            };
+        }
         Ok(limits)
     }
 }
@@ -203,6 +260,9 @@ const MAX_MEMORY: u64 = 4 * 1024 * 1024 * 1024;
 const MIN_OUTPUT: usize = 256;
 /// Far more calls of one component at once than one host can run.
 const MAX_CONCURRENCY: usize = 65_536;
+/// Instances one component may keep ready: each holds a pool slot and its
+/// memory, and a handful already hides instantiation from one caller.
+const MAX_READY: usize = 64;
 /// `{}` and a little more.
 const MIN_ARGUMENTS: usize = 2;
 /// Far more than any model writes in one call; the host parses and checks
@@ -249,5 +309,18 @@ max_output = 1024"#))
             .overridden_by(&raw(r#"memory = "8GiB""#))
             .unwrap_err();
         assert!(err.1.contains("4 GiB"));
+        let err = Limits::default()
+            .overridden_by(&raw("ready = 65"))
+            .unwrap_err();
+        assert_eq!(err.0, "ready");
+        assert!(err.1.contains("from 0 to 64"), "{}", err.1);
+        let err = Limits::default()
+            .overridden_by(&raw(r#"ready = "lots""#))
+            .unwrap_err();
+        assert!(err.1.contains(r#""auto""#), "{}", err.1);
+        let ready = |toml: &str| Limits::default().overridden_by(&raw(toml)).unwrap().ready;
+        assert_eq!(ready("ready = 0"), ReadyInstances::Exactly(0));
+        assert_eq!(ready(r#"ready = "auto""#), ReadyInstances::Auto);
+        assert_eq!(Limits::default().ready, ReadyInstances::Auto);
     }
 }

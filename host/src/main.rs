@@ -1431,7 +1431,7 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
         }
         let limits = &config.limits;
         println!(
-            "  limits: timeout {}, fuel {}, memory {}, output {}, arguments {}, concurrency {}",
+            "  limits: timeout {}, fuel {}, memory {}, output {}, arguments {}, concurrency {}, ready {}",
             humantime::format_duration(limits.timeout),
             limits.fuel,
             bytesize::ByteSize::b(limits.memory).display().iec(),
@@ -1441,7 +1441,11 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
             bytesize::ByteSize::b(limits.max_arguments as u64)
                 .display()
                 .iec(),
-            limits.max_concurrency
+            limits.max_concurrency,
+            match limits.ready {
+                toolhost::limits::ReadyInstances::Auto => "auto".to_owned(),
+                toolhost::limits::ReadyInstances::Exactly(n) => n.to_string(),
+            }
         );
         let approval = match config.approval {
             Approval::Never => "never asked",

@@ -279,6 +279,9 @@ pub struct CallStats {
     /// Questions the tool asked a person, answered or not (a result with
     /// any is never cached).
     pub questions: u32,
+    /// Ran in an instance made ahead of the call (see
+    /// [`crate::limits::ReadyInstances`]), not one made when it arrived.
+    pub made_ahead: bool,
 }
 
 /// How one tool call ended.

@@ -272,6 +272,7 @@ mod properties {
         "max_output",
         "max_concurrency",
         "max_arguments",
+        "ready",
         "provider",
         "base_url",
         "api_key_env",
@@ -373,7 +374,9 @@ mod properties {
                 1 => integer(),
             ]
             .boxed(),
-            "fuel" | "max_concurrency" | "max_steps" | "max_tokens" | "max_retries" => integer(),
+            "fuel" | "max_concurrency" | "ready" | "max_steps" | "max_tokens" | "max_retries" => {
+                integer()
+            }
             "stream" => any::<bool>().prop_map(Value::Boolean).boxed(),
             "host" => mostly(&["data", "./data", "data/"], WORDS),
             "guest" => mostly(&["/data", "/out", "/", "/data/"], WORDS),
@@ -420,6 +423,7 @@ mod properties {
                 "max_output",
                 "max_concurrency",
                 "max_arguments",
+                "ready",
             ],
         )
     }

@@ -104,7 +104,7 @@ fn state() -> wasmtime::Result<State> {
         &files,
         &Arc::new(super::secrets::Secrets::default()),
         u64::MAX,
-        info,
+        super::state::Binding::Call(info),
         super::state::Purpose::Call,
     )
 }

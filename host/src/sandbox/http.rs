@@ -263,6 +263,9 @@ pub(crate) struct HttpGate {
     connections: Arc<Semaphore>,
     /// The component's share of the process's descriptors.
     descriptors: Arc<FdShare>,
+    /// Whether the instance has its call: one made ahead of it sends
+    /// nothing (a request would belong to no call).
+    pub(crate) for_call: bool,
 }
 
 impl HttpGate {
@@ -272,6 +275,7 @@ impl HttpGate {
             refusals,
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             descriptors,
+            for_call: true,
         }
     }
 
@@ -345,7 +349,11 @@ impl WasiHttpHooks for HttpGate {
         fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> Box<dyn Future<Output = wasmtime_wasi_http::Result<Sent>> + Send> {
         _ = fut;
-        let admitted = self.admit(request.uri());
+        let admitted = if self.for_call {
+            self.admit(request.uri())
+        } else {
+            Err(Error::HttpRequestDenied)
+        };
         let refusals = self.refusals.clone();
         Box::new(async move { send(request, admitted?, options, refusals).await })
     }

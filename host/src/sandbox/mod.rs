@@ -33,6 +33,7 @@ mod http;
 mod interact;
 mod keyvalue;
 mod logging;
+mod ready;
 mod refusal;
 mod secrets;
 mod state;
@@ -42,7 +43,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTableError;
 
@@ -51,6 +52,20 @@ use wasmtime::error::Context as _;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 pub use budget::raise_descriptor_limit;
+
+/// How many instances of `config`'s component are kept made ahead of their
+/// calls at most, and whether only where it pays (`ready = "auto"`). A
+/// component granted directories gets none: an instance made ahead could
+/// read or write its files while it has no call (HTTP and stores are
+/// refused to such an instance instead, so the component can be told
+/// unfit), and would hold descriptors while it waits.
+pub(crate) fn kept_ready(config: &ComponentConfig) -> (usize, bool) {
+    if !config.grants.files().is_empty() {
+        return (0, false);
+    }
+    let (most, measured) = config.limits.ready.most();
+    (most.min(config.limits.max_concurrency), measured)
+}
 pub use cache::{CacheStatus, default_dir as default_cache_dir};
 pub use interact::ASK_WAIT;
 
@@ -58,8 +73,9 @@ use self::bindings::v0_2::toolhost::tool::types as wit;
 use self::bindings::{v0_1, v0_2};
 use self::deadline::Deadline;
 use self::files::ComponentFiles;
+use self::ready::{Pool, Prepared, Ready, StopOnExit, Toolbox};
 use self::secrets::Secrets;
-use self::state::{CallInfo, Purpose, State};
+use self::state::{Binding, CallInfo, Purpose, State};
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::manifest::ComponentConfig;
@@ -132,6 +148,16 @@ const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// Bytes of each memory, table and stack slot kept mapped between calls.
 const KEEP_RESIDENT: usize = 2 << 20;
 
+/// Pool slots kept warm (resident, ready for the same component) while
+/// unused, besides those of instances made ahead.
+const WARM_SLOTS: u32 = 32;
+
+/// Bytes of each memory slot kept mapped between calls when memories are
+/// filled by copying: room for the data of a Python or JavaScript tool
+/// (CPython's and SpiderMonkey's heaps are snapshots of several MiB) and
+/// the pages its calls write.
+const KEEP_RESIDENT_COPIED: usize = 64 << 20;
+
 /// Engine-wide settings.
 #[derive(Debug, Clone)]
 pub struct SandboxOptions {
@@ -159,25 +185,27 @@ pub(crate) struct Sandbox {
     engine: Engine,
     linker: Linker<State>,
     cache: Option<cache::Cache>,
-    /// Calls that found the instance pool full wait here, and retry one at
-    /// a time: retrying together, they could each take part of the pool and
-    /// all fail again.
-    pool_queue: Arc<tokio::sync::Mutex<()>>,
-    _ticker: EpochTicker,
+    /// The instance pool as calls and instances made ahead share it.
+    pool: Arc<Pool>,
+    ticker: Arc<EpochTicker>,
 }
 
 impl Sandbox {
-    pub(crate) fn new(options: &SandboxOptions) -> wasmtime::Result<Self> {
-        let engine = Engine::new(&engine_config(options)).context("creating the wasm engine")?;
+    /// The engine for `options`, with room in its instance pool for
+    /// `ahead` instances made ahead of their calls besides the
+    /// `max_instances` running calls.
+    pub(crate) fn new(options: &SandboxOptions, ahead: u32) -> wasmtime::Result<Self> {
+        let engine =
+            Engine::new(&engine_config(options, ahead)).context("creating the wasm engine")?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         files::add_to_linker(&mut linker)?;
         http::add_to_linker(&mut linker)?;
         add_contract_to_linker(&mut linker)?;
         Ok(Self {
-            _ticker: EpochTicker::start(engine.clone()),
+            ticker: Arc::new(EpochTicker::start(engine.clone())),
             cache: options.cache_dir.clone().map(cache::Cache::new),
-            pool_queue: Arc::default(),
+            pool: Arc::default(),
             engine,
             linker,
         })
@@ -210,8 +238,15 @@ impl Sandbox {
         };
         let files = ComponentFiles::open(&config.grants)?;
         Ok(LoadedComponent {
+            ready: {
+                let (most, measured) = kept_ready(config);
+                let ready = Arc::new(Ready::new(most, measured));
+                self.pool.register(&ready);
+                ready
+            },
+            _ticker: self.ticker.clone(),
             engine: self.engine.clone(),
-            pool_queue: self.pool_queue.clone(),
+            pool: self.pool.clone(),
             contract,
             secrets: Arc::new(Secrets::new(config.grants.secrets())),
             grants: Arc::new(config.grants.clone()),
@@ -223,15 +258,30 @@ impl Sandbox {
     }
 }
 
-fn engine_config(options: &SandboxOptions) -> Config {
-    let instances = options.max_instances;
+fn engine_config(options: &SandboxOptions, ahead: u32) -> Config {
+    let instances = options.max_instances.saturating_add(ahead);
+    // Where the kernel can say which pages a call dirtied (PAGEMAP_SCAN,
+    // Linux 6.7+), memories are filled by copying the component's data
+    // into pages that stay resident, and only the pages a call dirtied are
+    // reset. A copy-on-write image instead makes every call fault in each
+    // page it writes, and give it back afterwards: for a Python tool that
+    // was most of the call (1.35 ms of 1.6 ms, measured; with the copy the
+    // call itself takes 0.2 ms, and the copy is made ahead of the call, see
+    // `ready`). The price is memory: a pool slot keeps up to
+    // `KEEP_RESIDENT_COPIED` of the pages its instances touched.
+    let copied = PoolingAllocationConfig::is_pagemap_scan_available();
+    let memory_resident = if copied {
+        KEEP_RESIDENT_COPIED
+    } else {
+        KEEP_RESIDENT
+    };
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
         // Guests built by componentize-py and componentize-js are several
         // core modules, each with its memories and tables.
-        .total_core_instances(instances * 8)
-        .total_memories(instances * 2)
-        .total_tables(instances * 8)
+        .total_core_instances(instances.saturating_mul(8))
+        .total_memories(instances.saturating_mul(2))
+        .total_tables(instances.saturating_mul(8))
         .total_stacks(instances)
         .max_core_instances_per_component(64)
         .max_memories_per_component(16)
@@ -240,13 +290,17 @@ fn engine_config(options: &SandboxOptions) -> Config {
         .max_core_instance_size(1 << 20)
         .table_elements(200_000)
         .max_memory_size(usize::try_from(options.max_memory).unwrap_or(usize::MAX))
+        // Slots no instance uses keep their resident pages only this many
+        // at a time (wasmtime's default is 100): with up to
+        // `KEEP_RESIDENT_COPIED` each, that is what the host holds idle.
+        .max_unused_warm_slots(WARM_SLOTS.saturating_add(ahead))
         // Reset slots in user space instead of handing pages back to the
-        // kernel: with PAGEMAP_SCAN (Linux 6.7+) only the pages a call
-        // dirtied are reset, so a large resident window costs nothing extra,
-        // and the next call neither faults pages in again nor makes the
-        // kernel flush other cores' TLBs.
+        // kernel: with PAGEMAP_SCAN only the pages a call dirtied are
+        // reset, so a large resident window costs nothing extra, and the
+        // next call neither faults pages in again nor makes the kernel
+        // flush other cores' TLBs.
         .pagemap_scan(wasmtime::Enabled::Auto)
-        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .linear_memory_keep_resident(memory_resident)
         .table_keep_resident(KEEP_RESIDENT)
         .async_stack_keep_resident(KEEP_RESIDENT);
     let mut config = Config::new();
@@ -254,6 +308,7 @@ fn engine_config(options: &SandboxOptions) -> Config {
         .wasm_component_model(true)
         .consume_fuel(true)
         .epoch_interruption(true)
+        .memory_init_cow(!copied)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     config
 }
@@ -309,7 +364,12 @@ pub(crate) struct RawSpec {
 /// A compiled, linked component, ready to instantiate for each call.
 pub(crate) struct LoadedComponent {
     engine: Engine,
-    pool_queue: Arc<tokio::sync::Mutex<()>>,
+    ready: Arc<Ready>,
+    /// The epoch, which ends every call's deadline, keeps ticking while a
+    /// component is alive, also when its host is gone but the task making
+    /// instances ahead still holds it.
+    _ticker: Arc<EpochTicker>,
+    pool: Arc<Pool>,
     contract: Contract,
     grants: Arc<Grants>,
     secrets: Arc<Secrets>,
@@ -317,6 +377,13 @@ pub(crate) struct LoadedComponent {
     limits: Limits,
     pub(crate) label: Arc<str>,
     pub(crate) cache: CacheStatus,
+}
+
+impl Drop for LoadedComponent {
+    /// Drop the instances made ahead and end the task that makes them.
+    fn drop(&mut self) {
+        self.ready.stop();
+    }
 }
 
 /// Setting up a call's store failed: a host fault, not the tool's.
@@ -337,23 +404,16 @@ impl LoadedComponent {
     /// Ask a fresh instance, with no capabilities at all, which tools the
     /// component provides.
     pub(crate) async fn tools(&self) -> Result<Vec<RawSpec>, CallError> {
+        let info = self.call_info("tools", "load", CallSide::default(), None);
         let mut store = self
-            .new_store(
-                "tools",
-                "load",
-                Purpose::Describe,
-                CallSide::default(),
-                None,
-            )
+            .new_store(Binding::Call(info), Purpose::Describe)
             .map_err(|e| self.seal_error(self.setup_failed(&e)))?;
         let run = async {
-            let specs = match &self.contract {
-                Contract::V0_2(pre) => {
-                    let toolbox = pre.instantiate_async(&mut store).await?;
+            let specs = match self.instantiate(&mut store).await? {
+                Toolbox::V0_2(toolbox) => {
                     toolbox.toolhost_tool_tool().call_tools(&mut store).await?
                 }
-                Contract::V0_1(pre) => {
-                    let toolbox = pre.instantiate_async(&mut store).await?;
+                Toolbox::V0_1(toolbox) => {
                     let specs = toolbox
                         .toolhost_tool0_1_0_tool()
                         .call_tools(&mut store)
@@ -384,24 +444,30 @@ impl LoadedComponent {
             .collect())
     }
 
-    /// Instantiate afresh and run `name` once in `store`.
-    async fn instantiate_and_call(
-        &self,
+    /// A new instance of the component in `store`.
+    async fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<Toolbox> {
+        Ok(match &self.contract {
+            Contract::V0_2(pre) => Toolbox::V0_2(pre.instantiate_async(&mut *store).await?),
+            Contract::V0_1(pre) => Toolbox::V0_1(pre.instantiate_async(&mut *store).await?),
+        })
+    }
+
+    /// Run `name` once in the instance `toolbox`, which lives in `store`.
+    async fn call_toolbox(
+        toolbox: &Toolbox,
         store: &mut Store<State>,
         name: &str,
         arguments: &str,
         context: &wit::CallContext,
     ) -> wasmtime::Result<Result<wit::ToolOutput, wit::ToolError>> {
-        match &self.contract {
-            Contract::V0_2(pre) => {
-                let toolbox = pre.instantiate_async(&mut *store).await?;
+        match toolbox {
+            Toolbox::V0_2(toolbox) => {
                 toolbox
                     .toolhost_tool_tool()
                     .call_call(&mut *store, name, arguments, context)
                     .await
             }
-            Contract::V0_1(pre) => {
-                let toolbox = pre.instantiate_async(&mut *store).await?;
+            Toolbox::V0_1(toolbox) => {
                 let context = v0_1::toolhost::tool0_1_0::types::CallContext {
                     call_id: context.call_id.clone(),
                     deadline_ms: context.deadline_ms,
@@ -425,9 +491,100 @@ impl LoadedComponent {
         }
     }
 
+    /// Keep up to `limits.ready` instances of this component made ahead of
+    /// their calls (see [`ready`]), making another in the background each
+    /// time a call takes one, until the component is dropped. Must be
+    /// called within a tokio runtime.
+    pub(crate) fn keep_ready(self: &Arc<Self>) {
+        if self.ready.stopped() {
+            return;
+        }
+        let component = Arc::downgrade(self);
+        let ready = self.ready.clone();
+        tokio::spawn(async move {
+            // However the task ends (its component gone, a panic, the
+            // runtime shutting down), what it made goes with it.
+            let _stop = StopOnExit(ready.clone());
+            loop {
+                match component.upgrade() {
+                    Some(component) => component.refill().await,
+                    None => break,
+                }
+                if ready.stopped() {
+                    break;
+                }
+                ready.woken().await;
+            }
+        });
+    }
+
+    /// Make instances ahead until as many as wanted are ready, the pool or
+    /// the host's descriptors run short (tried again at the next call), or
+    /// the component turns out unfit to be made ahead.
+    async fn refill(&self) {
+        self.ready.drop_spent();
+        // Calls waiting for room in the pool come first.
+        while self.ready.wants_more() && !self.pool.calls_waiting() {
+            let Ok(mut store) = self.new_store(Binding::Ahead(self.label.clone()), Purpose::Call)
+            else {
+                return;
+            };
+            let started = Instant::now();
+            let made =
+                tokio::time::timeout(self.limits.timeout, self.instantiate(&mut store)).await;
+            let unfit = match made {
+                Ok(Ok(toolbox)) => match store.data().unfit_for_a_call() {
+                    None => {
+                        if let Some(quickest) = self.ready.timed(started.elapsed()) {
+                            tracing::debug!(
+                                component = &*self.label,
+                                us = quickest.as_micros() as u64,
+                                "instantiating is quick: its instances are made when each call arrives"
+                            );
+                            self.ready.stop();
+                            return;
+                        }
+                        if self.pool.calls_waiting() {
+                            // Its slot goes to the call that waits for one.
+                            return;
+                        }
+                        let fuel_spent = self
+                            .limits
+                            .fuel
+                            .saturating_sub(store.get_fuel().unwrap_or(0));
+                        self.ready.put(Prepared {
+                            store,
+                            toolbox,
+                            fuel_spent,
+                        });
+                        continue;
+                    }
+                    Some(why) => why.to_owned(),
+                },
+                Ok(Err(e))
+                    if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                        .is_some() =>
+                {
+                    return;
+                }
+                Ok(Err(e)) => format!(
+                    "instantiating it failed ({})",
+                    self.secrets.mask(&format!("{e:#}"))
+                ),
+                Err(_) => format!(
+                    "instantiating it took longer than its timeout ({})",
+                    humantime::format_duration(self.limits.timeout)
+                ),
+            };
+            tracing::info!(component = &*self.label, reason = %unfit, "its instances are made when each call arrives, not ahead");
+            self.ready.stop();
+        }
+    }
+
     /// Run tool `name` in a fresh instance under the component's grants and
     /// limits, within `time_left` of its timeout (checking the arguments
     /// spent the rest; time waiting for a person's answer does not count).
+    /// The instance is one made ahead when one is ready, else made now.
     /// Returns the result, already masked and cut to the output limits,
     /// the fuel used and the questions asked.
     pub(crate) async fn call(
@@ -444,51 +601,70 @@ impl LoadedComponent {
             deadline_ms: u64::try_from(time_left.as_millis()).unwrap_or(u64::MAX),
             context: side.context.as_ref().map(|c| c.to_string()),
         };
-        let new_store = || {
-            self.new_store(
-                name,
-                call_id,
-                Purpose::Call,
-                side.clone(),
-                Some(deadline.clone()),
-            )
+        let info = || self.call_info(name, call_id, side.clone(), Some(deadline.clone()));
+        let new_store = || self.new_store(Binding::Call(info()), Purpose::Call);
+        let (mut store, mut instance) = match self.ready.take() {
+            Some(prepared) => self.bind(prepared, info()),
+            None => match new_store() {
+                Ok(store) => (store, Ok(None)),
+                Err(e) => {
+                    return Ran {
+                        result: Err(self.seal_error(self.setup_failed(&e))),
+                        fuel_used: 0,
+                        questions: 0,
+                        made_ahead: false,
+                    };
+                }
+            },
         };
-        let mut store = match new_store() {
-            Ok(store) => store,
-            Err(e) => {
-                return Ran {
-                    result: Err(self.seal_error(self.setup_failed(&e))),
-                    fuel_used: 0,
-                    questions: 0,
-                };
-            }
-        };
+        let mut made_ahead = false;
         let run = async {
             let store = &mut store;
-            let mut queued = None;
+            let made_ahead = &mut made_ahead;
+            let mut waiting = None;
+            let mut turn = None;
             loop {
-                match self
-                    .instantiate_and_call(store, name, arguments, &context)
-                    .await
-                {
+                let (toolbox, ahead) = match std::mem::replace(&mut instance, Ok(None)) {
+                    Ok(Some(toolbox)) => (Ok(toolbox), true),
+                    Ok(None) => (self.instantiate(store).await, false),
+                    Err(e) => break Err(SetupFailed(format!("{e:#}")).into()),
+                };
+                match toolbox {
                     Err(e)
                         if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
                             .is_some() =>
                     {
+                        // One of this component's instances made ahead
+                        // meanwhile serves as well as one made now.
+                        if let Some(prepared) = self.ready.take() {
+                            (*store, instance) = self.bind(prepared, info());
+                            continue;
+                        }
+                        // Calls come first: no instance is made ahead while
+                        // this one waits, and those made give their slots
+                        // up.
+                        if waiting.is_none() {
+                            waiting = Some(self.pool.wait_for_room());
+                        }
                         // The failed store goes first: it may hold part of
                         // the pool, which others waiting need.
                         *store = match new_store() {
                             Ok(fresh) => fresh,
                             Err(e) => break Err(SetupFailed(format!("{e:#}")).into()),
                         };
-                        if queued.is_none() {
-                            queued = Some(self.pool_queue.lock().await);
+                        if turn.is_none() {
+                            turn = Some(self.pool.turn().await);
                         } else {
                             tokio::time::sleep(POOL_RETRY).await;
                         }
                     }
-                    // Leave the queue as soon as this call has had its instance.
-                    other => break other,
+                    Err(e) => break Err(e),
+                    // Leave the queue as soon as this call has its instance.
+                    Ok(toolbox) => {
+                        drop((turn.take(), waiting.take()));
+                        *made_ahead = ahead;
+                        break Self::call_toolbox(&toolbox, store, name, arguments, &context).await;
+                    }
                 }
             }
         };
@@ -506,11 +682,26 @@ impl LoadedComponent {
             Ok(Ok(Err(error))) => Err(self.tool_error(error, &store)),
             Ok(Ok(Ok(output))) => Ok(output),
         };
+        let questions = store.data().questions();
+        // Resetting a large instance's memory is left to the background,
+        // unless a call waits for its slot.
+        if self.pool.calls_waiting() {
+            drop(store);
+        } else {
+            store.data_mut().release_call();
+            self.ready.retire(store);
+        }
         Ran {
             result: self.seal(result),
             fuel_used,
-            questions: store.data().questions(),
+            questions,
+            made_ahead,
         }
+    }
+
+    /// How many instances of the component are made ahead and ready now.
+    pub(crate) fn ready_now(&self) -> usize {
+        self.ready.count()
     }
 
     /// `text` with this component's secrets masked: for the dispatcher's
@@ -519,30 +710,54 @@ impl LoadedComponent {
         self.secrets.mask_owned(text)
     }
 
-    fn new_store(
+    /// Give the instance made ahead in `prepared` the call `info`, the
+    /// whole of the call's fuel and a fresh epoch deadline.
+    fn bind(
+        &self,
+        prepared: Prepared,
+        info: CallInfo,
+    ) -> (Store<State>, wasmtime::Result<Option<Toolbox>>) {
+        let Prepared {
+            mut store,
+            toolbox,
+            fuel_spent,
+        } = prepared;
+        store.data_mut().bind(info);
+        let fuel = self.limits.fuel.saturating_sub(fuel_spent);
+        let bound = store.set_fuel(fuel).map(|()| {
+            store.set_epoch_deadline(1);
+            Some(toolbox)
+        });
+        (store, bound)
+    }
+
+    /// What a call brings, as the store and the tool's log lines see it.
+    fn call_info(
         &self,
         tool: &str,
         call_id: &str,
-        purpose: Purpose,
         side: CallSide,
         deadline: Option<Deadline>,
-    ) -> wasmtime::Result<Store<State>> {
-        // On every line the tool logs: the model's id, cut short.
-        let info = CallInfo {
+    ) -> CallInfo {
+        CallInfo {
             component: self.label.clone(),
             tool: tool.to_owned(),
+            // On every line the tool logs: the model's id, cut short.
             call_id: crate::outcome::clip(call_id, 128),
             observer: side.observer,
             asker: side.asker,
             context: side.context,
             deadline,
-        };
+        }
+    }
+
+    fn new_store(&self, binding: Binding, purpose: Purpose) -> wasmtime::Result<Store<State>> {
         let state = State::new(
             &self.grants,
             &self.files,
             &self.secrets,
             self.limits.memory,
-            info,
+            binding,
             purpose,
         )?;
         let mut store = Store::new(&self.engine, state);
@@ -892,6 +1107,8 @@ pub(crate) struct Ran {
     pub(crate) fuel_used: u64,
     /// Questions it asked a person, answered or not.
     pub(crate) questions: u32,
+    /// It ran in an instance made ahead of it.
+    pub(crate) made_ahead: bool,
 }
 
 #[cfg(test)]

@@ -57,6 +57,29 @@ pub(crate) struct CallInfo {
     pub deadline: Option<Deadline>,
 }
 
+impl CallInfo {
+    /// For an instance made ahead of its call: the component alone.
+    fn unbound(component: Arc<str>) -> Self {
+        Self {
+            component,
+            tool: String::new(),
+            call_id: String::new(),
+            observer: None,
+            asker: Arc::new(crate::observe::NobodyToAsk),
+            context: None,
+            deadline: None,
+        }
+    }
+}
+
+/// Whom a new state is for.
+pub(crate) enum Binding {
+    /// A call that has arrived.
+    Call(CallInfo),
+    /// An instance of this component made ahead of its call.
+    Ahead(Arc<str>),
+}
+
 /// What describing a component's tools may touch: nothing. `tools()` runs
 /// with no grants at all, so loading, `toolhost check` and listing tools
 /// can never write a file or make a request.
@@ -82,11 +105,23 @@ pub(crate) struct State {
     pub(crate) stores: CallStores,
     interaction: Interaction,
     grants: Arc<Grants>,
+    secrets: Arc<Secrets>,
+    /// The component's label, for its log lines.
+    component: Arc<str>,
+    /// False while an instance is made ahead of its call: nothing the call
+    /// brings (its id, context, observer, asker) is known yet.
+    bound: bool,
+    /// What the instance used, if anything, while it had no call: a log
+    /// line, progress, a question, a store or an HTTP request would be
+    /// charged to no call, so such an instance is never handed one.
+    used_unbound: Option<&'static str>,
 }
 
 impl State {
     /// A fresh state for `purpose`: the host's environment, arguments,
-    /// stdin, network and filesystem are never inherited.
+    /// stdin, network and filesystem are never inherited. A state made
+    /// [`Binding::Ahead`] of its call must be [`State::bind`]ed to one
+    /// before the instance runs it.
     ///
     /// # Errors
     ///
@@ -97,9 +132,14 @@ impl State {
         files: &ComponentFiles,
         secrets: &Arc<Secrets>,
         memory_limit: u64,
-        info: CallInfo,
+        binding: Binding,
         purpose: Purpose,
     ) -> wasmtime::Result<Self> {
+        let (info, bound) = match binding {
+            Binding::Call(info) => (info, true),
+            Binding::Ahead(component) => (CallInfo::unbound(component), false),
+        };
+        let info_component = info.component.clone();
         let grants = match purpose {
             Purpose::Describe => Arc::new(Grants::none()),
             Purpose::Call => grants.clone(),
@@ -135,11 +175,13 @@ impl State {
             info.deadline.clone(),
         );
         let stores = CallStores::new(grants.clone(), info.context.clone(), refusals.clone());
+        let mut gate = HttpGate::new(grants.clone(), refusals.clone(), descriptors);
+        gate.for_call = bound;
         Ok(Self {
             wasi: wasi.build(),
             http: http::context(),
             table,
-            gate: HttpGate::new(grants.clone(), refusals.clone(), descriptors),
+            gate,
             files,
             limiter: MemoryLimiter::new(memory_limit),
             stderr,
@@ -148,7 +190,79 @@ impl State {
             stores,
             interaction,
             grants,
+            secrets: secrets.clone(),
+            component: info_component,
+            bound,
+            used_unbound: None,
         })
+    }
+
+    /// Give a state made ahead of its call the call: its log lines,
+    /// progress, questions and stores are from now on the call's.
+    pub(crate) fn bind(&mut self, info: CallInfo) {
+        debug_assert!(!self.bound, "a state is bound to one call only");
+        self.interaction = Interaction::new(
+            info.tool.clone(),
+            info.call_id.clone(),
+            self.secrets.clone(),
+            info.observer.clone(),
+            info.asker.clone(),
+            info.deadline.clone(),
+        );
+        self.stores = CallStores::new(
+            self.grants.clone(),
+            info.context.clone(),
+            self.refusals.clone(),
+        );
+        self.log = GuestLog::new(info, self.secrets.clone());
+        self.gate.for_call = true;
+        self.bound = true;
+    }
+
+    /// Let go of what the call brought (its observer, asker and context)
+    /// once it is over, while the store waits to be dropped: whoever
+    /// waits for the last of those to go (an MCP request's forwarder) is
+    /// not kept waiting by a store.
+    pub(crate) fn release_call(&mut self) {
+        let info = CallInfo::unbound(self.component.clone());
+        self.interaction = Interaction::new(
+            String::new(),
+            String::new(),
+            self.secrets.clone(),
+            None,
+            info.asker.clone(),
+            None,
+        );
+        self.stores = CallStores::new(self.grants.clone(), None, self.refusals.clone());
+        self.log = GuestLog::new(info, self.secrets.clone());
+    }
+
+    /// Why an instance made ahead of its call cannot be given one: it used
+    /// something that belongs to a call, was refused something, or wrote
+    /// to its stdout or stderr while it was being made.
+    pub(crate) fn unfit_for_a_call(&self) -> Option<&'static str> {
+        if let Some(what) = self.used_unbound {
+            return Some(what);
+        }
+        if self.refusals.denial().is_some()
+            || self.refusals.exhaustion().is_some()
+            || self.limiter.refused
+        {
+            return Some("it was refused a capability while being instantiated");
+        }
+        if !self.stderr.contents().0.is_empty() {
+            return Some("it wrote to stdout or stderr while being instantiated");
+        }
+        None
+    }
+
+    /// Note that the instance used `what` before it had a call; returns
+    /// whether it had none, so that what belongs to a call is refused.
+    pub(super) fn used(&mut self, what: &'static str) -> bool {
+        if !self.bound && self.used_unbound.is_none() {
+            self.used_unbound = Some(what);
+        }
+        !self.bound
     }
 }
 
@@ -175,6 +289,7 @@ impl WasiView for State {
 
 impl WasiHttpView for State {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
+        self.used("it used wasi:http while being instantiated");
         WasiHttpCtxView {
             ctx: &mut self.http,
             table: &mut self.table,
@@ -187,6 +302,7 @@ impl types::Host for State {}
 
 impl host::Host for State {
     fn log(&mut self, level: Level, message: String) {
+        self.used("it logged while being instantiated");
         self.log.write(level, &message);
     }
 
@@ -195,10 +311,12 @@ impl host::Host for State {
     }
 
     fn progress(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        self.used("it reported progress while being instantiated");
         self.interaction.progress(done, total, message);
     }
 
     async fn ask(&mut self, question: String, answer_schema: String) -> Result<String, Refused> {
+        self.used("it asked a question while being instantiated");
         self.interaction.ask(question, answer_schema).await
     }
 }
@@ -215,6 +333,7 @@ impl v0_1::host::Host for State {
             v0_1::host::Level::Warn => Level::Warn,
             v0_1::host::Level::Error => Level::Error,
         };
+        self.used("it logged while being instantiated");
         self.log.write(level, &message);
     }
 

@@ -14,6 +14,7 @@ mod interact;
 mod limits;
 mod loop_controls;
 mod network;
+mod ready;
 mod serve;
 mod stores;
 mod util;

@@ -39,7 +39,10 @@ pub fn options() -> SandboxOptions {
     }
 }
 
-/// Limits short enough for tests to fail fast.
+/// Limits short enough for tests to fail fast. Every instance is made at
+/// its call: whether `ready = "auto"` makes them ahead depends on how fast
+/// the machine instantiates, and a test should take one path every run
+/// (`ready.rs` tests the other).
 pub fn quick_limits() -> Limits {
     Limits {
         timeout: Duration::from_secs(5),
@@ -47,6 +50,7 @@ pub fn quick_limits() -> Limits {
         memory: 32 << 20,
         max_output: 32 << 10,
         max_concurrency: 64,
+        ready: toolhost::limits::ReadyInstances::Exactly(0),
         ..Limits::default()
     }
 }

@@ -1,0 +1,287 @@
+//! Instances made ahead of their calls.
+//!
+//! Making an instance of a Python or JavaScript tool (copying its memory
+//! snapshot, see `engine_config`) costs more than running its call. A
+//! component keeps up to `limits.ready` instances made ahead, each in a
+//! store of its own built from the grants exactly as a call's store is, and
+//! a background task makes another each time a call takes one, and drops
+//! the stores of calls that are over. An instance made ahead is still used
+//! for exactly one call and then dropped with its store, so nothing of one
+//! call is visible to the next: only *when* the instance was made changes.
+//! The call's own parts (its id, context, observer, asker, deadline) are
+//! given to the store when the call takes it ([`super::state::State::bind`]),
+//! and the fuel instantiating used is charged to the call, as it would be
+//! had the instance been made when the call came.
+//!
+//! Before it has a call, an instance may do nothing that belongs to one:
+//! opening a store and sending an HTTP request are refused (a component
+//! granted directories is never made ahead, see `kept_ready`). One that
+//! logged, reported progress, asked, used wasi:http or a store, was refused
+//! anything or wrote output while being made is never given a call; nor is
+//! one whose instantiation failed or outlived the tool's timeout. Then the
+//! component's instances are made at call time from then on, as with
+//! `ready = 0`, its calls report any failure as their own, and the log says
+//! why once. Where instantiating is quick (most Rust and C tools) and
+//! `ready = "auto"`, making ahead does not pay, and stops too.
+//!
+//! Calls come first in the instance pool ([`Pool`]): while one waits for
+//! room, no instance is made ahead and those made give their slots up.
+//! What it costs: each instance held ready, and each store waiting to be
+//! dropped, keeps one slot of the pool (sized for them on top of the calls
+//! it runs) and the memory its instance touched.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use wasmtime::Store;
+
+use super::bindings::{v0_1, v0_2};
+use super::state::State;
+
+/// An instantiated component, in the store it was made in.
+pub(super) struct Prepared {
+    pub store: Store<State>,
+    pub toolbox: Toolbox,
+    /// Fuel instantiating it used: charged to its call, as it would be had
+    /// the instance been made when the call came.
+    pub fuel_spent: u64,
+}
+
+/// The instance's exports, in the contract it was built against.
+pub(super) enum Toolbox {
+    V0_1(v0_1::Toolbox),
+    V0_2(v0_2::Toolbox),
+}
+
+/// One component's instances made ahead, and the signal that makes more.
+pub(super) struct Ready {
+    /// How many to keep.
+    want: usize,
+    /// Whether to stop when instantiating is quick ([`PAYS_FROM`]).
+    measured: bool,
+    queue: Mutex<Vec<Prepared>>,
+    /// Stores whose call is over, dropped by the task that makes instances:
+    /// resetting a large instance's memory takes a while, and the caller
+    /// need not wait for it.
+    spent: Mutex<Vec<Store<State>>>,
+    /// Woken when a call is over, or when the component is dropped.
+    wake: Notify,
+    /// Instances are made at call time only: this component's instances
+    /// are unfit to be made ahead, too quick to make for it to pay, or the
+    /// component is gone.
+    stopped: AtomicBool,
+    /// The quickest of the first [`TRIALS`] instantiations.
+    trials: Mutex<(u32, Duration)>,
+}
+
+/// Instantiations timed before deciding whether making ahead pays.
+const TRIALS: u32 = 3;
+
+/// Below this, making an instance ahead costs the caller more than it
+/// saves: taking one wakes the background task on another thread and
+/// shares the cores with it, which costs a few microseconds, about what
+/// instantiating a small Rust or C tool costs (measured: 3.5 µs for
+/// `calc`; a Python tool takes about 1 ms, a JavaScript one 0.25 ms).
+const PAYS_FROM: Duration = Duration::from_micros(50);
+
+impl Ready {
+    /// Keep `want` instances ready; when `measured`, only if making one
+    /// takes long enough for making it ahead to pay.
+    pub(super) fn new(want: usize, measured: bool) -> Self {
+        Self {
+            want,
+            measured,
+            queue: Mutex::new(Vec::with_capacity(want)),
+            spent: Mutex::new(Vec::with_capacity(want)),
+            wake: Notify::new(),
+            stopped: AtomicBool::new(want == 0),
+            trials: Mutex::new((0, Duration::MAX)),
+        }
+    }
+
+    /// An instance made ahead, if one is ready. Another is made once the
+    /// call is over ([`Ready::retire`]): made while the call runs, it
+    /// would compete with the call for the cores and the memory bus.
+    pub(super) fn take(&self) -> Option<Prepared> {
+        if self.stopped.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.lock().pop()
+    }
+
+    /// Drop `store`, whose call is over, in the background, and make the
+    /// instances that calls took again; drop it inline when as many are
+    /// already waiting as instances are kept ready, so the stores waiting
+    /// never hold more of the pool than that (the pool has room for them,
+    /// see `kept_ready`).
+    pub(super) fn retire(&self, store: Store<State>) {
+        let mut spent = self
+            .spent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.stopped() || spent.len() >= self.want {
+            drop(spent);
+            drop(store);
+        } else {
+            spent.push(store);
+            drop(spent);
+        }
+        if !self.stopped() {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Drop the stores whose calls are over.
+    pub(super) fn drop_spent(&self) {
+        let spent = std::mem::take(
+            &mut *self
+                .spent
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        drop(spent);
+    }
+
+    /// Keep `prepared` for a call, unless the component stopped meanwhile.
+    pub(super) fn put(&self, prepared: Prepared) {
+        let mut queue = self.lock();
+        if !self.stopped.load(Ordering::Relaxed) {
+            queue.push(prepared);
+        }
+    }
+
+    /// Note that making an instance took `took`. Returns the quickest of
+    /// the trials once they are done, when making ahead does not pay.
+    pub(super) fn timed(&self, took: Duration) -> Option<Duration> {
+        let mut trials = self
+            .trials
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !self.measured || trials.0 >= TRIALS {
+            return None;
+        }
+        trials.0 += 1;
+        trials.1 = trials.1.min(took);
+        (trials.0 == TRIALS && trials.1 < PAYS_FROM).then_some(trials.1)
+    }
+
+    /// Whether another instance should be made now.
+    pub(super) fn wants_more(&self) -> bool {
+        !self.stopped() && self.lock().len() < self.want
+    }
+
+    pub(super) fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// Drop the instances made ahead and the spent stores now, to free
+    /// their pool slots for calls that wait; more are made later.
+    pub(super) fn give_way(&self) {
+        let dropped = std::mem::take(&mut *self.lock());
+        drop(dropped);
+        self.drop_spent();
+    }
+
+    /// Make instances at call time from now on, and drop those made ahead.
+    pub(super) fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        let dropped = std::mem::take(&mut *self.lock());
+        drop(dropped);
+        self.drop_spent();
+        self.wake.notify_one();
+    }
+
+    /// How many instances are ready now.
+    pub(super) fn count(&self) -> usize {
+        if self.stopped() { 0 } else { self.lock().len() }
+    }
+
+    /// Wait until a call takes an instance or the component stops.
+    pub(super) async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Prepared>> {
+        // A panic while holding the lock leaves the queue as it was.
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Stops a component's instances made ahead when the task making them
+/// ends, however it ends.
+pub(super) struct StopOnExit(pub std::sync::Arc<Ready>);
+
+impl Drop for StopOnExit {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+/// The instance pool as calls and instances made ahead share it: calls
+/// come first. While a call waits for room, no component makes an instance
+/// ahead, and every instance made ahead gives its slot up, so a pool
+/// filled with them (a Python tool's instance takes several memories, more
+/// than its share) never keeps a call waiting.
+#[derive(Default)]
+pub(super) struct Pool {
+    /// Calls that found the pool full wait here, and retry one at a time:
+    /// retrying together, they could each take part of the pool and all
+    /// fail again.
+    queue: tokio::sync::Mutex<()>,
+    /// Calls waiting for room now.
+    waiting: std::sync::atomic::AtomicUsize,
+    /// Every component's instances made ahead.
+    readies: Mutex<Vec<std::sync::Weak<Ready>>>,
+}
+
+impl Pool {
+    /// Count `ready` among those that give way to calls.
+    pub(super) fn register(&self, ready: &std::sync::Arc<Ready>) {
+        let mut readies = self
+            .readies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        readies.retain(|r| r.strong_count() > 0);
+        readies.push(std::sync::Arc::downgrade(ready));
+    }
+
+    /// A call found the pool full: until the returned guard is dropped, no
+    /// instance is made ahead, and those made are dropped now.
+    pub(super) fn wait_for_room(&self) -> Waiting<'_> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let readies: Vec<_> = self
+            .readies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for ready in readies {
+            ready.give_way();
+        }
+        Waiting(self)
+    }
+
+    /// Whether a call is waiting for room in the pool.
+    pub(super) fn calls_waiting(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
+    }
+
+    /// Wait for this call's turn to retry.
+    pub(super) async fn turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.queue.lock().await
+    }
+}
+
+/// A call waiting for room in the pool.
+pub(super) struct Waiting<'a>(&'a Pool);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
