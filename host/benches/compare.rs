@@ -164,6 +164,25 @@ fn batch_peak_rss(calls: usize) -> u64 {
     kib * 1024
 }
 
+/// The JavaScript and Python example tools, which keep instances made
+/// ahead: language, component, tool and arguments.
+fn scripted() -> [(&'static str, &'static str, &'static str, Value); 2] {
+    [
+        (
+            "JavaScript",
+            "units-js",
+            "convert_units",
+            json!({"value": 10, "from": "km", "to": "mi"}),
+        ),
+        (
+            "Python",
+            "text-py",
+            "word_count",
+            json!({"text": "one two three"}),
+        ),
+    ]
+}
+
 /// Collected results, printed as a table and saved as JSON.
 #[derive(Default)]
 struct Report {
@@ -294,14 +313,7 @@ fn main() {
         .expect("the example tools load");
     let mut apart = Vec::new();
     let mut unready = Vec::new();
-    for (language, name, args) in [
-        (
-            "JavaScript",
-            "convert_units",
-            json!({"value": 10, "from": "km", "to": "mi"}),
-        ),
-        ("Python", "word_count", json!({"text": "one two three"})),
-    ] {
+    for (language, _, name, args) in scripted() {
         let call = || async {
             let outcome = host.call(ToolCall::new("b", name, args.clone())).await;
             assert!(outcome.result.is_ok(), "{outcome:?}");
@@ -413,14 +425,7 @@ fn main() {
         "CPU per call: sustained calls/s, 2 callers, instances made ahead / at call time",
         "      calls/s",
     );
-    for (language, name, args) in [
-        (
-            "JavaScript",
-            "convert_units",
-            json!({"value": 10, "from": "km", "to": "mi"}),
-        ),
-        ("Python", "word_count", json!({"text": "one two three"})),
-    ] {
+    for (language, _, name, args) in scripted() {
         for (how, host) in [("made ahead", &host), ("made at call time", &at_call_time)] {
             let args = args.clone();
             let rate = sustained(&runtime, host, 2, 2, move || {
@@ -526,20 +531,7 @@ fn main() {
     );
     // What an instance made ahead costs while it waits: the same component
     // loaded with 8 kept ready, against 0, after one call each.
-    for (language, tool_name, name, args) in [
-        (
-            "JavaScript",
-            "units-js",
-            "convert_units",
-            json!({"value": 10, "from": "km", "to": "mi"}),
-        ),
-        (
-            "Python",
-            "text-py",
-            "word_count",
-            json!({"text": "one two three"}),
-        ),
-    ] {
+    for (language, tool_name, name, args) in scripted() {
         let mut rss = Vec::new();
         for ready in [0, 8] {
             let config = ComponentConfig::new(tool(tool_name)).limits(Limits {
@@ -707,19 +699,15 @@ fn main() {
     println!(
         "\nTargets (DESIGN.md §8): measured / target; at most 1.0 meets an upper bound, at least 1.0 a lower one"
     );
+    let target = |name: &str, ratio: f64, met: bool, shown: String| {
+        let verdict = if met { "met" } else { "MISS" };
+        println!("  {verdict:<4} {name:<58} {shown:<28} {ratio:>6.2}");
+    };
     let at_most = |name: &str, measured: f64, bound: f64, shown: String| {
-        let ratio = measured / bound;
-        println!(
-            "  {:<4} {name:<58} {shown:<28} {ratio:>6.2}",
-            if ratio <= 1.0 { "met" } else { "MISS" }
-        );
+        target(name, measured / bound, measured <= bound, shown);
     };
     let at_least = |name: &str, measured: f64, bound: f64, shown: String| {
-        let ratio = measured / bound;
-        println!(
-            "  {:<4} {name:<58} {shown:<28} {ratio:>6.2}",
-            if ratio >= 1.0 { "met" } else { "MISS" }
-        );
+        target(name, measured / bound, measured >= bound, shown);
     };
     at_most(
         "Rust fresh call p50 ≤ 10 µs",

@@ -89,15 +89,7 @@ impl ReusedInstance {
 }
 
 fn state() -> wasmtime::Result<State> {
-    let info = CallInfo {
-        component: "baseline".into(),
-        tool: String::new(),
-        call_id: String::new(),
-        observer: None,
-        asker: Arc::new(crate::observe::NobodyToAsk),
-        context: None,
-        deadline: None,
-    };
+    let info = CallInfo::unbound("baseline".into());
     let files = super::files::ComponentFiles::default();
     State::new(
         &Arc::new(Grants::none()),

@@ -688,7 +688,6 @@ impl LoadedComponent {
         if self.pool.calls_waiting() {
             drop(store);
         } else {
-            store.data_mut().release_call();
             self.ready.retire(store);
         }
         Ran {

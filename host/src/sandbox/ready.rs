@@ -115,22 +115,27 @@ impl Ready {
     /// instances that calls took again; drop it inline when as many are
     /// already waiting as instances are kept ready, so the stores waiting
     /// never hold more of the pool than that (the pool has room for them,
-    /// see `kept_ready`).
-    pub(super) fn retire(&self, store: Store<State>) {
+    /// see `kept_ready`). A component that makes its instances at call
+    /// time drops it inline, with nothing else to do.
+    pub(super) fn retire(&self, mut store: Store<State>) {
+        if self.stopped() {
+            drop(store);
+            return;
+        }
+        // What the call brought goes now, not when the store does.
+        store.data_mut().release_call();
         let mut spent = self
             .spent
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if self.stopped() || spent.len() >= self.want {
+        if spent.len() >= self.want {
             drop(spent);
             drop(store);
         } else {
             spent.push(store);
             drop(spent);
         }
-        if !self.stopped() {
-            self.wake.notify_one();
-        }
+        self.wake.notify_one();
     }
 
     /// Drop the stores whose calls are over.
@@ -187,9 +192,7 @@ impl Ready {
     /// Make instances at call time from now on, and drop those made ahead.
     pub(super) fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
-        let dropped = std::mem::take(&mut *self.lock());
-        drop(dropped);
-        self.drop_spent();
+        self.give_way();
         self.wake.notify_one();
     }
 

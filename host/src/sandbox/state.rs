@@ -58,8 +58,9 @@ pub(crate) struct CallInfo {
 }
 
 impl CallInfo {
-    /// For an instance made ahead of its call: the component alone.
-    fn unbound(component: Arc<str>) -> Self {
+    /// For an instance made ahead of its call, or one done with it: the
+    /// component alone.
+    pub(crate) fn unbound(component: Arc<str>) -> Self {
         Self {
             component,
             tool: String::new(),
@@ -70,6 +71,27 @@ impl CallInfo {
             deadline: None,
         }
     }
+}
+
+/// What of a state belongs to its call: who hears its progress and answers
+/// its questions, which namespace its stores are in, how its lines are
+/// logged.
+fn call_parts(
+    info: CallInfo,
+    grants: &Arc<Grants>,
+    secrets: &Arc<Secrets>,
+    refusals: &Refusals,
+) -> (Interaction, CallStores, GuestLog) {
+    let interaction = Interaction::new(
+        info.tool.clone(),
+        info.call_id.clone(),
+        secrets.clone(),
+        info.observer.clone(),
+        info.asker.clone(),
+        info.deadline.clone(),
+    );
+    let stores = CallStores::new(grants.clone(), info.context.clone(), refusals.clone());
+    (interaction, stores, GuestLog::new(info, secrets.clone()))
 }
 
 /// Whom a new state is for.
@@ -166,15 +188,7 @@ impl State {
         wasi.socket_addr_check(|_, _| Box::pin(async { false }));
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HANDLES);
-        let interaction = Interaction::new(
-            info.tool.clone(),
-            info.call_id.clone(),
-            secrets.clone(),
-            info.observer.clone(),
-            info.asker.clone(),
-            info.deadline.clone(),
-        );
-        let stores = CallStores::new(grants.clone(), info.context.clone(), refusals.clone());
+        let (interaction, stores, log) = call_parts(info, &grants, secrets, &refusals);
         let mut gate = HttpGate::new(grants.clone(), refusals.clone(), descriptors);
         gate.for_call = bound;
         Ok(Self {
@@ -185,7 +199,7 @@ impl State {
             files,
             limiter: MemoryLimiter::new(memory_limit),
             stderr,
-            log: GuestLog::new(info, secrets.clone()),
+            log,
             refusals,
             stores,
             interaction,
@@ -201,20 +215,7 @@ impl State {
     /// progress, questions and stores are from now on the call's.
     pub(crate) fn bind(&mut self, info: CallInfo) {
         debug_assert!(!self.bound, "a state is bound to one call only");
-        self.interaction = Interaction::new(
-            info.tool.clone(),
-            info.call_id.clone(),
-            self.secrets.clone(),
-            info.observer.clone(),
-            info.asker.clone(),
-            info.deadline.clone(),
-        );
-        self.stores = CallStores::new(
-            self.grants.clone(),
-            info.context.clone(),
-            self.refusals.clone(),
-        );
-        self.log = GuestLog::new(info, self.secrets.clone());
+        self.set_call(info);
         self.gate.for_call = true;
         self.bound = true;
     }
@@ -224,17 +225,14 @@ impl State {
     /// waits for the last of those to go (an MCP request's forwarder) is
     /// not kept waiting by a store.
     pub(crate) fn release_call(&mut self) {
-        let info = CallInfo::unbound(self.component.clone());
-        self.interaction = Interaction::new(
-            String::new(),
-            String::new(),
-            self.secrets.clone(),
-            None,
-            info.asker.clone(),
-            None,
-        );
-        self.stores = CallStores::new(self.grants.clone(), None, self.refusals.clone());
-        self.log = GuestLog::new(info, self.secrets.clone());
+        self.set_call(CallInfo::unbound(self.component.clone()));
+    }
+
+    /// Make `info` the call whose log lines, progress, questions and
+    /// stores these are.
+    fn set_call(&mut self, info: CallInfo) {
+        (self.interaction, self.stores, self.log) =
+            call_parts(info, &self.grants, &self.secrets, &self.refusals);
     }
 
     /// Why an instance made ahead of its call cannot be given one: it used
