@@ -618,25 +618,26 @@ impl ToolHost {
     /// call, in their order; a repeated id answered with an error and never
     /// run — but through a window of at most `window` calls in flight, each
     /// outcome given as soon as it and every call before it are done. What
-    /// the batch holds is bounded by the window (and the calls' ids), not by
-    /// the batch's length: made for long batches whose answers are written
-    /// as they come. The window counts in the batch's order, so a slow call
+    /// the batch holds is bounded by the window, not by the batch's length
+    /// (past the window, 16 bytes per id, to find repeated ones): made for
+    /// long batches whose answers are written as they come, with `calls`
+    /// read as they are needed ([`crate::wire::BatchFile`]). The window counts in the batch's order, so a slow call
     /// holds back the start of calls a whole window behind it; give a window
     /// well above the calls the host can run at once
     /// ([`ToolHost::batch_window`]). Dropping the stream aborts the calls in
     /// flight and starts no other.
     pub fn call_stream(
         &self,
-        calls: impl IntoIterator<Item = ToolCall, IntoIter: Send + 'static>,
+        calls: impl futures::Stream<Item = ToolCall> + Send + 'static,
         env: CallEnv,
         window: usize,
     ) -> impl futures::Stream<Item = Outcome> + Send + 'static {
         use futures::StreamExt as _;
         let host = self.clone();
-        let mut seen = std::collections::HashSet::new();
-        futures::stream::iter(calls)
+        let mut seen = crate::tool_call::IdSet::new();
+        calls
             .map(move |call| {
-                if !seen.insert(call.id.clone()) {
+                if !seen.insert(&call.id) {
                     return futures::future::ready(repeated_id(&call)).left_future();
                 }
                 let (id, name) = (call.id.clone(), call.name.clone());

@@ -5,7 +5,7 @@
 //! `is_error`), 1 for a manifest or load error (and for `run`, a model
 //! endpoint that failed for good), 2 for a usage error.
 
-use std::io::{IsTerminal as _, Read as _};
+use std::io::{IsTerminal as _, Read, Seek as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -751,14 +751,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     }
                 }
                 (None, Some(source)) => {
-                    let calls = toolhost::wire::parse_batch(&read_batch(&source)?)
+                    // The whole batch is checked before any call runs;
+                    // then the calls are read as the window takes them, and
+                    // each answer is written as soon as it and those before
+                    // it are in: a batch of any length holds only the calls
+                    // in flight (and 16 bytes per id).
+                    let batch = toolhost::wire::BatchFile::open(open_batch(&source)?)
                         .map_err(anyhow::Error::msg)?;
-                    // Each answer is written as soon as it and those
-                    // before it are in: a batch of any length holds only
-                    // the calls in flight.
                     let window = host.batch_window();
+                    let (calls, reading) = batch.calls(window);
                     let outcomes = host.call_stream(calls, env, window);
                     print_json_array(outcomes.map(|outcome| render(&outcome))).await?;
+                    reading.finished().await.map_err(|e| {
+                        anyhow::anyhow!(
+                            "{e}; the answers written are those of the calls before that point"
+                        )
+                    })?;
                 }
                 _ => unreachable!("clap requires exactly one of NAME and --batch"),
             }
@@ -1331,18 +1339,28 @@ fn parse_context(text: &str) -> Result<serde_json::Value, String> {
     }
 }
 
-fn read_batch(source: &str) -> anyhow::Result<String> {
+/// The batch in `source` (a path, or `-` for stdin) as a regular file,
+/// which [`toolhost::wire::BatchFile`] reads twice: stdin, a pipe or any
+/// other stream is first copied to an unnamed temporary file, which goes
+/// away with the process.
+fn open_batch(source: &str) -> anyhow::Result<std::fs::File> {
+    let spool = |mut input: &mut dyn Read| -> anyhow::Result<std::fs::File> {
+        let mut file = tempfile::tempfile().context("making a temporary file for the batch")?;
+        std::io::copy(&mut input, &mut file).context("copying the batch")?;
+        file.rewind().context("reading the batch back")?;
+        Ok(file)
+    };
     if source == "-" {
         if std::io::stdin().is_terminal() {
             eprintln!("reading a JSON array of tool calls from stdin (end with Ctrl-D)");
         }
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("reading stdin")?;
-        Ok(text)
+        return spool(&mut std::io::stdin().lock()).context("reading stdin");
+    }
+    let mut file = std::fs::File::open(source).with_context(|| format!("reading {source}"))?;
+    if file.metadata().is_ok_and(|m| m.is_file()) {
+        Ok(file)
     } else {
-        std::fs::read_to_string(source).with_context(|| format!("reading {source}"))
+        spool(&mut file).with_context(|| format!("reading {source}"))
     }
 }
 

@@ -75,3 +75,64 @@ impl Arguments {
         }
     }
 }
+
+/// A set of tool call ids that holds 16 bytes per id, whatever the ids'
+/// lengths: each is kept as a 128-bit keyed hash, so a batch of any length
+/// can be checked for repeated ids (and given fresh ones) without keeping
+/// its ids. The keys are random per set, so no batch can be written to make
+/// two ids collide; by chance, two of a billion ids collide with odds of
+/// about 1 in 10^21.
+pub(crate) struct IdSet {
+    keys: [std::hash::RandomState; 2],
+    hashes: std::collections::HashSet<u128>,
+}
+
+impl IdSet {
+    pub(crate) fn new() -> Self {
+        Self {
+            keys: [std::hash::RandomState::new(), std::hash::RandomState::new()],
+            hashes: std::collections::HashSet::new(),
+        }
+    }
+
+    fn hash(&self, id: &str) -> u128 {
+        use std::hash::BuildHasher as _;
+        let [low, high] = &self.keys;
+        u128::from(low.hash_one(id)) | (u128::from(high.hash_one(id)) << 64)
+    }
+
+    /// Add `id`; false when it was there already.
+    pub(crate) fn insert(&mut self, id: &str) -> bool {
+        self.hashes.insert(self.hash(id))
+    }
+
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        self.hashes.contains(&self.hash(id))
+    }
+}
+
+impl std::fmt::Debug for IdSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IdSet({} ids)", self.hashes.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdSet;
+
+    #[test]
+    fn an_id_set_tells_ids_apart_and_knows_repeats() {
+        let mut ids = IdSet::new();
+        assert!(ids.insert("call_1"));
+        assert!(ids.insert("call_2"));
+        assert!(ids.insert(""));
+        assert!(!ids.insert("call_1"));
+        assert!(ids.contains("call_2"));
+        assert!(!ids.contains("call_3"));
+        // Two sets hash with keys of their own.
+        let other = IdSet::new();
+        assert_ne!(ids.hash("call_1"), other.hash("call_1"));
+        assert_ne!(ids.hash("call_1"), ids.hash("call_2"));
+    }
+}

@@ -36,7 +36,6 @@
 //! what is parsed into a [`Value`] is bounded by serde_json's recursion limit
 //! (128), past which the element is refused.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -45,7 +44,7 @@ use serde::de::{self, IgnoredAny, MapAccess};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::tool_call::{Arguments, ToolCall};
+use crate::tool_call::{Arguments, IdSet, ToolCall};
 
 /// Parse a batch of tool calls: a JSON array of calls, one call object, or
 /// one assistant message (see the [module docs](self) for the shapes).
@@ -135,7 +134,7 @@ fn at_most(count: usize, max: usize) -> Result<(), BatchError> {
 const CALL_SHAPES: &str = r#"send it as OpenAI {"id","type":"function","function":{"name","arguments"}}, LangChain {"id","name","args"}, Anthropic {"type":"tool_use","id","name","input"} or MCP {"name","arguments"}"#;
 
 /// One place in the batch where a call is expected.
-enum Element<'a> {
+pub(super) enum Element<'a> {
     /// A call object as written; `label` names it in messages
     /// (`tool call #3`, `content block #2`).
     Call { label: String, raw: &'a RawValue },
@@ -145,12 +144,12 @@ enum Element<'a> {
 }
 
 impl<'a> Element<'a> {
-    fn call(label: String, raw: &'a RawValue) -> Self {
+    pub(super) fn call(label: String, raw: &'a RawValue) -> Self {
         Self::Call { label, raw }
     }
 
     /// Read the element as a call, or as a malformed call that says why.
-    fn read(self) -> ReadCall {
+    pub(super) fn read(self) -> ReadCall {
         match self {
             Self::Call { label, raw } => read_call(raw.get()).unwrap_or_else(|why| {
                 ReadCall::malformed(
@@ -164,13 +163,23 @@ impl<'a> Element<'a> {
 }
 
 /// A call as read, before ids are assigned.
-struct ReadCall {
+pub(super) struct ReadCall {
     id: Option<String>,
     name: String,
     arguments: Arguments,
 }
 
 impl ReadCall {
+    /// The call, with its own id or, without one, a fresh id for its
+    /// `position` (from 1) that no id in `taken` equals.
+    pub(super) fn with_id(self, position: usize, taken: &mut IdSet) -> ToolCall {
+        ToolCall {
+            id: self.id.unwrap_or_else(|| fresh_id(position, taken)),
+            name: self.name,
+            arguments: self.arguments,
+        }
+    }
+
     /// A call that cannot run, keeping whatever id and name `raw` has so
     /// that the answer can still be matched with what the model sent.
     fn malformed(raw: Option<&str>, message: String) -> Self {
@@ -204,32 +213,41 @@ struct Salvage<'a> {
     function: Option<&'a RawValue>,
 }
 
+/// The id that [`Element::read`] finds in `raw`, read without reading the
+/// rest of the call: every shape's id is its `id` key, when that is a
+/// string, and a call that fits no shape keeps the same key.
+pub(super) fn given_id(raw: &RawValue) -> Option<String> {
+    parse_object::<Salvage<'_>>(raw.get())
+        .ok()?
+        .id
+        .and_then(string)
+}
+
 fn string(raw: &RawValue) -> Option<String> {
     serde_json::from_str(raw.get()).ok()
 }
 
 /// Give every call without an id one that no other call in the batch has.
 fn assign_ids(read: Vec<ReadCall>) -> Vec<ToolCall> {
-    let mut taken: HashSet<String> = read.iter().filter_map(|c| c.id.clone()).collect();
+    let mut taken = IdSet::new();
+    for id in read.iter().filter_map(|c| c.id.as_deref()) {
+        taken.insert(id);
+    }
     read.into_iter()
         .enumerate()
-        .map(|(i, call)| ToolCall {
-            id: call.id.unwrap_or_else(|| fresh_id(i + 1, &mut taken)),
-            name: call.name,
-            arguments: call.arguments,
-        })
+        .map(|(i, call)| call.with_id(i + 1, &mut taken))
         .collect()
 }
 
 /// `call_N`, or `call_N_2`, `call_N_3`… when the batch already uses it.
-fn fresh_id(position: usize, taken: &mut HashSet<String>) -> String {
+fn fresh_id(position: usize, taken: &mut IdSet) -> String {
     let mut id = format!("call_{position}");
     let mut suffix = 1;
     while taken.contains(&id) {
         suffix += 1;
         id = format!("call_{position}_{suffix}");
     }
-    taken.insert(id.clone());
+    taken.insert(&id);
     id
 }
 
@@ -591,7 +609,9 @@ fn describe(raw: &str) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
+    use std::collections::HashSet;
+
     use super::*;
     use serde_json::json;
 
@@ -982,7 +1002,7 @@ mod tests {
         assert_eq!(calls[0].id, "t1");
     }
 
-    mod properties {
+    pub(in crate::wire) mod properties {
         use super::*;
         use proptest::prelude::*;
 
@@ -1070,7 +1090,7 @@ mod tests {
             })
         }
 
-        fn element() -> impl Strategy<Value = Value> {
+        pub(in crate::wire) fn element() -> impl Strategy<Value = Value> {
             prop_oneof![
                 2 => call(),
                 1 => prop::collection::btree_map(key(), json(), 0..5)

@@ -3,6 +3,9 @@
 //! - [`calls`]: tool calls as OpenAI, LangChain, Anthropic and MCP write
 //!   them, read into [`ToolCall`](crate::ToolCall)s; shapes it does not
 //!   know are refused with a message that names the accepted ones.
+//! - [`batch_file`]: a batch in a file, checked whole and then read a call
+//!   at a time, so that a batch of any length holds only its calls in
+//!   flight.
 //! - [`definitions`]: tool definitions for OpenAI, Anthropic and MCP.
 //! - [`results`]: outcomes as ToolMessages, Anthropic `tool_result` blocks
 //!   and MCP `CallToolResult`s.
@@ -12,8 +15,10 @@
 //! [`Outcome`](crate::Outcome). The model providers' request and response
 //! formats live with the providers, in [`crate::model`].
 
+pub mod batch_file;
 pub mod calls;
 pub mod definitions;
 pub mod results;
 
+pub use batch_file::BatchFile;
 pub use calls::{BatchError, parse_batch, parse_batch_at_most};

@@ -92,7 +92,10 @@ async fn stream_sampling(
         })
     };
     let env = toolhost::dispatcher::CallEnv::default();
-    let outcomes: Vec<_> = host.call_stream(calls, env, window).collect().await;
+    let outcomes: Vec<_> = host
+        .call_stream(futures::stream::iter(calls), env, window)
+        .collect()
+        .await;
     sampler.abort();
     (outcomes, most.load(std::sync::atomic::Ordering::SeqCst))
 }
@@ -140,7 +143,11 @@ async fn a_dropped_stream_stops_its_calls() {
     // One slow call, then writes the window has not reached.
     let calls =
         std::iter::once(ToolCall::new("slow", "sleep", json!({"n": 60_000}))).chain(late_writes(4));
-    let mut stream = Box::pin(host.call_stream(calls, toolhost::dispatcher::CallEnv::default(), 1));
+    let mut stream = Box::pin(host.call_stream(
+        futures::stream::iter(calls),
+        toolhost::dispatcher::CallEnv::default(),
+        1,
+    ));
     assert!(
         tokio::time::timeout(Duration::from_millis(200), stream.next())
             .await

@@ -91,6 +91,72 @@ fn batch_from_stdin_answers_every_id_in_order() {
     assert_eq!(messages[3]["is_error"], false);
 }
 
+/// A batch is checked whole before any of its calls runs, wherever it
+/// comes from: a regular file, stdin, or a pipe named as a path.
+#[test]
+fn a_batch_with_an_error_anywhere_runs_none_of_its_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let config = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[tool]]\ncomponent = {:?}\nfiles = [{{ host = {:?}, guest = \"/data\", mode = \"read-write\" }}]\n",
+            crate::util::component("files").display().to_string(),
+            data.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let write = |name: &str| {
+        format!(
+            r#"{{"id":"{name}","name":"write_file","args":{{"path":"/data/{name}","content":"x"}}}}"#
+        )
+    };
+    let broken = format!("[{}, {}, {{oops]", write("first"), write("second"));
+    let path = dir.path().join("broken.json");
+    std::fs::write(&path, &broken).unwrap();
+    for source in [path.to_str().unwrap(), "-", "/dev/stdin"] {
+        let output = toolhost(
+            &["call", "--config", config, "--yes", "--batch", source],
+            Some(&broken),
+        );
+        assert!(!output.status.success(), "{source}");
+        assert!(
+            output.stdout.is_empty(),
+            "{source}: {:?}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("error: the batch is not JSON: key must be a string at line 1 column"),
+            "{source}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&data).unwrap().count(),
+            0,
+            "{source}: a call ran"
+        );
+    }
+    // The same batch, mended, runs every call, from each source.
+    let mended = format!("[{}, {}]", write("first"), write("second"));
+    std::fs::write(&path, &mended).unwrap();
+    for source in [path.to_str().unwrap(), "-", "/dev/stdin"] {
+        let messages = stdout_json(&toolhost(
+            &["call", "--config", config, "--yes", "--batch", source],
+            Some(&mended),
+        ));
+        assert_eq!(messages.as_array().unwrap().len(), 2, "{source}");
+        assert_eq!(
+            messages[1]["content"], "wrote 1 bytes to /data/second",
+            "{source}"
+        );
+        std::fs::remove_file(data.join("first")).unwrap();
+        std::fs::remove_file(data.join("second")).unwrap();
+    }
+}
+
 #[test]
 fn tools_prints_definitions_in_each_format() {
     let openai = stdout_json(&toolhost(&["tools", "--config", EXAMPLES], None));
