@@ -619,10 +619,11 @@ impl ToolHost {
     /// run — but through a window of at most `window` calls in flight, each
     /// outcome given as soon as it and every call before it are done. What
     /// the batch holds is bounded by the window, not by the batch's length
-    /// (past the window, 16 bytes per id, to find repeated ones): made for
-    /// long batches whose answers are written as they come, with `calls`
-    /// read as they are needed ([`crate::wire::BatchFile`]). The window counts in the batch's order, so a slow call
-    /// holds back the start of calls a whole window behind it; give a window
+    /// (past the window, a 128-bit hash per id, to find repeated ones): made
+    /// for long batches whose answers are written as they come, with
+    /// `calls` read as they are needed ([`crate::wire::BatchFile`]). The
+    /// window counts in the batch's order, so a slow call holds back the
+    /// start of calls a whole window behind it; give a window
     /// well above the calls the host can run at once
     /// ([`ToolHost::batch_window`]). Dropping the stream aborts the calls in
     /// flight and starts no other.

@@ -2,10 +2,12 @@
 //! decides the exit status.
 //!
 //! Exit status: 0 when every call produced a ToolMessage (even one with
-//! `is_error`), 1 for a manifest or load error (and for `run`, a model
-//! endpoint that failed for good), 2 for a usage error.
+//! `is_error`), 1 for a manifest or load error (for `run`, a model endpoint
+//! that failed for good; for `call --batch`, a batch that is not JSON, when
+//! no call runs, or one that could not be read to its end, when the array
+//! written holds the answers of the calls read), 2 for a usage error.
 
-use std::io::{IsTerminal as _, Read, Seek as _};
+use std::io::{IsTerminal as _, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -755,9 +757,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     // then the calls are read as the window takes them, and
                     // each answer is written as soon as it and those before
                     // it are in: a batch of any length holds only the calls
-                    // in flight (and 16 bytes per id).
-                    let batch = toolhost::wire::BatchFile::open(open_batch(&source)?)
-                        .map_err(anyhow::Error::msg)?;
+                    // in flight (and a hash per id).
+                    let batch =
+                        toolhost::wire::BatchFile::open(open_batch(&source)?).map_err(|e| {
+                            let name = if source == "-" { "stdin" } else { &source };
+                            anyhow::anyhow!("{name}: {e}")
+                        })?;
                     let window = host.batch_window();
                     let (calls, reading) = batch.calls(window);
                     let outcomes = host.call_stream(calls, env, window);
@@ -1339,29 +1344,16 @@ fn parse_context(text: &str) -> Result<serde_json::Value, String> {
     }
 }
 
-/// The batch in `source` (a path, or `-` for stdin) as a regular file,
-/// which [`toolhost::wire::BatchFile`] reads twice: stdin, a pipe or any
-/// other stream is first copied to an unnamed temporary file, which goes
-/// away with the process.
-fn open_batch(source: &str) -> anyhow::Result<std::fs::File> {
-    let spool = |mut input: &mut dyn Read| -> anyhow::Result<std::fs::File> {
-        let mut file = tempfile::tempfile().context("making a temporary file for the batch")?;
-        std::io::copy(&mut input, &mut file).context("copying the batch")?;
-        file.rewind().context("reading the batch back")?;
-        Ok(file)
-    };
+/// The batch in `source`: a path, or `-` for stdin.
+fn open_batch(source: &str) -> anyhow::Result<Box<dyn Read>> {
     if source == "-" {
         if std::io::stdin().is_terminal() {
             eprintln!("reading a JSON array of tool calls from stdin (end with Ctrl-D)");
         }
-        return spool(&mut std::io::stdin().lock()).context("reading stdin");
+        return Ok(Box::new(std::io::stdin().lock()));
     }
-    let mut file = std::fs::File::open(source).with_context(|| format!("reading {source}"))?;
-    if file.metadata().is_ok_and(|m| m.is_file()) {
-        Ok(file)
-    } else {
-        spool(&mut file).with_context(|| format!("reading {source}"))
-    }
+    let file = std::fs::File::open(source).with_context(|| format!("reading {source}"))?;
+    Ok(Box::new(file))
 }
 
 /// Per component: its tools, and exactly what they may touch.

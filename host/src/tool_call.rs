@@ -76,29 +76,29 @@ impl Arguments {
     }
 }
 
-/// A set of tool call ids that holds 16 bytes per id, whatever the ids'
-/// lengths: each is kept as a 128-bit keyed hash, so a batch of any length
-/// can be checked for repeated ids (and given fresh ones) without keeping
-/// its ids. The keys are random per set, so no batch can be written to make
-/// two ids collide; by chance, two of a billion ids collide with odds of
-/// about 1 in 10^21.
+/// A set of tool call ids that holds a 128-bit hash per id (16 bytes, and
+/// about as much again for its table), whatever the ids' lengths: a batch of
+/// any length can be checked for repeated ids, and given fresh ones,
+/// without keeping its ids. The two halves of the hash are SipHash under
+/// one random key of the set's own, of the id tagged 0 and tagged 1: no
+/// batch can be written to make two ids collide, and by chance two of a
+/// billion ids collide with odds of about 1 in 10^20.
 pub(crate) struct IdSet {
-    keys: [std::hash::RandomState; 2],
+    key: std::hash::RandomState,
     hashes: std::collections::HashSet<u128>,
 }
 
 impl IdSet {
     pub(crate) fn new() -> Self {
         Self {
-            keys: [std::hash::RandomState::new(), std::hash::RandomState::new()],
+            key: std::hash::RandomState::new(),
             hashes: std::collections::HashSet::new(),
         }
     }
 
     fn hash(&self, id: &str) -> u128 {
         use std::hash::BuildHasher as _;
-        let [low, high] = &self.keys;
-        u128::from(low.hash_one(id)) | (u128::from(high.hash_one(id)) << 64)
+        u128::from(self.key.hash_one((0u8, id))) | (u128::from(self.key.hash_one((1u8, id))) << 64)
     }
 
     /// Add `id`; false when it was there already.
@@ -134,5 +134,8 @@ mod tests {
         let other = IdSet::new();
         assert_ne!(ids.hash("call_1"), other.hash("call_1"));
         assert_ne!(ids.hash("call_1"), ids.hash("call_2"));
+        // The halves are hashes of their own.
+        let hash = ids.hash("call_1");
+        assert_ne!(hash as u64, (hash >> 64) as u64);
     }
 }

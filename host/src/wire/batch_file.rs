@@ -1,22 +1,25 @@
-//! A batch read from a file a call at a time: what `toolhost call --batch`
-//! holds is the calls in flight and 16 bytes per id, whatever the batch's
-//! length.
+//! A batch read a call at a time: what `toolhost call --batch` holds is the
+//! calls in flight and a 128-bit hash per id (about 20 to 40 bytes per call
+//! with its table), whatever the batch's length.
 //!
-//! The file is read twice:
+//! The batch is first copied into an unnamed temporary file of its own
+//! (`$TMPDIR`, mode 0600, gone with the process), which nothing else can
+//! write, and read from there twice:
 //! - The first pass checks that the whole batch is JSON and learns the ids
 //!   its calls give, holding nothing else. A batch with an error anywhere is
-//!   refused before any of its calls runs, with the message
-//!   [`parse_batch`](super::parse_batch) gives.
+//!   refused before any of its calls runs, as
+//!   [`parse_batch`](super::parse_batch) refuses it (the message may word the
+//!   error differently: a trailing comma is called one).
 //! - The second pass reads each call as [`parse_batch`](super::parse_batch)
 //!   does (the same shapes, the same answers for elements that fit none,
 //!   the same generated ids, unique against every id in the batch) and
 //!   hands it on when the caller is ready for it.
 //!
 //! Only a JSON array is read this way. One call object or one assistant
-//! message is one value, and is read whole.
+//! message is one value, and is read whole, as before.
 
 use std::fs::File;
-use std::io::{BufRead as _, BufReader, Read as _, Seek as _};
+use std::io::{BufRead as _, BufReader, Read, Seek as _};
 
 use serde::de::{self, Deserializer as _, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -25,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::calls::{BatchError, Element, given_id, parse_batch_at_most};
 use crate::tool_call::{IdSet, ToolCall};
 
-/// A batch in a file, checked whole and read a call at a time.
+/// A batch, checked whole and read a call at a time.
 #[derive(Debug)]
 pub struct BatchFile {
     kind: Kind,
@@ -33,8 +36,9 @@ pub struct BatchFile {
 
 #[derive(Debug)]
 enum Kind {
-    /// A JSON array of `count` elements. `given` holds the ids its calls
-    /// give, kept only when some call gives none and needs one made.
+    /// A JSON array of `count` elements, in a file only this reads.
+    /// `given` holds the ids its calls give, kept only when some call gives
+    /// none and needs one made.
     Array {
         file: File,
         count: usize,
@@ -50,12 +54,14 @@ enum Kind {
 pub struct Reading(oneshot::Receiver<Result<(), BatchError>>);
 
 impl Reading {
-    /// Whether every call in the batch was read.
+    /// Whether the reading ended well: every call read, or the stream of
+    /// calls dropped before its end (then the calls not taken were never
+    /// read).
     ///
     /// # Errors
     ///
-    /// [`BatchError::Unreadable`] when the file changed after it was
-    /// checked, so the calls read stop where it stopped being readable.
+    /// [`BatchError::Unreadable`] when the copy of the batch could not be
+    /// read again, or the reader stopped; the calls stop where it stopped.
     pub async fn finished(self) -> Result<(), BatchError> {
         self.0.await.unwrap_or_else(|_| {
             Err(BatchError::Unreadable(
@@ -66,23 +72,32 @@ impl Reading {
 }
 
 impl BatchFile {
-    /// Check the batch in `file`, read from its start: a JSON array of
-    /// calls, one call object or one assistant message. `file` must be a
-    /// regular file, as it is read again by [`BatchFile::calls`]; copy a pipe
-    /// to a temporary file first.
+    /// Copy the batch from `source` (a file, stdin, a pipe) and check it:
+    /// a JSON array of calls, one call object or one assistant message.
+    /// Blocking: it reads `source` to its end.
     ///
     /// # Errors
     ///
     /// [`BatchError::Unreadable`] when the batch is not JSON, is neither an
-    /// array nor an object, or cannot be read.
-    pub fn open(mut file: File) -> Result<Self, BatchError> {
+    /// array nor an object, or cannot be read or copied.
+    pub fn open(mut source: impl Read) -> Result<Self, BatchError> {
         let unreadable =
             |e: std::io::Error| BatchError::Unreadable(format!("reading the batch: {e}"));
+        let mut file = tempfile::tempfile().map_err(|e| {
+            BatchError::Unreadable(format!("making a temporary file for the batch: {e}"))
+        })?;
+        std::io::copy(&mut source, &mut file).map_err(unreadable)?;
+        file.rewind().map_err(unreadable)?;
         let first = first_byte(&mut file).map_err(unreadable)?;
         file.rewind().map_err(unreadable)?;
         if first != Some(b'[') {
             let mut text = String::new();
-            file.read_to_string(&mut text).map_err(unreadable)?;
+            file.read_to_string(&mut text).map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidData => {
+                    BatchError::Unreadable("the batch is not JSON: it is not UTF-8 text".to_owned())
+                }
+                _ => unreadable(e),
+            })?;
             let calls = parse_batch_at_most(&text, usize::MAX)?;
             return Ok(Self {
                 kind: Kind::Whole(calls),
@@ -160,7 +175,8 @@ impl BatchFile {
 }
 
 /// The second pass: each element read as a call and sent, in order, until
-/// the end or until the receiver is gone.
+/// the end or until the receiver is gone. Never more calls than the first
+/// pass counted.
 fn read_calls(
     file: &File,
     count: usize,
@@ -174,6 +190,9 @@ fn read_calls(
     let mut taken = given.unwrap_or_else(IdSet::new);
     let mut receiver_gone = false;
     let read = each_element(file, |position, raw| {
+        if position > count {
+            return Err(format!("it had {count} tool calls when checked"));
+        }
         let label = format!("tool call #{position}");
         let call = Element::call(label, raw)
             .read()
@@ -187,11 +206,12 @@ fn read_calls(
     match read {
         _ if receiver_gone => Ok(()),
         Ok(read) if read == count => Ok(()),
+        // The copy is the host's own: only a fault of the disk gets here.
         Ok(read) => Err(BatchError::Unreadable(format!(
-            "the batch changed while it was read: it had {count} tool calls, then {read}"
+            "the copy of the batch read differently the second time: {count} tool calls, then {read}"
         ))),
         Err(e) => Err(BatchError::Unreadable(format!(
-            "the batch changed while it was read: {}",
+            "the copy of the batch read differently the second time: {}",
             not_json(e)
         ))),
     }
@@ -269,16 +289,9 @@ mod tests {
     use super::*;
     use crate::wire::parse_batch;
 
-    fn file(text: &str) -> File {
-        let mut file = tempfile::tempfile().unwrap();
-        file.write_all(text.as_bytes()).unwrap();
-        file.rewind().unwrap();
-        file
-    }
-
     /// Every call of the batch in `text`, read through a [`BatchFile`].
     async fn read(text: &str) -> Result<Vec<ToolCall>, BatchError> {
-        let batch = BatchFile::open(file(text))?;
+        let batch = BatchFile::open(text.as_bytes())?;
         let count = batch.len();
         let (calls, reading) = batch.calls(2);
         let calls: Vec<_> = calls.collect().await;
@@ -296,6 +309,7 @@ mod tests {
             r#"{"id":"one","name":"calc","args":{}}"#,
             r#"{"role":"assistant","tool_calls":[{"id":"m1","type":"function","function":{"name":"calc","arguments":"{}"}}]}"#,
             r#"[{"id":"a","id":"b","name":"calc"}, {"id":17,"name":"calc"}, {"id":null,"name":"calc"}, {"id":"x\"y","name":"calc","args":{}}]"#,
+            r#"[{"\u0069d":"escaped key","name":"calc"}, {"id":"mcp","name":"calc","arguments":{}}, {"type":"tool_use","name":"calc","input":{}}]"#,
         ] {
             assert_eq!(
                 read(text).await.unwrap(),
@@ -306,7 +320,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_batch_file_that_is_not_json_anywhere_is_refused_before_any_call_is_read() {
+    async fn a_batch_that_is_not_json_anywhere_is_refused_before_any_call_is_read() {
         for (text, expected) in [
             (
                 r#"[{"id":"a","name":"calc"}, {oops"#,
@@ -321,6 +335,10 @@ mod tests {
                 "the batch is not JSON: EOF while parsing a list at line 1 column 25",
             ),
             (
+                r#"[{"id":"a","name":"calc"},]"#,
+                "the batch is not JSON: trailing comma at line 1 column 27",
+            ),
+            (
                 "",
                 "the batch is not JSON: EOF while parsing a value at line 1 column 0",
             ),
@@ -329,20 +347,26 @@ mod tests {
                 "the batch must be a JSON array of tool calls, one tool call object, or an assistant message, not a number",
             ),
         ] {
-            let error = BatchFile::open(file(text)).err().expect(text);
+            let error = BatchFile::open(text.as_bytes()).err().expect(text);
             assert_eq!(error.to_string(), expected, "{text}");
-            if !text.is_empty() && text.starts_with('[') {
-                assert_eq!(
-                    parse_batch(text).unwrap_err(),
-                    expected,
-                    "the same message as a batch read whole"
-                );
-            }
+            assert!(parse_batch(text).is_err(), "{text}");
         }
+        let error = BatchFile::open(&b"[{\"id\":\"\xff\"}]"[..]).err().unwrap();
+        assert!(
+            error
+                .to_string()
+                .starts_with("the batch is not JSON: invalid unicode"),
+            "{error}"
+        );
+        let error = BatchFile::open(&b"{\"id\":\"\xff\"}"[..]).err().unwrap();
+        assert_eq!(
+            error.to_string(),
+            "the batch is not JSON: it is not UTF-8 text"
+        );
     }
 
     #[tokio::test]
-    async fn generated_ids_avoid_ids_given_later_in_the_file() {
+    async fn generated_ids_avoid_ids_given_later_in_the_batch() {
         let calls = read(r#"[{"name":"calc"},{"id":"call_1","name":"calc"}]"#)
             .await
             .unwrap();
@@ -350,35 +374,23 @@ mod tests {
         assert_eq!(ids, ["call_1_2", "call_1"]);
     }
 
+    /// The calls are those that were checked, whatever happens to the
+    /// source afterwards: the batch is read from a copy of its own.
     #[tokio::test]
-    async fn a_file_that_changes_between_the_readings_ends_the_calls_with_an_error() {
-        let mut changing = file(r#"[{"id":"a","name":"calc"},{"id":"b","name":"calc"}]"#);
-        let batch = BatchFile::open(changing.try_clone().unwrap()).unwrap();
-        changing.set_len(0).unwrap();
-        changing
-            .write_all(br#"[{"id":"a","name":"calc"},{"#)
+    async fn a_source_that_changes_after_the_check_changes_no_call() {
+        let mut source = tempfile::tempfile().unwrap();
+        source.write_all(br#"[{"id":"a","name":"calc"}]"#).unwrap();
+        source.rewind().unwrap();
+        let batch = BatchFile::open(source.try_clone().unwrap()).unwrap();
+        source.set_len(0).unwrap();
+        source.rewind().unwrap();
+        source
+            .write_all(br#"[{"id":"a","name":"calc"},{"id":"b","name":"write_file"},{"#)
             .unwrap();
         let (calls, reading) = batch.calls(1);
         let calls: Vec<_> = calls.collect().await;
-        assert_eq!(calls.len(), 1);
-        let error = reading.finished().await.unwrap_err().to_string();
-        assert!(
-            error.starts_with("the batch changed while it was read: the batch is not JSON"),
-            "{error}"
-        );
-
-        let shorter = file(r#"[{"id":"a","name":"calc"},{"id":"b","name":"calc"}]"#);
-        let batch = BatchFile::open(shorter.try_clone().unwrap()).unwrap();
-        shorter.set_len(0).unwrap();
-        (&shorter)
-            .write_all(br#"[{"id":"a","name":"calc"}]"#)
-            .unwrap();
-        let (calls, reading) = batch.calls(1);
-        assert_eq!(calls.collect::<Vec<_>>().await.len(), 1);
-        assert_eq!(
-            reading.finished().await.unwrap_err().to_string(),
-            "the batch changed while it was read: it had 2 tool calls, then 1"
-        );
+        reading.finished().await.unwrap();
+        assert_eq!(calls, parse_batch(r#"[{"id":"a","name":"calc"}]"#).unwrap());
     }
 
     #[tokio::test]
@@ -386,7 +398,8 @@ mod tests {
         let calls: Vec<Value> = (0..1000)
             .map(|i| json!({"id": format!("c{i}"), "name": "calc"}))
             .collect();
-        let batch = BatchFile::open(file(&serde_json::to_string(&calls).unwrap())).unwrap();
+        let text = serde_json::to_string(&calls).unwrap();
+        let batch = BatchFile::open(text.as_bytes()).unwrap();
         let (calls, reading) = batch.calls(4);
         let first: Vec<_> = calls.take(3).collect().await;
         assert_eq!(first.len(), 3);
@@ -411,21 +424,42 @@ mod tests {
         assert_eq!(calls[1].id, "next");
     }
 
-    mod prop {
+    mod properties {
         use proptest::prelude::*;
 
         use super::*;
 
+        fn runtime() -> tokio::runtime::Runtime {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+        }
+
         proptest! {
             #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
             #[test]
             fn any_array_reads_as_parse_batch_reads_it(
                 value in proptest::collection::vec(crate::wire::calls::tests::properties::element(), 0..6)
             ) {
                 let text = serde_json::to_string(&value).unwrap();
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                let read = runtime.block_on(read(&text)).unwrap();
+                let read = runtime().block_on(read(&text)).unwrap();
                 prop_assert_eq!(read, parse_batch(&text).unwrap());
+            }
+
+            /// Text that is or is not JSON, batches with trailing commas,
+            /// repeated and escaped keys among it: refused exactly when
+            /// `parse_batch` refuses it, and read as it reads it.
+            #[test]
+            fn any_text_is_refused_or_read_as_parse_batch_does(
+                text in r#"[\[\]{}",:0-9a-z_ \\]{0,64}|\[(\{"(id|name|args)":("[a-z_0-9]{0,3}"|\{\}|1|null),?\},?){0,4}\]"#
+            ) {
+                match (runtime().block_on(read(&text)), parse_batch(&text)) {
+                    (Ok(streamed), Ok(whole)) => prop_assert_eq!(streamed, whole),
+                    (Err(_), Err(_)) => {}
+                    (streamed, whole) => prop_assert!(false, "{text}: {streamed:?} but {whole:?}"),
+                }
             }
         }
     }

@@ -130,7 +130,7 @@ fn a_batch_with_an_error_anywhere_runs_none_of_its_calls() {
         );
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
-            stderr.contains("error: the batch is not JSON: key must be a string at line 1 column"),
+            stderr.contains(": the batch is not JSON: key must be a string at line 1 column"),
             "{source}: {stderr}"
         );
         assert_eq!(
