@@ -347,7 +347,7 @@ mod tests {
                 "the batch must be a JSON array of tool calls, one tool call object, or an assistant message, not a number",
             ),
         ] {
-            let error = BatchFile::open(text.as_bytes()).err().expect(text);
+            let error = BatchFile::open(text.as_bytes()).expect_err(text);
             assert_eq!(error.to_string(), expected, "{text}");
             assert!(parse_batch(text).is_err(), "{text}");
         }
