@@ -2,12 +2,12 @@
 //! decides the exit status.
 //!
 //! Exit status: 0 when every call produced a ToolMessage (even one with
-//! `is_error`), 1 for a manifest or load error (for `run`, a model endpoint
-//! that failed for good; for `call --batch`, a batch that is not JSON, when
-//! no call runs, or one that could not be read to its end, when the array
-//! written holds the answers of the calls read), 2 for a usage error.
+//! `is_error`); 1 for a manifest or load error, for `run` a model endpoint
+//! that failed for good, and for `call --batch` a batch that is not a JSON
+//! array, call or assistant message (no call runs) or that stopped being
+//! readable partway (the answers written stand); 2 for a usage error.
 
-use std::io::{IsTerminal as _, Read};
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -758,11 +758,24 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     // each answer is written as soon as it and those before
                     // it are in: a batch of any length holds only the calls
                     // in flight (and a hash per id).
-                    let batch =
-                        toolhost::wire::BatchFile::open(open_batch(&source)?).map_err(|e| {
-                            let name = if source == "-" { "stdin" } else { &source };
-                            anyhow::anyhow!("{name}: {e}")
-                        })?;
+                    let batch = if source == "-" {
+                        if std::io::stdin().is_terminal() {
+                            eprintln!(
+                                "reading a JSON array of tool calls from stdin (end with Ctrl-D)"
+                            );
+                        }
+                        toolhost::wire::BatchFile::open(std::io::stdin().lock())
+                    } else {
+                        // A file as itself, so that copying it can stay in
+                        // the kernel (copy_file_range).
+                        let file = std::fs::File::open(&source)
+                            .with_context(|| format!("reading {source}"))?;
+                        toolhost::wire::BatchFile::open(file)
+                    }
+                    .map_err(|e| {
+                        let name = if source == "-" { "stdin" } else { &source };
+                        anyhow::anyhow!("{name}: {e}")
+                    })?;
                     let window = host.batch_window();
                     let (calls, reading) = batch.calls(window);
                     let outcomes = host.call_stream(calls, env, window);
@@ -1342,18 +1355,6 @@ fn parse_context(text: &str) -> Result<serde_json::Value, String> {
         Ok(value @ serde_json::Value::Object(_)) => Ok(value),
         _ => Err(r#"expected a JSON object, e.g. '{"user":"ada"}'"#.to_owned()),
     }
-}
-
-/// The batch in `source`: a path, or `-` for stdin.
-fn open_batch(source: &str) -> anyhow::Result<Box<dyn Read>> {
-    if source == "-" {
-        if std::io::stdin().is_terminal() {
-            eprintln!("reading a JSON array of tool calls from stdin (end with Ctrl-D)");
-        }
-        return Ok(Box::new(std::io::stdin().lock()));
-    }
-    let file = std::fs::File::open(source).with_context(|| format!("reading {source}"))?;
-    Ok(Box::new(file))
 }
 
 /// Per component: its tools, and exactly what they may touch.

@@ -76,8 +76,8 @@ impl Arguments {
     }
 }
 
-/// A set of tool call ids that holds a 128-bit hash per id (16 bytes, and
-/// about as much again for its table), whatever the ids' lengths: a batch of
+/// A set of tool call ids that holds a 128-bit hash per id (16 bytes; 20 to
+/// 60 with the hash table's slack and growth), whatever the ids' lengths: a batch of
 /// any length can be checked for repeated ids, and given fresh ones,
 /// without keeping its ids. The two halves of the hash are SipHash under
 /// one random key of the set's own, of the id tagged 0 and tagged 1: no

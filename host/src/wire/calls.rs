@@ -171,10 +171,10 @@ pub(super) struct ReadCall {
 
 impl ReadCall {
     /// The call, with its own id or, without one, a fresh id for its
-    /// `position` (from 1) that no id in `taken` equals.
-    pub(super) fn with_id(self, position: usize, taken: &mut IdSet) -> ToolCall {
+    /// `position` (from 1) that no id in `given` equals.
+    pub(super) fn with_id(self, position: usize, given: &IdSet) -> ToolCall {
         ToolCall {
-            id: self.id.unwrap_or_else(|| fresh_id(position, taken)),
+            id: self.id.unwrap_or_else(|| fresh_id(position, given)),
             name: self.name,
             arguments: self.arguments,
         }
@@ -229,25 +229,26 @@ fn string(raw: &RawValue) -> Option<String> {
 
 /// Give every call without an id one that no other call in the batch has.
 fn assign_ids(read: Vec<ReadCall>) -> Vec<ToolCall> {
-    let mut taken = IdSet::new();
+    let mut given = IdSet::new();
     for id in read.iter().filter_map(|c| c.id.as_deref()) {
-        taken.insert(id);
+        given.insert(id);
     }
     read.into_iter()
         .enumerate()
-        .map(|(i, call)| call.with_id(i + 1, &mut taken))
+        .map(|(i, call)| call.with_id(i + 1, &given))
         .collect()
 }
 
-/// `call_N`, or `call_N_2`, `call_N_3`… when the batch already uses it.
-fn fresh_id(position: usize, taken: &mut IdSet) -> String {
+/// `call_N`, or `call_N_2`, `call_N_3`… when an id the batch gives
+/// (`given`) is that. Two generated ids never meet: the digits after `call_`,
+/// up to the next `_` or the end, are the position, each call's own.
+fn fresh_id(position: usize, given: &IdSet) -> String {
     let mut id = format!("call_{position}");
     let mut suffix = 1;
-    while taken.contains(&id) {
+    while given.contains(&id) {
         suffix += 1;
         id = format!("call_{position}_{suffix}");
     }
-    taken.insert(&id);
     id
 }
 
