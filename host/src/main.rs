@@ -758,24 +758,24 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     // each answer is written as soon as it and those before
                     // it are in: a batch of any length holds only the calls
                     // in flight (and a hash per id).
-                    let batch = if source == "-" {
+                    let (name, batch) = if source == "-" {
                         if std::io::stdin().is_terminal() {
                             eprintln!(
                                 "reading a JSON array of tool calls from stdin (end with Ctrl-D)"
                             );
                         }
-                        toolhost::wire::BatchFile::open(std::io::stdin().lock())
+                        (
+                            "stdin",
+                            toolhost::wire::BatchFile::open(std::io::stdin().lock()),
+                        )
                     } else {
                         // A file as itself, so that copying it can stay in
                         // the kernel (copy_file_range).
                         let file = std::fs::File::open(&source)
                             .with_context(|| format!("reading {source}"))?;
-                        toolhost::wire::BatchFile::open(file)
-                    }
-                    .map_err(|e| {
-                        let name = if source == "-" { "stdin" } else { &source };
-                        anyhow::anyhow!("{name}: {e}")
-                    })?;
+                        (source.as_str(), toolhost::wire::BatchFile::open(file))
+                    };
+                    let batch = batch.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
                     let window = host.batch_window();
                     let (calls, reading) = batch.calls(window);
                     let outcomes = host.call_stream(calls, env, window);

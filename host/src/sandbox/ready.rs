@@ -124,10 +124,7 @@ impl Ready {
         }
         // What the call brought goes now, not when the store does.
         store.data_mut().release_call();
-        let mut spent = self
-            .spent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut spent = locked(&self.spent);
         if spent.len() >= self.want {
             drop(spent);
             drop(store);
@@ -140,12 +137,7 @@ impl Ready {
 
     /// Drop the stores whose calls are over.
     pub(super) fn drop_spent(&self) {
-        let spent = std::mem::take(
-            &mut *self
-                .spent
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+        let spent = std::mem::take(&mut *locked(&self.spent));
         drop(spent);
     }
 
@@ -160,10 +152,7 @@ impl Ready {
     /// Note that making an instance took `took`. Returns the quickest of
     /// the trials once they are done, when making ahead does not pay.
     pub(super) fn timed(&self, took: Duration) -> Option<Duration> {
-        let mut trials = self
-            .trials
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut trials = locked(&self.trials);
         if !self.measured || trials.0 >= TRIALS {
             return None;
         }
@@ -207,11 +196,15 @@ impl Ready {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Prepared>> {
-        // A panic while holding the lock leaves the queue as it was.
-        self.queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        locked(&self.queue)
     }
+}
+
+/// `mutex`, locked; a panic while it was held left its value as it was.
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Stops a component's instances made ahead when the task making them
@@ -244,10 +237,7 @@ pub(super) struct Pool {
 impl Pool {
     /// Count `ready` among those that give way to calls.
     pub(super) fn register(&self, ready: &std::sync::Arc<Ready>) {
-        let mut readies = self
-            .readies
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut readies = locked(&self.readies);
         readies.retain(|r| r.strong_count() > 0);
         readies.push(std::sync::Arc::downgrade(ready));
     }
@@ -256,10 +246,7 @@ impl Pool {
     /// instance is made ahead, and those made are dropped now.
     pub(super) fn wait_for_room(&self) -> Waiting<'_> {
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        let readies: Vec<_> = self
-            .readies
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        let readies: Vec<_> = locked(&self.readies)
             .iter()
             .filter_map(std::sync::Weak::upgrade)
             .collect();

@@ -83,8 +83,6 @@ impl BatchFile {
     /// [`BatchError::Unreadable`] when the batch is not JSON, is neither an
     /// array nor an object, or cannot be read or copied.
     pub fn open(mut source: impl Read) -> Result<Self, BatchError> {
-        let unreadable =
-            |e: std::io::Error| BatchError::Unreadable(format!("reading the batch: {e}"));
         let copying = |e: std::io::Error| {
             BatchError::Unreadable(format!(
                 "copying the batch into a temporary file (in $TMPDIR): {e}"
@@ -92,17 +90,16 @@ impl BatchFile {
         };
         let mut file = tempfile::tempfile().map_err(copying)?;
         std::io::copy(&mut source, &mut file).map_err(copying)?;
-        file.rewind().map_err(unreadable)?;
-        let first = first_byte(&mut file).map_err(unreadable)?;
-        file.rewind().map_err(unreadable)?;
-        if first != Some(b'[') {
+        if first_byte(&file).map_err(unreadable)? != Some(b'[') {
             let mut text = String::new();
-            file.read_to_string(&mut text).map_err(|e| match e.kind() {
-                std::io::ErrorKind::InvalidData => {
-                    BatchError::Unreadable("the batch is not JSON: it is not UTF-8 text".to_owned())
-                }
-                _ => unreadable(e),
-            })?;
+            from_start(&file)
+                .and_then(|mut file| file.read_to_string(&mut text))
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::InvalidData => BatchError::Unreadable(
+                        "the batch is not JSON: it is not UTF-8 text".to_owned(),
+                    ),
+                    _ => unreadable(e),
+                })?;
             let calls = parse_batch_at_most(&text, usize::MAX)?;
             return Ok(Self {
                 kind: Kind::Whole(calls),
@@ -120,7 +117,6 @@ impl BatchFile {
             Ok(())
         })
         .map_err(not_json)?;
-        file.rewind().map_err(unreadable)?;
         Ok(Self {
             kind: Kind::Array {
                 file,
@@ -155,26 +151,21 @@ impl BatchFile {
         impl futures::Stream<Item = ToolCall> + Send + 'static,
         Reading,
     ) {
-        let (sender, mut receiver) = mpsc::channel(ahead.max(1));
+        use futures::StreamExt as _;
         let (done, reading) = oneshot::channel();
-        match self.kind {
+        let calls = match self.kind {
             Kind::Whole(calls) => {
-                tokio::spawn(async move {
-                    for call in calls {
-                        if sender.send(call).await.is_err() {
-                            break;
-                        }
-                    }
-                    let _ = done.send(Ok(()));
-                });
+                let _ = done.send(Ok(()));
+                futures::stream::iter(calls).left_stream()
             }
             Kind::Array { file, count, given } => {
+                let (sender, mut receiver) = mpsc::channel(ahead.max(1));
                 tokio::task::spawn_blocking(move || {
                     let _ = done.send(read_calls(&file, count, given, &sender));
                 });
+                futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)).right_stream()
             }
-        }
-        let calls = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
+        };
         (calls, Reading(reading))
     }
 }
@@ -188,10 +179,6 @@ fn read_calls(
     given: Option<IdSet>,
     sender: &mpsc::Sender<ToolCall>,
 ) -> Result<(), BatchError> {
-    let mut start = file;
-    start
-        .rewind()
-        .map_err(|e| BatchError::Unreadable(format!("reading the batch: {e}")))?;
     let given = given.unwrap_or_else(IdSet::new);
     let mut receiver_gone = false;
     let read = each_element(file, |position, raw| {
@@ -219,17 +206,26 @@ fn read_calls(
     }
 }
 
+fn unreadable(e: std::io::Error) -> BatchError {
+    BatchError::Unreadable(format!("reading the batch: {e}"))
+}
+
 fn not_json(e: serde_json::Error) -> BatchError {
-    BatchError::Unreadable(if e.is_io() {
-        format!("reading the batch: {e}")
-    } else {
-        format!("the batch is not JSON: {e}")
-    })
+    if e.is_io() {
+        return unreadable(e.into());
+    }
+    BatchError::Unreadable(format!("the batch is not JSON: {e}"))
+}
+
+/// `file`, to be read from its start.
+fn from_start(mut file: &File) -> std::io::Result<&File> {
+    file.rewind()?;
+    Ok(file)
 }
 
 /// The first byte of `file` that is not JSON whitespace.
-fn first_byte(file: &mut File) -> std::io::Result<Option<u8>> {
-    let mut reader = BufReader::new(file);
+fn first_byte(file: &File) -> std::io::Result<Option<u8>> {
+    let mut reader = BufReader::new(from_start(file)?);
     loop {
         let buffer = reader.fill_buf()?;
         if buffer.is_empty() {
@@ -247,7 +243,7 @@ fn first_byte(file: &mut File) -> std::io::Result<Option<u8>> {
 }
 
 /// Call `each` with every element of the JSON array in `file` (from its
-/// position) and its position from 1, holding one element at a time; then
+/// start) and its position from 1, holding one element at a time; then
 /// check that nothing but whitespace follows the array. Returns how many
 /// elements there were. An element is scanned without recursion, as
 /// [`parse_batch`](super::parse_batch) scans it.
@@ -274,6 +270,7 @@ fn each_element(
         }
     }
 
+    let file = from_start(file).map_err(serde_json::Error::io)?;
     let mut deserializer =
         serde_json::Deserializer::from_reader(BufReader::with_capacity(64 << 10, file));
     let count = (&mut deserializer).deserialize_seq(Elements(each))?;
