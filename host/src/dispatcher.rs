@@ -160,6 +160,10 @@ pub struct CallEnv {
     /// and which picks the namespace of scoped stores. The model never
     /// writes it and never sees it.
     pub context: Option<Arc<Value>>,
+    /// When cancelled, every call still running stops and is answered with
+    /// an `internal` error that says so (a server shutting down answers
+    /// its calls in flight this way rather than cutting them off).
+    pub stop: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl Default for CallEnv {
@@ -169,6 +173,7 @@ impl Default for CallEnv {
             asker: Arc::new(NobodyToAsk),
             observer: None,
             context: None,
+            stop: None,
         }
     }
 }
@@ -204,6 +209,12 @@ impl CallEnv {
     /// Set the injected context.
     pub fn context(mut self, context: Value) -> Self {
         self.context = Some(Arc::new(context));
+        self
+    }
+
+    /// Stop the calls still running when `stop` is cancelled.
+    pub fn stop_on(mut self, stop: tokio_util::sync::CancellationToken) -> Self {
+        self.stop = Some(stop);
         self
     }
 
@@ -506,7 +517,24 @@ impl ToolHost {
     /// Run one call in `env`: its approver, asker, observer and injected
     /// context.
     pub async fn call_in(&self, call: ToolCall, env: &CallEnv) -> Outcome {
-        self.call_traced(call, &*env.approver, env.side()).await
+        let Some(stop) = &env.stop else {
+            return self.call_traced(call, &*env.approver, env.side()).await;
+        };
+        let (id, name) = (call.id.clone(), call.name.clone());
+        tokio::select! {
+            // A call that ends as the stop comes keeps its own outcome.
+            biased;
+            outcome = self.call_traced(call, &*env.approver, env.side()) => outcome,
+            () = stop.cancelled() => Outcome::error(
+                id,
+                clip(&name, 64),
+                CallError::new(
+                    ErrorType::Internal,
+                    "the host stopped the call before it finished because it is shutting down; \
+                     it may have done part of its work; retry it",
+                ),
+            ),
+        }
     }
 
     async fn call_traced(

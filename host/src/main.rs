@@ -110,6 +110,11 @@ enum Command {
         /// The most tool calls one POST /v1/tool_calls may carry.
         #[arg(long, value_name = "N", default_value_t = toolhost::serve::DEFAULT_MAX_BATCH)]
         max_batch: usize,
+        /// On SIGTERM or SIGINT, how long calls in flight may take to finish
+        /// (new requests are refused meanwhile); those still running then are
+        /// stopped and answered with an error.
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+        drain: std::time::Duration,
     },
     /// Validate the manifest and components; print what each tool may touch,
     /// and warnings (with the fix) about what models and clients trip on.
@@ -649,6 +654,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         yes,
         max_body,
         max_batch,
+        drain,
     } = cli.command
     {
         let transport = match (stdio, listen) {
@@ -676,6 +682,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             approve_all: yes,
             max_body,
             max_batch,
+            drain,
         };
         // Scripts wait for this line on stderr to know the server is up, and
         // read the address from it when the port was 0.

@@ -31,28 +31,21 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use subtle::ConstantTimeEq as _;
-use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
+use super::connections::{self, Connections};
+use super::edge::{self, Guard, Refusal};
+use super::sessions::{MAX_SESSIONS, Sessions};
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
 use crate::dispatcher::CallEnv;
 use crate::wire;
-
-/// How long shutdown waits for in-flight requests before exiting anyway: a
-/// client holding an MCP event stream open must not keep the process alive.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// Connections open at once; more are closed as they arrive. Each holds a
-/// descriptor, which the tools' descriptor pool must not run short of.
-const MAX_CONNECTIONS: usize = 1024;
 
 /// How long a client may take to send a request's headers: a connection
 /// that dribbles them must not hold a descriptor for ever.
@@ -62,7 +55,16 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// `--max-body`, 4 MiB by default).
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Serve HTTP on `addr` until SIGINT or SIGTERM.
+/// How long connections get to close once every call is answered: an
+/// event stream a client holds open must not keep the process alive.
+const CLOSE_CONNECTIONS: Duration = Duration::from_secs(2);
+
+/// What a refused request is told to wait before trying again: a drain
+/// lasts seconds, and a restarted replica is back about as soon.
+const RETRY_AFTER_SECONDS: &str = "5";
+
+/// Serve HTTP on `addr` until SIGINT or SIGTERM, then drain (see
+/// [`super::drain`]).
 pub(super) async fn serve(
     addr: SocketAddr,
     shared: Shared,
@@ -78,16 +80,26 @@ pub(super) async fn serve(
     let local = listener
         .local_addr()
         .map_err(|e| ServeError::Transport(e.to_string()))?;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let app = router(shared.clone(), config, local, stop.clone());
+    // Ends the event streams, the sessions and the connections; fired only
+    // once every call in flight is answered.
+    let hard_stop = CancellationToken::new();
+    let app = router(shared.clone(), config, local, hard_stop.clone());
     on_ready(Some(local));
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    tokio::pin!(signal);
-    loop {
+    let connections = Arc::new(Connections::default());
+    let mut signal = std::pin::pin!(signal);
+    let mut drained = std::pin::pin!(async {
+        (&mut signal).await;
+        let in_flight = shared.drain().in_flight();
+        tracing::warn!(in_flight, "shutting down: taking no new requests, finishing the calls in flight");
+        shared.drain().finish().await
+    });
+    // Connections are still taken while the server drains: a client may
+    // need a new one to cancel a call or answer a question.
+    let stopped = loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let tcp = match accepted {
-                    Ok((tcp, _)) => tcp,
+                let (tcp, peer) = match accepted {
+                    Ok(accepted) => accepted,
                     Err(e) => {
                         // Out of descriptors, most likely: wait rather than spin.
                         tracing::warn!(error = %e, "cannot accept a connection");
@@ -95,55 +107,75 @@ pub(super) async fn serve(
                         continue;
                     }
                 };
-                let Ok(permit) = connections.clone().try_acquire_owned() else {
-                    shared.metrics().reject("http", "connections");
-                    tracing::warn!("refused a connection: {MAX_CONNECTIONS} are open already");
-                    continue;
-                };
-                tokio::spawn(connection(tcp, app.clone(), stop.clone(), permit));
+                match connections.admit(peer.ip()) {
+                    Ok(admitted) => {
+                        tokio::spawn(connection(tcp, app.clone(), admitted, hard_stop.clone(), shared.clone()));
+                    }
+                    Err(refused) => {
+                        shared.metrics().reject("http", refused.reason());
+                        tracing::warn!(peer = %peer.ip(), reason = refused.reason(), "refused a connection: every connection it could replace is busy");
+                    }
+                }
             }
-            () = &mut signal => break,
+            stopped = &mut drained => break stopped,
         }
+    };
+    if stopped > 0 {
+        tracing::warn!(stopped, "calls still running at the end of the drain were stopped and answered");
     }
-    tracing::warn!("shutting down: finishing calls in flight");
     drop(listener);
-    stop.cancel();
-    // Every connection holds a permit until it has closed.
-    let all = u32::try_from(MAX_CONNECTIONS).expect("a small number");
-    if tokio::time::timeout(SHUTDOWN_GRACE, connections.acquire_many(all))
+    hard_stop.cancel();
+    if tokio::time::timeout(CLOSE_CONNECTIONS, connections.all_closed())
         .await
         .is_err()
     {
-        tracing::warn!(
-            "requests still open after {}s; exiting",
-            SHUTDOWN_GRACE.as_secs()
-        );
+        tracing::warn!("connections still open after every call was answered; exiting");
     }
     Ok(())
 }
 
-/// Serve one connection until it closes, or until shutdown, when it
-/// finishes the request in flight and closes.
+/// Serve one connection until it closes, it is shed to make room for
+/// another, or the server stops (then it finishes the request in flight).
 async fn connection(
     tcp: tokio::net::TcpStream,
     app: Router,
-    stop: tokio_util::sync::CancellationToken,
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    admitted: connections::Admitted,
+    hard_stop: CancellationToken,
+    shared: Shared,
 ) {
     // Small answers go out at once: without NODELAY, an event-stream answer
     // written in two parts waits on the client's delayed ACK (40 ms).
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(error = %e, "cannot set TCP_NODELAY");
     }
+    let admitted = Arc::new(admitted);
+    let service = {
+        let admitted = admitted.clone();
+        hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            // Busy from its headers to its answer's last byte: never shed.
+            let busy = admitted.busy();
+            let app = app.clone();
+            async move {
+                let response = tower::ServiceExt::oneshot(app, request.map(axum::body::Body::new)).await?;
+                Ok::<_, std::convert::Infallible>(connections::hold(response, busy))
+            }
+        })
+    };
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
-        .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(app))
+        .max_buf_size(connections::MAX_HEADER_BYTES)
+        .serve_connection(TokioIo::new(tcp), service)
         .with_upgrades();
     let mut connection = std::pin::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => return,
-        () = stop.cancelled() => {}
+        () = admitted.shed() => {
+            shared.metrics().reject("http", "connection_shed");
+            tracing::debug!("closed a connection with no request in progress to make room for another");
+            return;
+        }
+        () = hard_stop.cancelled() => {}
     }
     connection.as_mut().graceful_shutdown();
     let _ = connection.await;
@@ -183,54 +215,47 @@ pub(super) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send 
     }
 }
 
-/// Who may call: the policy every route but `/healthz` checks.
+/// What the guard middleware needs besides the request.
 #[derive(Debug)]
-pub(super) struct Guard {
-    /// `None` when the address is not loopback (the token protects it).
-    loopback_only: bool,
-    allowed_origins: Vec<String>,
-    /// The token's hash: compared in constant time, and of one length
-    /// whatever the token's, so a comparison says nothing of either.
-    token: Option<blake3::Hash>,
+struct Edge {
+    guard: Guard,
     max_body: usize,
-    sessions: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
+    sessions: Arc<Sessions>,
 }
 
-/// The whole app: routes, guards and limits.
+/// The whole app: routes, and the guards every request passes first.
 pub fn router(
     shared: Shared,
     config: &ServeConfig,
     local: SocketAddr,
-    stop: tokio_util::sync::CancellationToken,
+    hard_stop: CancellationToken,
 ) -> Router {
-    let sessions = super::mcp::sessions();
-    let guard = Arc::new(Guard {
-        loopback_only: local.ip().is_loopback(),
-        allowed_origins: config.allow_origins.clone(),
-        token: config
-            .token
-            .clone()
-            .map(|t| blake3::hash(t.trim().as_bytes())),
+    let sessions = Sessions::start(super::sessions::SESSION_IDLE);
+    let edge = Arc::new(Edge {
+        guard: Guard::new(
+            local.ip().is_loopback(),
+            config.allow_origins.clone(),
+            config.token.as_deref(),
+        ),
         max_body: config.max_body,
         sessions: sessions.clone(),
     });
-    let mcp = super::mcp::http_service(shared.clone(), config, local, stop, sessions);
-    let api = Router::new()
+    let mcp = super::mcp::http_service(shared.clone(), config, local, hard_stop, sessions);
+    Router::new()
+        .route("/healthz", get(healthz))
         .route("/v1/tool_calls", post(tool_calls))
         .route("/v1/tools", get(tools))
         .route("/metrics", get(metrics))
         .nest_service("/mcp", mcp)
-        // `check_request` reads every body, within --max-body.
-        .layer(DefaultBodyLimit::disable())
-        .layer(middleware::from_fn_with_state(
-            (guard, shared.clone()),
-            check_request,
-        ));
-    Router::new()
-        .route("/healthz", get(healthz))
-        .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // `check_request` reads every body, within --max-body.
+        .layer(DefaultBodyLimit::disable())
+        // Last, so it wraps every route and both fallbacks.
+        .layer(middleware::from_fn_with_state(
+            (edge, shared.clone()),
+            check_request,
+        ))
         .with_state(shared)
 }
 
@@ -238,6 +263,19 @@ pub fn router(
 fn error(status: StatusCode, kind: &str, message: impl Into<String>) -> Response {
     let body = json!({"error": {"type": kind, "message": message.into()}});
     (status, axum::Json(body)).into_response()
+}
+
+/// A refusal at the edge, counted.
+fn refuse(shared: &Shared, refusal: Refusal) -> Response {
+    shared.metrics().reject("http", refusal.reason);
+    let unauthorized = refusal.status == StatusCode::UNAUTHORIZED;
+    let mut response = error(refusal.status, refusal.kind, refusal.message);
+    if unauthorized {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
 }
 
 async fn method_not_allowed() -> Response {
@@ -256,134 +294,224 @@ async fn not_found() -> Response {
     )
 }
 
-/// Host, Origin and token checks, before any route runs (`/healthz` skips
-/// only the token, so that probes need none).
+/// The edge checks, the token (but for `/healthz`, so that probes need
+/// none), the body read within its bounds, and, while the server drains,
+/// the refusal of new work; then the route, its answer counted in flight
+/// until its last byte.
 async fn check_request(
-    State((guard, shared)): State<(Arc<Guard>, Shared)>,
-    request: Request,
+    State((edge, shared)): State<(Arc<Edge>, Shared)>,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    let headers = request.headers();
-    if guard.loopback_only && !host_is_loopback(headers, request.uri()) {
-        shared.metrics().reject("http", "host");
-        return error(
-            StatusCode::FORBIDDEN,
-            "forbidden_host",
-            "the Host header does not name this loopback server (a DNS-rebinding attempt?); \
-             connect to 127.0.0.1 or localhost",
-        );
+    if let Err(refusal) = edge.guard.check_request(request.headers(), request.uri()) {
+        return refuse(&shared, refusal);
     }
-    let mut origins = headers.get_all(header::ORIGIN).iter();
-    if let Some(origin) = origins.next()
-        && (origins.next().is_some()
-            || !origin_allowed(origin, guard.loopback_only, &guard.allowed_origins))
-    {
-        shared.metrics().reject("http", "origin");
-        return error(
-            StatusCode::FORBIDDEN,
-            "forbidden_origin",
-            "requests from this Origin are not accepted; the operator can allow it with --allow-origin",
-        );
+    // Every part behind the guard reads the host the guard checked.
+    if let Some(host) = edge::target_host(request.uri()) {
+        request.headers_mut().insert(header::HOST, host);
     }
     if request.uri().path() == "/healthz" {
         return next.run(request).await;
     }
-    if let Some(token) = &guard.token
-        && !bearer_matches(headers, token)
-    {
-        shared.metrics().reject("http", "unauthorized");
-        let mut response = error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "send the server's token as `Authorization: Bearer <token>`",
-        );
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return response;
+    if let Err(refusal) = edge.guard.check_token(request.headers()) {
+        return refuse(&shared, refusal);
     }
-    // Every body is read here, whole, within BODY_READ_TIMEOUT and
-    // --max-body: a client that dribbles one cannot hold its connection.
     let (parts, body) = request.into_parts();
-    let body = match tokio::time::timeout(
-        BODY_READ_TIMEOUT,
-        axum::body::to_bytes(body, guard.max_body),
-    )
-    .await
-    {
-        Ok(Ok(body)) => body,
-        Ok(Err(e)) if is_too_large(&e) => {
-            shared.metrics().reject("http", "body_too_large");
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request",
-                format!(
-                    "the request body is over {} bytes, the most this server accepts \
-                     (send fewer calls at once, or raise it with `toolhost serve --max-body`)",
-                    guard.max_body
-                ),
-            );
-        }
-        Ok(Err(_)) => {
-            shared.metrics().reject("http", "malformed");
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                "the request body could not be read",
-            );
-        }
-        Err(_) => {
-            shared.metrics().reject("http", "body_timeout");
-            return error(
-                StatusCode::REQUEST_TIMEOUT,
-                "invalid_request",
-                format!(
-                    "the request body took over {} s to arrive",
-                    BODY_READ_TIMEOUT.as_secs()
-                ),
-            );
-        }
+    let body = match read_body(&shared, body, edge.max_body).await {
+        Ok(body) => body,
+        Err(response) => return response,
     };
+    let work = Work::of(&parts, &body);
+    if shared.drain().is_draining() && work.is_new() {
+        shared.metrics().reject("http", "shutting_down");
+        return shutting_down(&work);
+    }
     // Only `initialize` opens an MCP session, whatever the headers say: at
     // the cap, look inside.
-    if may_open_session(&parts)
-        && super::mcp::open_sessions(&guard.sessions).await >= super::mcp::MAX_SESSIONS
-        && opens_session(&body)
+    if matches!(work, Work::Mcp { opens_session: true, .. })
+        && edge.sessions.open().await >= MAX_SESSIONS
     {
         shared.metrics().reject("mcp", "sessions");
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_sessions",
             format!(
-                "{} MCP sessions are open, the most this server keeps; close one (DELETE /mcp), \
-                 wait for an idle one to expire, or use the stateless 2026-07-28 protocol",
-                super::mcp::MAX_SESSIONS
+                "{MAX_SESSIONS} MCP sessions are open, the most this server keeps; close one (DELETE /mcp), \
+                 wait for an idle one to expire, or use the stateless 2026-07-28 protocol"
             ),
         );
     }
+    let in_flight = work.is_call().then(|| shared.drain().track());
     let request = Request::from_parts(parts, axum::body::Body::from(body));
-    let closing_session =
-        request.method() == axum::http::Method::DELETE && request.uri().path().starts_with("/mcp");
+    let closing_session = request.method() == Method::DELETE;
     let mut response = next.run(request).await;
     // rmcp answers a session's DELETE with 202; MCP clients expect 200 or
     // 204 (the Python SDK warns "Session termination failed: 202").
-    if closing_session && response.status() == StatusCode::ACCEPTED {
+    if closing_session
+        && matches!(work, Work::Mcp { .. } | Work::Other)
+        && response.status() == StatusCode::ACCEPTED
+    {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
-    response
+    match in_flight {
+        Some(in_flight) => connections::hold(response, in_flight),
+        None => response,
+    }
 }
 
-/// Whether a request could open an MCP session: a POST to `/mcp` that is
-/// not in a session yet, read the way rmcp reads it (a session id that is
-/// not visible ASCII is no session id).
-fn may_open_session(parts: &axum::http::request::Parts) -> bool {
-    parts.method == axum::http::Method::POST
-        && parts.uri.path().starts_with("/mcp")
-        && parts
+/// The body, read whole within `max_body` and [`BODY_READ_TIMEOUT`]: a
+/// client that dribbles one cannot hold its connection.
+async fn read_body(
+    shared: &Shared,
+    body: axum::body::Body,
+    max_body: usize,
+) -> Result<Bytes, Response> {
+    let reject = |reason, status, message: String| {
+        shared.metrics().reject("http", reason);
+        error(status, "invalid_request", message)
+    };
+    match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, max_body)).await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(e)) if is_too_large(&e) => Err(reject(
+            "body_too_large",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is over {max_body} bytes, the most this server accepts \
+                 (send fewer calls at once, or raise it with `toolhost serve --max-body`)"
+            ),
+        )),
+        Ok(Err(_)) => Err(reject(
+            "malformed",
+            StatusCode::BAD_REQUEST,
+            "the request body could not be read".into(),
+        )),
+        Err(_) => Err(reject(
+            "body_timeout",
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body took over {} s to arrive",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
+/// What a request asks of the server, as far as shutting down and the
+/// session cap care.
+#[derive(Debug)]
+enum Work {
+    /// `POST /v1/tool_calls`: calls.
+    ToolCalls,
+    /// `/mcp`: the JSON-RPC requests it carries (notifications and answers
+    /// to the server's questions carry none), and whether one of them is
+    /// an `initialize` without a session (which opens one).
+    Mcp {
+        method: Method,
+        requests: Vec<Value>,
+        opens_session: bool,
+    },
+    /// Anything else: listings, metrics, unknown routes.
+    Other,
+}
+
+impl Work {
+    fn of(parts: &axum::http::request::Parts, body: &[u8]) -> Self {
+        let path = parts.uri.path();
+        if path == "/v1/tool_calls" && parts.method == Method::POST {
+            return Self::ToolCalls;
+        }
+        if path != "/mcp" && !path.starts_with("/mcp/") {
+            return Self::Other;
+        }
+        let messages = jsonrpc_messages(body);
+        let in_session = parts
             .headers
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
-            .is_none()
+            .is_some();
+        Self::Mcp {
+            method: parts.method.clone(),
+            opens_session: parts.method == Method::POST
+                && !in_session
+                && messages.iter().any(|m| m.method.as_deref() == Some("initialize")),
+            requests: messages
+                .into_iter()
+                .filter(|m| m.method.is_some())
+                .filter_map(|m| m.id)
+                .collect(),
+        }
+    }
+
+    /// Whether it starts work a draining server no longer takes: calls,
+    /// JSON-RPC requests, new event streams.
+    fn is_new(&self) -> bool {
+        match self {
+            Self::ToolCalls => true,
+            Self::Mcp {
+                method, requests, ..
+            } => *method == Method::GET || !requests.is_empty(),
+            Self::Other => false,
+        }
+    }
+
+    /// Whether the answer finishes work a drain must wait for.
+    fn is_call(&self) -> bool {
+        match self {
+            Self::ToolCalls => true,
+            Self::Mcp {
+                method, requests, ..
+            } => *method == Method::POST && !requests.is_empty(),
+            Self::Other => false,
+        }
+    }
+}
+
+/// The head of one JSON-RPC message.
+#[derive(Deserialize)]
+struct Head {
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    id: Option<Value>,
+}
+
+/// The heads of the JSON-RPC messages in a body (one, or a batch); none
+/// when it is not JSON-RPC (rmcp answers that).
+fn jsonrpc_messages(body: &[u8]) -> Vec<Head> {
+    match serde_json::from_slice::<Head>(body) {
+        Ok(message) => vec![message],
+        Err(_) => serde_json::from_slice::<Vec<Head>>(body).unwrap_or_default(),
+    }
+}
+
+/// The answer to new work while the server drains: 503 with
+/// `Retry-After`, and for MCP a JSON-RPC error for each request's id.
+fn shutting_down(work: &Work) -> Response {
+    let message = super::requests::SHUTTING_DOWN_MESSAGE;
+    let mut response = match work {
+        Work::Mcp { requests, .. } if !requests.is_empty() => {
+            let errors: Vec<Value> = requests
+                .iter()
+                .map(|id| {
+                    json!({"jsonrpc": "2.0", "id": id, "error": {
+                        "code": super::requests::SHUTTING_DOWN.0, "message": message}})
+                })
+                .collect();
+            let body = match <[Value; 1]>::try_from(errors) {
+                Ok([one]) => one,
+                Err(many) => Value::Array(many),
+            };
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+        }
+        _ => error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message),
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(RETRY_AFTER_SECONDS),
+    );
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// Whether reading a body failed on its length.
@@ -398,97 +526,14 @@ fn is_too_large(e: &axum::Error) -> bool {
     false
 }
 
-/// Whether a JSON-RPC body is an `initialize` request (or a batch holding
-/// one): what opens an MCP session, whatever the headers say.
-fn opens_session(body: &[u8]) -> bool {
-    #[derive(Deserialize)]
-    struct Method {
-        #[serde(default)]
-        method: Option<String>,
-    }
-    let is_initialize = |m: Method| m.method.as_deref() == Some("initialize");
-    match serde_json::from_slice::<Method>(body) {
-        Ok(message) => is_initialize(message),
-        Err(_) => serde_json::from_slice::<Vec<Method>>(body)
-            .is_ok_and(|batch| batch.into_iter().any(is_initialize)),
-    }
-}
-
-/// Whether the request names a loopback host: its one `Host` header, or
-/// the authority of its target. A request that names none, or more than
-/// one `Host`, is refused: there is no telling what it was meant for.
-fn host_is_loopback(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
-    let mut hosts = headers.get_all(header::HOST).iter();
-    let authority = match (hosts.next(), hosts.next()) {
-        (Some(host), None) => match host
-            .to_str()
-            .ok()
-            .map(str::parse::<axum::http::uri::Authority>)
-        {
-            Some(Ok(authority)) => authority,
-            _ => return false,
-        },
-        (None, _) => match uri.authority() {
-            Some(authority) => authority.clone(),
-            None => return false,
-        },
-        (Some(_), Some(_)) => return false,
-    };
-    is_loopback_name(authority.host())
-}
-
-fn is_loopback_name(host: &str) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// Whether a browser on `origin` may call: a loopback origin when the
-/// server is loopback-only, or an origin the operator allowed.
-fn origin_allowed(origin: &HeaderValue, loopback_only: bool, allowed: &[String]) -> bool {
-    let Ok(origin) = origin.to_str() else {
-        return false;
-    };
-    let origin = origin.trim().trim_end_matches('/');
-    // `null` is what sandboxed frames and local files send, from any site.
-    if origin.eq_ignore_ascii_case("null") {
-        return false;
-    }
-    if allowed
-        .iter()
-        .any(|a| a.trim_end_matches('/').eq_ignore_ascii_case(origin))
-    {
-        return true;
-    }
-    if !loopback_only {
-        return false;
-    }
-    let Ok(uri) = origin.parse::<axum::http::Uri>() else {
-        return false;
-    };
-    matches!(uri.scheme_str(), Some("http" | "https"))
-        && uri.authority().is_some_and(|a| is_loopback_name(a.host()))
-}
-
-fn bearer_matches(headers: &HeaderMap, token: &blake3::Hash) -> bool {
-    let Some(given) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim())
-    else {
-        return false;
-    };
-    // Both sides hashed: equal lengths, and a constant-time comparison.
-    let given = blake3::hash(given.as_bytes());
-    given.as_bytes().ct_eq(token.as_bytes()).into()
-}
-
+/// Liveness and readiness: 200 `ok`, or 503 `draining` once the server is
+/// shutting down, so a load balancer sends its work elsewhere.
 async fn healthz(State(shared): State<Shared>) -> Response {
     let tools = shared.host().specs().count();
+    if shared.drain().is_draining() {
+        let body = json!({"status": "draining", "tools": tools});
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    }
     axum::Json(json!({"status": "ok", "tools": tools})).into_response()
 }
 
@@ -634,87 +679,35 @@ async fn tool_calls(
 mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (k, v) in pairs {
-            map.insert(*k, v.parse().unwrap());
-        }
-        map
+    #[test]
+    fn only_initialize_outside_a_session_opens_one() {
+        let post = |body: &[u8], session: bool| {
+            let mut request = axum::http::Request::post("/mcp");
+            if session {
+                request = request.header("mcp-session-id", "s1");
+            }
+            let (parts, ()) = request.body(()).unwrap().into_parts();
+            Work::of(&parts, body)
+        };
+        let opens = |work: Work| matches!(work, Work::Mcp { opens_session: true, .. });
+        let initialize = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
+        assert!(opens(post(initialize, false)));
+        assert!(!opens(post(initialize, true)));
+        assert!(opens(post(br#"[{"method":"ping","id":2},{"method":"initialize","id":3}]"#, false)));
+        assert!(!opens(post(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#, false)));
+        assert!(!opens(post(b"not json", false)));
     }
 
     #[test]
-    fn only_loopback_hosts_pass_on_a_loopback_server() {
-        let path = axum::http::Uri::from_static("/v1/tools");
-        let loopback = |h: &HeaderMap| host_is_loopback(h, &path);
-        assert!(loopback(&headers(&[("host", "127.0.0.1:8787")])));
-        assert!(loopback(&headers(&[("host", "localhost")])));
-        assert!(loopback(&headers(&[("host", "[::1]:80")])));
-        assert!(!loopback(&headers(&[("host", "evil.example:8787")])));
-        assert!(!loopback(&headers(&[("host", "127.0.0.1.evil.example")])));
-        // No Host at all (HTTP/1.0): only a loopback target passes.
-        assert!(!loopback(&HeaderMap::new()));
-        let absolute = axum::http::Uri::from_static("http://127.0.0.1:8787/v1/tools");
-        assert!(host_is_loopback(&HeaderMap::new(), &absolute));
-        // Two Host headers: refused, whichever comes first.
-        let mut two = headers(&[("host", "127.0.0.1")]);
-        two.append("host", "evil.example".parse().unwrap());
-        assert!(!loopback(&two));
-    }
-
-    #[test]
-    fn origins_are_loopback_or_allowed() {
-        let allowed = vec!["https://app.example.com".to_owned()];
-        let ok = |o: &str, loopback| origin_allowed(&o.parse().unwrap(), loopback, &allowed);
-        assert!(ok("http://localhost:3000", true));
-        assert!(ok("http://127.0.0.1", true));
-        assert!(ok("https://app.example.com", true));
-        assert!(ok("https://app.example.com", false));
-        assert!(!ok("http://localhost:3000", false));
-        assert!(!ok("https://evil.example", true));
-        assert!(!ok("null", true));
-        let null_allowed = vec!["null".to_owned()];
-        assert!(!origin_allowed(
-            &"null".parse().unwrap(),
-            true,
-            &null_allowed
-        ));
-        assert!(!ok("http://localhost.evil.example", true));
-    }
-
-    #[test]
-    fn only_initialize_opens_a_session() {
-        assert!(opens_session(
-            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
-        ));
-        assert!(opens_session(
-            br#"[{"method":"ping"},{"method":"initialize"}]"#
-        ));
-        assert!(!opens_session(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#
-        ));
-        assert!(!opens_session(b"not json"));
-    }
-
-    #[test]
-    fn bearer_tokens_must_match_exactly() {
-        let bearer_matches =
-            |h: &HeaderMap, t: &str| bearer_matches(h, &blake3::hash(t.as_bytes()));
-        assert!(bearer_matches(
-            &headers(&[("authorization", "BEARER s3cret")]),
-            "s3cret"
-        ));
-        assert!(bearer_matches(
-            &headers(&[("authorization", "Bearer s3cret")]),
-            "s3cret"
-        ));
-        assert!(!bearer_matches(
-            &headers(&[("authorization", "Bearer s3cre")]),
-            "s3cret"
-        ));
-        assert!(!bearer_matches(
-            &headers(&[("authorization", "Basic s3cret")]),
-            "s3cret"
-        ));
-        assert!(!bearer_matches(&headers(&[]), "s3cret"));
+    fn only_requests_are_new_work_for_a_draining_server() {
+        let post = |body: &[u8]| {
+            let (parts, ()) = axum::http::Request::post("/mcp").body(()).unwrap().into_parts();
+            Work::of(&parts, body)
+        };
+        assert!(post(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#).is_new());
+        // A cancellation and an answer to the server's question let calls
+        // in flight finish: they pass.
+        assert!(!post(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#).is_new());
+        assert!(!post(br#"{"jsonrpc":"2.0","id":0,"result":{"action":"accept"}}"#).is_new());
     }
 }

@@ -50,11 +50,12 @@ use rmcp::model::{
 use rmcp::service::{
     NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink,
 };
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ServerHandler, ServiceExt as _};
 use serde_json::Value;
 
+use super::requests::{Intake, Requests, Tracked};
+use super::sessions::Sessions;
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
 use crate::dispatcher::{Approver, CallEnv, ToolSpec};
 use crate::observe::{Answer, Asker, Progress, Question};
@@ -69,13 +70,19 @@ use crate::wire;
 /// How long a person has to answer an approval request.
 const APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// Whether the request speaks the stateless revision (2026-07-28 or later),
+/// where every request says what it needs in its own `_meta` and the
+/// server sends the client no requests of its own.
+fn stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
 /// Whether the client can be asked: it declared elicitation, and it speaks
 /// a revision that lets the server send it requests (before 2026-07-28).
 fn can_ask(context: &RequestContext<RoleServer>) -> bool {
-    let legacy = context
-        .protocol_version()
-        .is_none_or(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str());
-    legacy
+    !stateless(context)
         && context
             .client_capabilities()
             .is_some_and(|c| c.elicitation.is_some())
@@ -212,13 +219,18 @@ impl McpServer {
         }
     }
 
-    /// The level asked for by this request (2026-07-28) or this
-    /// connection (`logging/setLevel`).
+    /// The level asked for by this request (2026-07-28), or by this
+    /// connection (`logging/setLevel`) for a client of an earlier revision.
+    /// A 2026-07-28 request gets lines only if it asks for them itself,
+    /// whatever an earlier request on the same connection set.
     fn log_level(&self, context: &RequestContext<RoleServer>) -> Option<LoggingLevel> {
-        context
-            .meta
-            .log_level()
-            .or(*self.log_level.lock().expect("log level lock"))
+        if let Some(level) = context.meta.log_level() {
+            return Some(level);
+        }
+        if stateless(context) {
+            return None;
+        }
+        *self.log_level.lock().expect("log level lock")
     }
 }
 
@@ -590,13 +602,21 @@ impl ServerHandler for McpServer {
             .lock()
             .expect("listeners lock")
             .insert(id, context.sink().clone());
-        context.cancelled().await;
+        // A subscription lasts until the client ends it, or the server
+        // shuts down (then it is answered, and a drain does not wait on it).
+        tokio::select! {
+            () = context.cancelled() => {}
+            () = self.shared.drain().draining() => {}
+        }
         subscriptions.lock().expect("listeners lock").remove(&id);
         Ok(())
     }
 }
 
-/// Serve MCP on stdin and stdout until the client closes stdin.
+/// Serve MCP on stdin and stdout until the client closes stdin (its calls
+/// in flight are then stopped), or until SIGINT or SIGTERM: then new
+/// requests are refused, and the process ends once every call in flight is
+/// answered (see [`super::drain`]).
 pub(super) async fn serve_stdio(
     shared: Shared,
     signal: impl std::future::Future<Output = ()>,
@@ -604,10 +624,17 @@ pub(super) async fn serve_stdio(
     let listeners = Arc::new(Listeners::default());
     let notify = listeners.spawn_notifier(&shared);
     let mut signal = std::pin::pin!(signal);
-    let serving = McpServer::new(shared, listeners.clone())
-        // Non-blocking pipes when the client launched us with pipes (as MCP
-        // clients do): no hand-off to a blocking thread per message.
-        .serve(rmcp::transport::io::stdio_pipes());
+    let drain = shared.drain().clone();
+    // Non-blocking pipes when the client launched us with pipes (as MCP
+    // clients do): no hand-off to a blocking thread per message.
+    let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
+    let transport = Tracked::new(
+        rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout),
+        Arc::new(Requests::default()),
+        Intake::Here,
+        Some(drain.clone()),
+    );
+    let serving = McpServer::new(shared, listeners.clone()).serve(transport);
     // A signal before the client's first request stops the server too.
     let server = tokio::select! {
         server = serving => server
@@ -616,43 +643,33 @@ pub(super) async fn serve_stdio(
     };
     // The client is told of reloads once it has sent `initialized` (or
     // opened `subscriptions/listen`): see `on_initialized`.
-    let stop = server.cancellation_token();
     let waiting = server.waiting();
     tokio::pin!(waiting);
     let result = tokio::select! {
-        result = &mut waiting => result,
+        result = &mut waiting => Some(result),
         () = &mut signal => {
-            // Calls in flight get rmcp's drain window to answer.
-            tracing::warn!("shutting down: finishing calls in flight");
-            stop.cancel();
-            waiting.await
+            tracing::warn!("shutting down: taking no new requests, finishing the calls in flight");
+            // The transport refuses new requests and ends the connection once
+            // nothing is in flight; calls still running at the end of the
+            // drain time are stopped and answered.
+            drain.start();
+            match tokio::time::timeout(drain.time(), &mut waiting).await {
+                Ok(result) => Some(result),
+                Err(_) => {
+                    tracing::warn!("the drain time is up; stopping the calls still running");
+                    drain.stop_now();
+                    tokio::time::timeout(super::drain::ANSWER_STOPPED, &mut waiting).await.ok()
+                }
+            }
         }
     };
     notify.abort();
-    result
-        .map(|_| ())
-        .map_err(|e| ServeError::Transport(format!("MCP over stdio: {e}")))
-}
-
-/// MCP sessions (2025-11-25 clients over HTTP) open at once; each costs
-/// about 50 KB. Past it, a request that could open a session is refused
-/// (503) until one ends; 2026-07-28 requests need no session.
-pub(super) const MAX_SESSIONS: usize = 1024;
-
-/// A session nobody has used for this long is closed.
-const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// The session store of `/mcp`, bounded by [`MAX_SESSIONS`] (checked by
-/// the HTTP guard) and [`SESSION_IDLE`].
-pub(super) fn sessions() -> Arc<LocalSessionManager> {
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(SESSION_IDLE);
-    Arc::new(sessions)
-}
-
-/// How many sessions are open.
-pub(super) async fn open_sessions(sessions: &LocalSessionManager) -> usize {
-    sessions.sessions.read().await.len()
+    match result {
+        Some(result) => result
+            .map(|_| ())
+            .map_err(|e| ServeError::Transport(format!("MCP over stdio: {e}"))),
+        None => Ok(()),
+    }
 }
 
 /// The `/mcp` endpoint: Streamable HTTP with sessions for 2025-11-25
@@ -662,10 +679,11 @@ pub(super) fn http_service(
     config: &ServeConfig,
     local: SocketAddr,
     stop: tokio_util::sync::CancellationToken,
-    sessions: Arc<LocalSessionManager>,
-) -> StreamableHttpService<McpServer, LocalSessionManager> {
+    sessions: Arc<Sessions>,
+) -> StreamableHttpService<McpServer, Sessions> {
     // JSON answers where the call sends nothing before its result: no event
-    // stream to set up and tear down per call.
+    // stream to set up and tear down per call. (For 2026-07-28 requests:
+    // rmcp answers requests in a 2025-11-25 session on an event stream.)
     let mut http = StreamableHttpServerConfig::default()
         .with_json_response(true)
         .with_cancellation_token(stop)

@@ -11,14 +11,25 @@
 //! - [`reload`]: `--watch`, which loads a changed manifest or component
 //!   beside the running one and swaps it in atomically.
 //! - [`metrics`]: what `/metrics` reports.
+//! - [`drain`]: graceful shutdown: no new work, every call in flight
+//!   answered, then exit.
+//! - `edge`, `connections`, `sessions`, `requests`: what the HTTP server
+//!   checks before any route (Host, Origin, repeated protocol headers,
+//!   the token), what a peer can make it hold (connections, header bytes),
+//!   MCP sessions and the JSON-RPC requests in flight on each.
 //!
 //! Every front end calls the same [`ToolHost`] and answers through
 //! [`crate::wire::results`], so a call reads the same whichever way it came.
 
+mod connections;
+pub mod drain;
+mod edge;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
 pub mod reload;
+mod requests;
+mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +41,7 @@ use crate::manifest::Manifest;
 use crate::outcome::Outcome;
 use crate::sandbox::SandboxOptions;
 use crate::tool_call::ToolCall;
+pub use drain::Drain;
 pub use metrics::Metrics;
 
 /// The largest HTTP request body accepted by default: 4 MiB, sixteen
@@ -57,6 +69,9 @@ pub struct ServeConfig {
     pub max_body: usize,
     /// The most calls in one `POST /v1/tool_calls`.
     pub max_batch: usize,
+    /// How long calls in flight may take to finish once the server is told
+    /// to stop; those still running then are stopped and answered.
+    pub drain: std::time::Duration,
 }
 
 impl ServeConfig {
@@ -71,6 +86,7 @@ impl ServeConfig {
             approve_all: false,
             max_body: DEFAULT_MAX_BODY,
             max_batch: DEFAULT_MAX_BATCH,
+            drain: drain::DEFAULT_DRAIN,
         }
     }
 }
@@ -102,7 +118,8 @@ pub enum ServeError {
 }
 
 /// Load `manifest` and serve it until stdin closes (stdio) or the process
-/// is told to stop (SIGINT or SIGTERM; in-flight calls finish first).
+/// is told to stop (SIGINT or SIGTERM; calls in flight are answered first,
+/// see [`drain`]).
 /// `on_ready` is called once the tools are loaded and, for HTTP, the
 /// address is bound (with the address, which matters when its port was 0).
 ///
@@ -146,13 +163,14 @@ pub async fn run(
 }
 
 /// What every front end shares: the tools (swapped whole on reload), the
-/// metrics and the approval policy.
+/// metrics, the approval policy and the shutdown state.
 #[derive(Clone, Debug)]
 pub struct Shared {
     tools: tokio::sync::watch::Sender<ToolHost>,
     metrics: Arc<Metrics>,
     approve_all: bool,
     max_batch: usize,
+    drain: Drain,
 }
 
 impl Shared {
@@ -163,7 +181,13 @@ impl Shared {
             metrics: Arc::new(Metrics::new()),
             approve_all: config.approve_all,
             max_batch: config.max_batch,
+            drain: Drain::new(config.drain),
         }
+    }
+
+    /// The shutdown state.
+    pub fn drain(&self) -> &Drain {
+        &self.drain
     }
 
     /// The tools as loaded now. A call keeps the version it started with to
@@ -218,8 +242,10 @@ impl Shared {
         outcome
     }
 
-    /// `env` as the operator's flags have it: `--yes` approves every call.
+    /// `env` as the operator's flags have it (`--yes` approves every
+    /// call), stopped when the drain time is up.
     fn with_policy(&self, env: CallEnv) -> CallEnv {
+        let env = env.stop_on(self.drain.stop_calls());
         if self.approve_all {
             env.approver(Arc::new(ApproveAll))
         } else {

@@ -19,6 +19,8 @@ use serde_json::{Value, json};
 
 use crate::util::{component, root};
 
+mod hostile;
+
 /// What the server prints on stderr once it is listening.
 const READY: &str = "toolhost: serving on http://";
 
@@ -1728,53 +1730,21 @@ async fn a_huge_batch_is_refused_before_its_calls_are_read() {
 }
 
 #[tokio::test]
-async fn connections_are_capped_and_a_client_must_send_its_headers_in_time() {
+async fn a_client_must_send_its_headers_in_time() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let server = Server::start(&manifest(None), &[]);
-    // 1024 connections that send half a request and then nothing.
-    let mut held = Vec::new();
-    for _ in 0..1024 {
-        let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-        tcp.write_all(b"GET /v1/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-            .await
-            .unwrap();
-        held.push(tcp);
-    }
-    // One more is closed at once, without an answer.
-    let mut extra = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    let _ = extra
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        .await;
-    let mut answer = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(5), extra.read_to_end(&mut answer)).await;
-    assert!(
-        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
-        "the connection over the cap was served: {:?}",
-        String::from_utf8_lossy(&answer)
-    );
-    // The half-sent requests are dropped after the header timeout (10 s),
-    // and the server answers again.
-    let mut first = held.swap_remove(0);
+    // Half a request, then nothing: closed after the header timeout (10 s).
+    // (A flood of them is shed sooner: see hostile.rs.)
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(b"GET /v1/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
     let mut rest = Vec::new();
-    let closed = tokio::time::timeout(Duration::from_secs(30), first.read_to_end(&mut rest)).await;
+    let closed = tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut rest)).await;
     assert!(
         closed.is_ok(),
         "a connection that never finished its headers stayed open"
     );
-    drop(held);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(response) = server.http.get(server.url("/healthz")).send().await
-            && response.status().is_success()
-        {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the server did not recover"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[test]

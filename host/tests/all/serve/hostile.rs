@@ -1,0 +1,482 @@
+//! `toolhost serve` against hostile and careless clients: the checks every
+//! route shares, what an unauthenticated peer can make the server hold,
+//! repeated JSON-RPC ids, and a shutdown that answers every call in flight.
+//!
+//! Time bounds here separate "happened" from "waited out a timeout of 5 s
+//! or more"; what a test asserts beyond that comes from what the server
+//! reports (its answers, `/metrics`, its exit status).
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use super::*;
+
+/// Send `request` as is on a new connection and read the whole answer.
+async fn raw(server: &Server, request: &str) -> String {
+    let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), tcp.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The status code of a raw HTTP answer.
+fn status_of(answer: &str) -> u16 {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
+}
+
+/// A refusals counter of `/metrics`.
+fn rejected(metrics: &str, front_end: &str, reason: &str) -> f64 {
+    metric(
+        metrics,
+        &format!("toolhost_rejected_requests_total{{front_end=\"{front_end}\",reason=\"{reason}\"}}"),
+    )
+    .unwrap_or(0.0)
+}
+
+// 1. Edge checks on every route.
+
+#[tokio::test]
+async fn a_foreign_host_is_refused_on_every_route_healthz_and_unknown_paths_included() {
+    let server = Server::start(&manifest(None), &[]);
+    for (method, path) in [
+        ("GET", "/healthz"),
+        ("GET", "/metrics"),
+        ("GET", "/v1/tools"),
+        ("POST", "/v1/tool_calls"),
+        ("POST", "/mcp"),
+        ("GET", "/no-such-route"),
+    ] {
+        let answer = raw(
+            &server,
+            &format!(
+                "{method} {path} HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            ),
+        )
+        .await;
+        assert_eq!(status_of(&answer), 403, "{method} {path}: {answer}");
+        assert!(answer.contains("forbidden_host"), "{method} {path}: {answer}");
+    }
+    for path in ["/healthz", "/no-such-route"] {
+        let response = server
+            .http
+            .get(server.url(path))
+            .header("origin", "https://evil.example")
+            .send()
+            .await
+            .unwrap();
+        let (kind, _) = refused(response, StatusCode::FORBIDDEN).await;
+        assert_eq!(kind, "forbidden_origin", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn an_absolute_form_target_is_what_the_request_is_for() {
+    let server = Server::start(&manifest(None), &[]);
+    // The target names another host; a loopback Host header cannot hide it.
+    let answer = raw(
+        &server,
+        "GET http://evil.example/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status_of(&answer), 403, "{answer}");
+    // And a loopback target is served whatever the Host header says.
+    let answer = raw(
+        &server,
+        &format!(
+            "GET http://{}/healthz HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+            server.addr
+        ),
+    )
+    .await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+}
+
+#[tokio::test]
+async fn repeated_protocol_headers_are_refused_never_resolved() {
+    let server = Server::start(&manifest(None), &[]);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta_2026()}});
+    for (name, first, second) in [
+        ("mcp-protocol-version", "2026-07-28", "2025-11-25"),
+        ("mcp-method", "tools/list", "tools/call"),
+        ("mcp-name", "calc", "other"),
+        ("mcp-session-id", "a", "b"),
+        ("mcp-param-region", "eu", "us"),
+    ] {
+        let response = server
+            .http
+            .post(server.url("/mcp"))
+            .header(CONTENT_TYPE, "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header(name, first)
+            .header(name, second)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let (kind, message) = refused(response, StatusCode::BAD_REQUEST).await;
+        assert_eq!(kind, "invalid_request", "{name}");
+        assert!(message.contains(name), "{name}: {message}");
+    }
+    // Two versions folded onto one line are two versions.
+    let response = server
+        .http
+        .post(server.url("/mcp"))
+        .header(CONTENT_TYPE, "application/json")
+        .header("mcp-protocol-version", "2026-07-28, 2025-11-25")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    refused(response, StatusCode::BAD_REQUEST).await;
+    // Even /healthz refuses a repeated Authorization.
+    let response = server
+        .http
+        .get(server.url("/healthz"))
+        .header("authorization", "Bearer a")
+        .header("authorization", "Bearer b")
+        .send()
+        .await
+        .unwrap();
+    refused(response, StatusCode::BAD_REQUEST).await;
+}
+
+// 2. What an unauthenticated peer can hold.
+
+#[tokio::test]
+async fn a_flood_of_half_open_connections_cannot_lock_a_client_out() {
+    let server = Server::start(&manifest(None), &[]);
+    // More connections than the server holds, each sending half a request
+    // and then nothing, as a slowloris client does.
+    let mut flood = Vec::new();
+    for _ in 0..1100 {
+        let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        tcp.write_all(b"GET /v1/tools HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            .await
+            .unwrap();
+        flood.push(tcp);
+    }
+    // A client that sends its request at once is served, while the flood
+    // is still there (well inside the 10 s it gets to finish its headers).
+    let healthz = server
+        .http
+        .get(server.url("/healthz"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .expect("a well-behaved client is served during the flood");
+    assert_eq!(healthz.status(), StatusCode::OK);
+    // The server made room by closing the oldest half-open connections.
+    let mut oldest = flood.swap_remove(0);
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), oldest.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the oldest half-open connection is still open");
+    let metrics = server.metrics().await;
+    assert!(
+        rejected(&metrics, "http", "connection_shed") >= 76.0,
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn header_bytes_past_the_bound_are_refused() {
+    let server = Server::start(&manifest(None), &[]);
+    let padding = "x".repeat(20 << 10);
+    let answer = raw(
+        &server,
+        &format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: {padding}\r\n\r\n"),
+    )
+    .await;
+    assert_eq!(status_of(&answer), 431, "{answer}");
+    // Within the bound, the same request is served.
+    let padding = "x".repeat(8 << 10);
+    let answer = raw(
+        &server,
+        &format!(
+            "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: {padding}\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+}
+
+// 3. JSON-RPC ids.
+
+/// `tools/call` of the probe's `sleep` for `ms`, under `id`.
+fn sleep_call(id: u64, ms: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": "sleep", "arguments": {"n": ms}}})
+}
+
+#[tokio::test]
+async fn a_repeated_id_in_a_session_is_refused_and_the_first_call_still_answered() {
+    let server = Arc::new(Server::start(&manifest(Some(LONG_PROBE)), &[]));
+    let session = open_session(&server).await;
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let first = tokio::spawn({
+        let server = server.clone();
+        let session = session.clone();
+        async move {
+            server
+                .mcp(
+                    &sleep_call(7, 1500),
+                    &[
+                        ("mcp-session-id", session.as_str()),
+                        ("MCP-Protocol-Version", "2025-11-25"),
+                    ],
+                )
+                .await
+        }
+    });
+    let running = server
+        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
+        .await;
+    assert!(running.is_some(), "the first call never started\n{}", server.stderr());
+    let second = server.mcp(&sleep_call(7, 10), &headers).await;
+    let error = &second.reply(7)["error"];
+    assert_eq!(error["code"], -32600, "{}", second.text);
+    assert!(
+        error["message"].as_str().unwrap().contains("in flight"),
+        "{error}"
+    );
+    let first = first.await.unwrap();
+    assert_eq!(
+        first.result(7)["content"][0]["text"], "awake",
+        "the first request keeps its own answer: {}",
+        first.text
+    );
+    // Once answered, the id may be used again.
+    let again = server.mcp(&sleep_call(7, 10), &headers).await;
+    assert_eq!(again.result(7)["content"][0]["text"], "awake");
+}
+
+#[test]
+fn a_repeated_id_over_stdio_gets_an_error_and_the_first_call_its_answer() {
+    let mut server = StdioServer::start(&manifest(Some(LONG_PROBE)));
+    server.send(&initialize_2025(1));
+    server.reply(1);
+    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    server.send(&sleep_call(7, 1500));
+    server.send(&sleep_call(7, 10));
+    let mut answers = [server.reply(7), server.reply(7)];
+    answers.sort_by_key(|a| a.get("error").is_none());
+    assert_eq!(answers[0]["error"]["code"], -32600, "{}", answers[0]);
+    assert_eq!(
+        answers[1]["result"]["content"][0]["text"], "awake",
+        "{}",
+        answers[1]
+    );
+}
+
+// 4. Shutdown, and sessions that end.
+
+fn sigterm(child: &Child) {
+    let pid = rustix::process::Pid::from_child(child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+}
+
+#[tokio::test]
+async fn sigterm_answers_every_call_in_flight_on_every_front_end_and_refuses_new_work() {
+    let mut server = Server::start(&manifest(Some(LONG_PROBE)), &[]);
+    let session = open_session(&server).await;
+    let url = server.url("");
+    let http = client();
+    // One call in flight each: the HTTP API, MCP 2026-07-28, MCP 2025-11-25.
+    let api = tokio::spawn({
+        let http = http.clone();
+        let url = url.clone();
+        async move {
+            let response = http
+                .post(format!("{url}/v1/tool_calls"))
+                .json(&json!([{"id": "api", "name": "sleep", "args": {"n": 2000}}]))
+                .send()
+                .await?;
+            response.json::<Value>().await
+        }
+    });
+    let post_mcp = |body: Value, headers: Vec<(&'static str, String)>| {
+        let http = http.clone();
+        let url = url.clone();
+        tokio::spawn(async move {
+            let mut request = http
+                .post(format!("{url}/mcp"))
+                .header(CONTENT_TYPE, "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(body.to_string());
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            let response = request.send().await?;
+            let headers = response.headers().clone();
+            let text = response.text().await?;
+            Ok::<_, reqwest::Error>(jsonrpc_messages(&headers, &text))
+        })
+    };
+    let mut stateless = sleep_call(20, 2000);
+    stateless["params"]["_meta"] = meta_2026();
+    let stateless = post_mcp(
+        stateless,
+        vec![
+            ("MCP-Protocol-Version", "2026-07-28".into()),
+            ("Mcp-Method", "tools/call".into()),
+            ("Mcp-Name", "sleep".into()),
+        ],
+    );
+    let in_session = post_mcp(
+        sleep_call(25, 2000),
+        vec![
+            ("mcp-session-id", session.clone()),
+            ("MCP-Protocol-Version", "2025-11-25".into()),
+        ],
+    );
+    let running = server
+        .wait_for_metric("toolhost_instances_in_flight", 3.0, Duration::from_secs(10))
+        .await;
+    assert!(running.is_some(), "the calls never all started\n{}", server.stderr());
+    sigterm(&server.child);
+    // New work is refused with 503 and a time to retry; what lets the
+    // running calls finish still passes.
+    let refusal = eventually_refused(&server).await;
+    assert_eq!(refusal.0, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refusal.1.as_deref(), Some("5"), "Retry-After");
+    let healthz = server.http.get(server.url("/healthz")).send().await.unwrap();
+    assert_eq!(healthz.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let mcp = server.mcp_2026(30, "tools/list", json!({})).await;
+    assert_eq!(mcp.status, StatusCode::SERVICE_UNAVAILABLE, "{}", mcp.text);
+    assert_eq!(mcp.reply(30)["error"]["code"], -32000, "{}", mcp.text);
+    // Every call in flight gets its real answer.
+    let api = api.await.unwrap().expect("the HTTP API call is answered");
+    assert_eq!(api[0]["content"], "awake", "{api}");
+    let stateless = stateless.await.unwrap().expect("the 2026-07-28 call is answered");
+    assert_eq!(stateless[0]["result"]["content"][0]["text"], "awake", "{stateless:?}");
+    let in_session = in_session.await.unwrap().expect("the 2025-11-25 call is answered");
+    let answer = in_session.iter().find(|m| m["id"] == 25).expect("an answer");
+    assert_eq!(answer["result"]["content"][0]["text"], "awake", "{answer}");
+    let exit = wait_exit_async(&mut server.child, Duration::from_secs(30)).await;
+    let status = exit.unwrap_or_else(|| panic!("still running 30 s after SIGTERM\n{}", server.stderr()));
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", server.stderr());
+}
+
+/// Poll `POST /v1/tool_calls` until the draining server refuses it: its
+/// status and `Retry-After`.
+async fn eventually_refused(server: &Server) -> (StatusCode, Option<String>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let response = server.tool_calls("", &json!([calc("x", "1+1")])).await;
+        if response.status() != StatusCode::OK {
+            let retry = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let status = response.status();
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["type"], "shutting_down", "{body}");
+            return (status, retry);
+        }
+        assert!(Instant::now() < deadline, "new work was still taken after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn calls_still_running_when_the_drain_time_is_up_are_answered_with_an_error() {
+    let mut server = Server::start(&manifest(Some(LONG_PROBE)), &["--drain", "1s"]);
+    let request = client()
+        .post(server.url("/v1/tool_calls"))
+        .json(&json!([calc("quick", "6*7"), {"id": "stuck", "name": "spin", "args": {}}]));
+    let task = tokio::spawn(async move { request.send().await?.json::<Value>().await });
+    let running = server
+        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
+        .await;
+    assert!(running.is_some(), "spin never started\n{}", server.stderr());
+    sigterm(&server.child);
+    let answers = task.await.unwrap().expect("the batch is answered, not cut off");
+    assert_eq!(answers[0]["content"], "42", "{answers}");
+    let stuck = &answers[1];
+    assert_eq!(stuck["tool_call_id"], "stuck");
+    assert_eq!(stuck["error"]["type"], "internal", "{stuck}");
+    assert_eq!(stuck["error"]["retryable"], true, "{stuck}");
+    assert!(
+        stuck["content"].as_str().unwrap().contains("shutting down"),
+        "{stuck}"
+    );
+    let exit = wait_exit_async(&mut server.child, Duration::from_secs(20)).await;
+    assert_eq!(exit.and_then(|s| s.code()), Some(0), "{}", server.stderr());
+}
+
+#[test]
+fn sigterm_over_stdio_answers_the_call_in_flight_refuses_new_requests_and_exits_zero() {
+    let mut server = StdioServer::start(&manifest(Some(LONG_PROBE)));
+    server.send(&initialize_2025(1));
+    server.reply(1);
+    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    server.send(&sleep_call(2, 1500));
+    // The call is running once its instance is: a progress-free probe, so
+    // wait on a ping answered after the call was read.
+    server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    server.reply(3);
+    sigterm(&server.child);
+    // Draining once it says so (its log is on stderr).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.stderr.lock().unwrap().contains("shutting down") {
+        assert!(Instant::now() < deadline, "no shutdown began after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}));
+    let refused = server.reply(4);
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    let answer = server.reply(2);
+    assert_eq!(answer["result"]["content"][0]["text"], "awake", "{answer}");
+    let status = wait_exit(&mut server.child, Duration::from_secs(20))
+        .expect("the stdio server exits once the call is answered");
+    assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test]
+async fn ending_a_session_stops_its_running_calls_at_once() {
+    let server = Arc::new(Server::start(&manifest(Some(LONG_PROBE)), &[]));
+    let session = open_session(&server).await;
+    let call = tokio::spawn({
+        let server = server.clone();
+        let session = session.clone();
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                              "params": {"name": "spin", "arguments": {}}});
+            server
+                .mcp(
+                    &body,
+                    &[
+                        ("mcp-session-id", session.as_str()),
+                        ("MCP-Protocol-Version", "2025-11-25"),
+                    ],
+                )
+                .await
+        }
+    });
+    let running = server
+        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
+        .await;
+    assert!(running.is_some(), "spin never started\n{}", server.stderr());
+    let closed = server
+        .http
+        .delete(server.url("/mcp"))
+        .header("mcp-session-id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    // Stopped, not left to rmcp's five-second drain or its 30 s deadline.
+    let stopped = server
+        .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(3))
+        .await;
+    assert!(stopped.is_some(), "the session's call still runs\n{}", server.stderr());
+    call.abort();
+}
