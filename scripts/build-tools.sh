@@ -23,7 +23,13 @@ cargo build --quiet --target wasm32-wasip2 --profile guest -p probe --features d
 cp target/wasm32-wasip2/guest/probe.wasm "$out/probe-dup.wasm"
 cargo build --quiet --target wasm32-wasip2 --profile guest -p probe
 cp target/wasm32-wasip2/guest/probe.wasm "$out/probe.wasm"
-echo "built ${rust_tools[*]} probe-dup -> $out/"
+# The conformance fixture that requires the client's sampling capability,
+# alone in a component of its own (its manifest entry says so).
+cargo build --quiet --target wasm32-wasip2 --profile guest -p mcp-fixtures --features needs-sampling
+cp target/wasm32-wasip2/guest/mcp_fixtures.wasm "$out/mcp-fixtures-sampling.wasm"
+cargo build --quiet --target wasm32-wasip2 --profile guest -p mcp-fixtures
+cp target/wasm32-wasip2/guest/mcp_fixtures.wasm "$out/mcp-fixtures.wasm"
+echo "built ${rust_tools[*]} probe-dup mcp-fixtures-sampling -> $out/"
 
 [ "${1:-}" = "--rust" ] && exit 0
 

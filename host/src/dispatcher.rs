@@ -445,6 +445,12 @@ impl ToolHost {
             .map(|s| (&s.config, s.tools.as_slice(), s.loaded.cache))
     }
 
+    /// The configuration of the component that provides tool `name`.
+    pub fn component_of(&self, name: &str) -> Option<&ComponentConfig> {
+        let entry = &self.inner.entries[*self.inner.by_name.get(name)?];
+        Some(&self.inner.slots[entry.component].config)
+    }
+
     /// How long results of tool `name` are reused, if they are cached.
     pub fn cache_ttl(&self, name: &str) -> Option<std::time::Duration> {
         let entry = &self.inner.entries[*self.inner.by_name.get(name)?];

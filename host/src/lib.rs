@@ -41,6 +41,7 @@
 pub mod agent;
 mod arguments;
 pub mod authoring;
+pub mod describe;
 pub mod dispatcher;
 pub mod grants;
 pub mod limits;

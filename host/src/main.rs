@@ -20,7 +20,7 @@ use toolhost::authoring::{componentize, lint, scaffold};
 use toolhost::dispatcher::CallEnv;
 use toolhost::grants::FileMode;
 use toolhost::logging::LogFormat;
-use toolhost::manifest::{Approval, DEFAULT_FILE, ModelConfig, Provider};
+use toolhost::manifest::{DEFAULT_FILE, ModelConfig, Provider};
 use toolhost::model::{self, Message, ResponseFormat, ToolChoice};
 use toolhost::serve;
 use toolhost::wire::definitions::{self, Format};
@@ -1387,90 +1387,9 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
         if !cached.is_empty() {
             println!("  cached results: {}", cached.join(", "));
         }
-        let grants = &config.grants;
-        if grants.is_none() {
-            println!("  grants: none (computes only: no files, network, environment or config)");
+        for line in toolhost::describe::component_lines(config) {
+            println!("  {line}");
         }
-        for file in grants.files() {
-            let access = match file.mode {
-                FileMode::ReadOnly => "read",
-                FileMode::ReadWrite => "read and write",
-            };
-            let quota = file.quota.map_or_else(String::new, |quota| {
-                format!(" (quota {})", bytesize::ByteSize::b(quota).display().iec())
-            });
-            println!(
-                "  files: may {access} {} as {}{quota}",
-                file.host.display(),
-                file.guest
-            );
-        }
-        for pattern in grants.hosts().patterns() {
-            println!("  http: may request {pattern}");
-        }
-        if grants.hosts().patterns().is_empty() {
-            println!("  http: none");
-        }
-        for (name, _) in grants.env_vars() {
-            println!("  env: sees {name}");
-        }
-        for store in grants.stores() {
-            let store = store.config();
-            let backend = match &store.backend {
-                toolhost::stores::Backend::Embedded { path } => {
-                    format!("embedded, {}", path.display())
-                }
-                toolhost::stores::Backend::Redis { prefix, .. } => {
-                    format!("redis, keys under {prefix}:{}:", store.name)
-                }
-            };
-            let scope = match &store.scope {
-                toolhost::stores::Scope::Global => "one namespace for every call".to_owned(),
-                toolhost::stores::Scope::ContextKey(key) => {
-                    format!("a namespace per `{key}` of the call's context")
-                }
-            };
-            println!(
-                "  store: may read and write {} ({backend}; {scope}; at most {} keys, {})",
-                store.name,
-                store.quota.max_keys,
-                bytesize::ByteSize::b(store.quota.max_bytes).display().iec()
-            );
-        }
-        for (key, secret) in grants.config_keys() {
-            println!(
-                "  config: may read {key}{}",
-                if secret {
-                    " (secret, masked in output and logs)"
-                } else {
-                    ""
-                }
-            );
-        }
-        let limits = &config.limits;
-        println!(
-            "  limits: timeout {}, fuel {}, memory {}, output {}, arguments {}, concurrency {}, ready {}",
-            humantime::format_duration(limits.timeout),
-            limits.fuel,
-            bytesize::ByteSize::b(limits.memory).display().iec(),
-            bytesize::ByteSize::b(limits.max_output as u64)
-                .display()
-                .iec(),
-            bytesize::ByteSize::b(limits.max_arguments as u64)
-                .display()
-                .iec(),
-            limits.max_concurrency,
-            match limits.ready {
-                toolhost::limits::ReadyInstances::Auto => "auto".to_owned(),
-                toolhost::limits::ReadyInstances::Exactly(n) => n.to_string(),
-            }
-        );
-        let approval = match config.approval {
-            Approval::Never => "never asked",
-            Approval::Always => "asked before every call",
-            Approval::Destructive => "asked before destructive tools",
-        };
-        println!("  approval: {approval}");
     }
 }
 

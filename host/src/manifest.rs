@@ -74,6 +74,11 @@ pub struct ComponentConfig {
     /// How long results of its read-only, idempotent tools are reused for
     /// identical calls (default: never).
     pub cache: Option<Duration>,
+    /// What an MCP client must be able to do for its tools to work (say,
+    /// answer a tool's questions): a client that did not declare one of
+    /// these is refused the call (MCP's `MissingRequiredClientCapability`,
+    /// −32021) rather than the tool failing halfway.
+    pub client_capabilities: std::collections::BTreeSet<ClientCapability>,
 }
 
 impl ComponentConfig {
@@ -86,7 +91,14 @@ impl ComponentConfig {
             limits: Limits::default(),
             approval: Approval::Never,
             cache: None,
+            client_capabilities: std::collections::BTreeSet::new(),
         }
+    }
+
+    /// Require MCP clients to have declared `capability` to call its tools.
+    pub fn client_capability(mut self, capability: ClientCapability) -> Self {
+        self.client_capabilities.insert(capability);
+        self
     }
 
     /// Reuse the results of its read-only, idempotent tools for `ttl`.
@@ -135,6 +147,31 @@ pub enum Approval {
     Always,
     /// Ask for tools whose spec carries the `destructive` hint.
     Destructive,
+}
+
+/// Something an MCP client declares it can do (its `capabilities` at
+/// `initialize`, or a 2026-07-28 request's `_meta`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum ClientCapability {
+    /// Answer questions put to the person (`elicitation/create`).
+    Elicitation,
+    /// Ask its own model for a completion (`sampling/createMessage`).
+    Sampling,
+    /// Tell the server its roots (`roots/list`).
+    Roots,
+}
+
+impl ClientCapability {
+    /// The capability's name in MCP.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::Sampling => "sampling",
+            Self::Roots => "roots",
+        }
+    }
 }
 
 pub use crate::model::config::{ModelConfig, Provider};
@@ -387,6 +424,8 @@ struct RawTool {
     #[serde(default)]
     stores: Vec<String>,
     cache: Option<String>,
+    #[serde(default)]
+    client_capabilities: std::collections::BTreeSet<ClientCapability>,
 }
 
 #[derive(Deserialize)]
@@ -721,6 +760,7 @@ impl RawTool {
             limits,
             approval: self.approval,
             cache,
+            client_capabilities: self.client_capabilities,
         })
     }
 }

@@ -413,6 +413,42 @@ impl Listeners {
     }
 }
 
+/// The error for a call of `tool` by a client that did not declare every
+/// capability its component requires (`client_capabilities` in the
+/// manifest): MCP's `MissingRequiredClientCapability` (−32021), naming
+/// what is missing in `data.requiredCapabilities`.
+fn missing_capabilities(
+    tool: &str,
+    config: &crate::manifest::ComponentConfig,
+    declared: Option<rmcp::model::ClientCapabilities>,
+) -> Option<ErrorData> {
+    if config.client_capabilities.is_empty() {
+        return None;
+    }
+    let declared = serde_json::to_value(declared.unwrap_or_default()).unwrap_or_default();
+    let missing: serde_json::Map<String, Value> = config
+        .client_capabilities
+        .iter()
+        .map(|capability| capability.name())
+        .filter(|name| declared.get(name).is_none_or(Value::is_null))
+        .map(|name| (name.to_owned(), Value::Object(serde_json::Map::new())))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = missing.keys().map(String::as_str).collect();
+    Some(ErrorData::new(
+        rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!(
+            "tool '{}' needs a client that declares {}; this client did not (declare it in the \
+             client's capabilities, or use a client that supports it)",
+            crate::outcome::clip(tool, 64),
+            names.join(" and ")
+        ),
+        Some(serde_json::json!({"requiredCapabilities": missing})),
+    ))
+}
+
 /// A tool definition as rmcp types it, from the one MCP mapping in
 /// [`wire::definitions`].
 fn mcp_tool(spec: &ToolSpec) -> Result<Tool, ErrorData> {
@@ -473,6 +509,15 @@ impl ServerHandler for McpServer {
                 None,
             ));
         };
+        // Before anything is sent on the request's stream: a refusal here is
+        // the whole answer (HTTP 400 for a 2026-07-28 request).
+        if let Some(config) = host.component_of(&spec.name)
+            && let Some(missing) =
+                missing_capabilities(&spec.name, config, context.client_capabilities())
+        {
+            self.shared.metrics().reject("mcp", "client_capability");
+            return Err(missing);
+        }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let call = ToolCall::new(context.id.to_string(), spec.name.clone(), arguments);
         let mut env = CallEnv::default().approver(Arc::new(NobodyToAsk));

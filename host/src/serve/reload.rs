@@ -17,6 +17,7 @@ use std::time::Duration;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 
 use super::{ServeError, Shared};
+use crate::describe::Change;
 use crate::dispatcher::ToolHost;
 use crate::manifest::Manifest;
 use crate::sandbox::SandboxOptions;
@@ -88,6 +89,7 @@ pub fn watch(
             match reload(&manifest_path, &options).await {
                 Ok((manifest, host)) => {
                     let tools = host.specs().count();
+                    log_changes(&shared.host(), &host);
                     shared.replace(host);
                     shared.metrics().reload(true);
                     watched.update(&mut watcher, &manifest_path, &manifest);
@@ -101,6 +103,27 @@ pub fn watch(
         }
     });
     Ok(Watcher { task })
+}
+
+/// Log, tool by tool, what the new version may touch that the old one
+/// could not, and the reverse, in `toolhost check`'s words.
+fn log_changes(old: &ToolHost, new: &ToolHost) {
+    for (tool, change) in crate::describe::changes(old, new) {
+        match change {
+            Change::Added(lines) => {
+                tracing::warn!(%tool, grants = %lines.join("; "), "reload adds a tool");
+            }
+            Change::Removed => tracing::warn!(%tool, "reload removes a tool"),
+            Change::Changed { gone, new } => {
+                for line in gone {
+                    tracing::warn!(%tool, was = %line, "reload takes away");
+                }
+                for line in new {
+                    tracing::warn!(%tool, now = %line, "reload grants");
+                }
+            }
+        }
+    }
 }
 
 async fn reload(path: &Path, options: &SandboxOptions) -> Result<(Manifest, ToolHost), ServeError> {

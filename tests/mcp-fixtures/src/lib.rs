@@ -7,15 +7,20 @@
 //! follow the suite's scenario texts and its reference server
 //! (`everything-server.ts`).
 //!
+//! The `test_input_required_result_*` tools ask their questions as any
+//! tool does; toolhost does not yet turn a question into a SEP-2322
+//! input-required result for a 2026-07-28 client (it is refused
+//! `unavailable`), so those scenarios stay in the baselines until it does.
+//! `test_missing_capability` is built alone, with the `needs-sampling`
+//! feature, as `mcp-fixtures-sampling.wasm`, whose manifest entry requires
+//! the client's `sampling` capability: a client that did not declare it is
+//! refused the call (−32021).
+//!
 //! Not here (`tests/mcp-fixtures/expected-failures-*.yml` lists the
-//! scenarios): `test_sampling` (a tool cannot ask the client's model),
-//! `test_streaming_elicitation` and the `test_input_required_result_*`
-//! tools (SEP-2322 input-required results, which toolhost does not send
-//! yet: a 2026-07-28 client is never asked), and `test_missing_capability`
-//! (declaring a required client capability). Not a tool's to do at all:
-//! `test_reconnection` (the server closing an SSE stream mid-call) and
-//! `test_trigger_tool_change` / `test_trigger_prompt_change` (changing the
-//! server's own lists).
+//! scenarios): `test_sampling` (a tool cannot ask the client's model), and
+//! `test_trigger_tool_change` / `test_trigger_prompt_change`: a tool cannot
+//! change the list of tools the server offers (only the operator's manifest
+//! can, on a reload).
 //!
 //! Never shipped to users; built by `scripts/build-tools.sh` as
 //! `target/tools/mcp-fixtures.wasm` and served with
@@ -283,6 +288,82 @@ fn json_schema_2020_12(args: JsonSchema2020Arguments) -> Result<Output, ToolErro
     )))
 }
 
+/// `server-stateless` (no independent requests on a request's stream):
+/// asks one question, and answers at once whatever became of it.
+fn streaming_elicitation(_: NoArguments) -> Result<Output, ToolError> {
+    let schema = r#"{"type":"object","properties":{"confirmed":{"type":"boolean","title":"Confirm"}},"required":["confirmed"]}"#;
+    let (action, content) = asked(ask_json("Please confirm to continue", schema));
+    Ok(Output::text(format!(
+        "Elicitation result: action={action}, content={content}"
+    )))
+}
+
+/// `input-required-result-*`: asks for a name, and greets it.
+fn input_required_elicitation(_: NoArguments) -> Result<Output, ToolError> {
+    let schema = r#"{"type":"object","properties":{"name":{"type":"string","title":"Your name"}},"required":["name"]}"#;
+    match ask_json("What is your name?", schema) {
+        Ok(answer) => {
+            let answer: Value = serde_json::from_str(&answer).unwrap_or_default();
+            let name = answer["name"].as_str().unwrap_or("stranger");
+            Ok(Output::text(format!("Hello, {name}!")))
+        }
+        Err(refused) => Ok(Output::text(format!(
+            "No name was given ({})",
+            asked(Err(refused)).0
+        ))),
+    }
+}
+
+/// `input-required-result-request-state` and `-tampered-state`: asks for
+/// a confirmation.
+fn input_required_confirm(_: NoArguments) -> Result<Output, ToolError> {
+    let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean","title":"Confirm"}},"required":["ok"]}"#;
+    let (action, content) = asked(ask_json("Please confirm", schema));
+    Ok(Output::text(format!(
+        "state-ok: action={action}, content={content}"
+    )))
+}
+
+/// `input-required-result-multi-round`: two questions, one after the other.
+fn input_required_multi_round(_: NoArguments) -> Result<Output, ToolError> {
+    let name = r#"{"type":"object","properties":{"name":{"type":"string","title":"Name"}},"required":["name"]}"#;
+    let color = r#"{"type":"object","properties":{"color":{"type":"string","title":"Color"}},"required":["color"]}"#;
+    let (first, name) = asked(ask_json("Step 1: What is your name?", name));
+    let (second, color) = asked(ask_json("Step 2: What is your favorite color?", color));
+    Ok(Output::text(format!(
+        "Multi-round complete: name=<{first}: {name}>, color=<{second}: {color}>"
+    )))
+}
+
+/// `server-sse-polling` (2025-11-25, not scored): a call that takes a
+/// moment, so a client can drop and resume its stream.
+fn reconnection(_: NoArguments) -> Result<Output, ToolError> {
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(Output::text("Reconnection test completed"))
+}
+
+/// `server-stateless` (undeclared capability): runs only for a client that
+/// declared `sampling`, which its manifest entry requires; the host refuses
+/// the call to any other before it gets here.
+#[cfg(feature = "needs-sampling")]
+fn missing_capability(_: NoArguments) -> Result<Output, ToolError> {
+    Ok(Output::text(
+        "The client declared the sampling capability this tool requires",
+    ))
+}
+
+#[cfg(feature = "needs-sampling")]
+toolhost_guest::export_tools! {
+    Tool::new(
+        "test_missing_capability",
+        "Requires the client's sampling capability (its manifest entry says so)",
+        missing_capability,
+    )
+    .read_only()
+    .idempotent(),
+}
+
+#[cfg(not(feature = "needs-sampling"))]
 toolhost_guest::export_tools! {
     Tool::new("test_simple_text", "Tests simple text content response", simple_text)
         .read_only()
@@ -325,4 +406,12 @@ toolhost_guest::export_tools! {
     )
     .read_only()
     .idempotent(),
+    Tool::new("test_streaming_elicitation", "Asks one question and answers at once", streaming_elicitation),
+    Tool::new("test_input_required_result_elicitation", "Asks for a name and greets it", input_required_elicitation),
+    Tool::new("test_input_required_result_request_state", "Asks for a confirmation", input_required_confirm),
+    Tool::new("test_input_required_result_tampered_state", "Asks for a confirmation", input_required_confirm),
+    Tool::new("test_input_required_result_multi_round", "Asks two questions in turn", input_required_multi_round),
+    Tool::new("test_reconnection", "Takes a moment, then answers", reconnection)
+        .read_only()
+        .idempotent(),
 }

@@ -480,3 +480,49 @@ async fn ending_a_session_stops_its_running_calls_at_once() {
     assert!(stopped.is_some(), "the session's call still runs\n{}", server.stderr());
     call.abort();
 }
+
+// 7. Reload.
+
+#[tokio::test]
+async fn a_reload_logs_what_each_tool_may_now_touch() {
+    let server = Server::start(&manifest(None), &["--watch"]);
+    // calc gains a host; the probe arrives with its grants.
+    let changed = format!(
+        "[[tool]]\ncomponent = '{}'\nallow_hosts = [\"https://api.example.com\"]\n\n[[tool]]\ncomponent = '{}'\nconfig = {{ region = \"eu\" }}\n",
+        component("calc").display(),
+        component("probe").display()
+    );
+    std::fs::write(&server.manifest, changed).unwrap();
+    let server = &server;
+    let reloaded = eventually(Duration::from_secs(15), || async move {
+        server.tool_names().await.iter().any(|n| n == "echo")
+    })
+    .await;
+    assert!(reloaded, "no reload\n{}", server.stderr());
+    let log = server.stderr();
+    let line = |needle: &str| log.lines().any(|l| l.contains(needle));
+    assert!(
+        line("reload grants tool=calc now=\"http: may request https://api.example.com\""),
+        "{log}"
+    );
+    assert!(line("reload takes away tool=calc was=\"http: none\""), "{log}");
+    assert!(line("reload adds a tool tool=echo"), "{log}");
+    assert!(line("config: may read region"), "{log}");
+    // Back: calc loses the host again, and the probe's tools go.
+    std::fs::write(&server.manifest, manifest(None)).unwrap();
+    let reloaded = eventually(Duration::from_secs(15), || async move {
+        !server.tool_names().await.iter().any(|n| n == "echo")
+    })
+    .await;
+    assert!(reloaded, "no second reload\n{}", server.stderr());
+    let log = server.stderr();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("reload takes away tool=calc was=\"http: may request https://api.example.com\"")),
+        "{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("reload removes a tool tool=echo")),
+        "{log}"
+    );
+}
