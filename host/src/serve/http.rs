@@ -343,14 +343,12 @@ async fn check_request(
     }
     let in_flight = work.is_call().then(|| shared.drain().track());
     let request = Request::from_parts(parts, axum::body::Body::from(body));
-    let closing_session = request.method() == Method::DELETE;
+    let closing_session =
+        request.method() == Method::DELETE && matches!(work, Work::Mcp { .. });
     let mut response = next.run(request).await;
     // rmcp answers a session's DELETE with 202; MCP clients expect 200 or
     // 204 (the Python SDK warns "Session termination failed: 202").
-    if closing_session
-        && matches!(work, Work::Mcp { .. } | Work::Other)
-        && response.status() == StatusCode::ACCEPTED
-    {
+    if closing_session && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
     match in_flight {
