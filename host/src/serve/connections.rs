@@ -13,11 +13,16 @@
 //!   requests) instead of being refused. A flood of half-open connections
 //!   therefore only ever replaces itself, while a client that sends its
 //!   request at once is busy, and kept, as soon as its headers are in. Only
-//!   when every connection is busy with a request is a new one refused.
+//!   when every connection is busy with a request is a new one refused
+//!   (with a 503 written before the connection closes).
+//! - **Streams.** A request whose answer is a stream that lasts (an MCP
+//!   event stream, a `subscriptions/listen`) keeps its connection busy for
+//!   as long as it lasts, so streams may hold at most half of the
+//!   connections, globally ([`MAX_STREAMS`]) and per address
+//!   ([`MAX_STREAMS_PER_PEER`]): the other half always serves requests.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
@@ -32,6 +37,12 @@ pub(super) const MAX_CONNECTIONS: usize = 1024;
 /// oldest idle ones are shed).
 pub(super) const MAX_PER_PEER: usize = MAX_CONNECTIONS / 4;
 
+/// Long-lived streams open at once, from every address together.
+pub(super) const MAX_STREAMS: usize = MAX_CONNECTIONS / 2;
+
+/// Long-lived streams one address may hold.
+pub(super) const MAX_STREAMS_PER_PEER: usize = MAX_PER_PEER / 2;
+
 /// The most bytes of request head (request line and headers) a connection
 /// buffers: room for a long bearer token and every MCP header, and small
 /// enough that all connections together hold a few MiB.
@@ -43,6 +54,18 @@ pub(super) struct Connections {
     table: Mutex<Table>,
     /// Woken when the last connection closes.
     closed: tokio::sync::Notify,
+}
+
+/// The long-lived streams open, by address.
+#[derive(Debug, Default)]
+pub(super) struct Streams {
+    table: Mutex<StreamTable>,
+}
+
+#[derive(Debug, Default)]
+struct StreamTable {
+    open: usize,
+    per_peer: HashMap<IpAddr, usize>,
 }
 
 #[derive(Debug, Default)]
@@ -57,8 +80,9 @@ struct Table {
 struct Entry {
     peer: IpAddr,
     /// Requests in progress on the connection: from its headers being read
-    /// to its response's last byte.
-    busy: Arc<AtomicUsize>,
+    /// to its response's last byte. Read and written under the table's
+    /// lock, so a connection is never shed as a request starts on it.
+    busy: usize,
     /// Closes the connection when it is shed.
     shed: CancellationToken,
 }
@@ -81,7 +105,7 @@ impl Table {
         let victim = self
             .open
             .iter()
-            .find(|(_, entry)| matches(entry) && entry.busy.load(Ordering::Acquire) == 0)
+            .find(|(_, entry)| matches(entry) && entry.busy == 0)
             .map(|(&id, _)| id);
         match victim.and_then(|id| self.remove(id)) {
             Some(entry) => {
@@ -127,32 +151,35 @@ impl Connections {
         }
         let id = table.next;
         table.next += 1;
-        let busy = Arc::new(AtomicUsize::new(0));
         let shed = CancellationToken::new();
         table.open.insert(
             id,
             Entry {
                 peer,
-                busy: busy.clone(),
+                busy: 0,
                 shed: shed.clone(),
             },
         );
         *table.per_peer.entry(peer).or_default() += 1;
         Ok(Admitted {
             id,
+            peer,
             connections: self.clone(),
-            busy,
             shed,
         })
     }
 
-    /// How many connections are open.
-    fn open(&self) -> usize {
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
         self.table
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .open
-            .len()
+    }
+
+
+
+    /// How many connections are open.
+    fn open(&self) -> usize {
+        self.table().open.len()
     }
 
     /// Resolves once every connection has closed.
@@ -169,16 +196,41 @@ impl Connections {
     }
 }
 
+impl Streams {
+    /// Hold a long-lived stream for `peer`, if streams have room.
+    pub(super) fn hold(self: &Arc<Self>, peer: IpAddr) -> Option<Stream> {
+        let mut streams = self
+            .table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held = streams.per_peer.get(&peer).copied().unwrap_or(0);
+        if streams.open >= MAX_STREAMS || held >= MAX_STREAMS_PER_PEER {
+            return None;
+        }
+        streams.open += 1;
+        *streams.per_peer.entry(peer).or_default() += 1;
+        Some(Stream {
+            peer,
+            streams: self.clone(),
+        })
+    }
+}
+
 /// One connection's place in the table; freed when dropped.
 #[derive(Debug)]
 pub(super) struct Admitted {
     id: u64,
+    peer: IpAddr,
     connections: Arc<Connections>,
-    busy: Arc<AtomicUsize>,
     shed: CancellationToken,
 }
 
 impl Admitted {
+    /// The peer's address.
+    pub(super) fn peer(&self) -> IpAddr {
+        self.peer
+    }
+
     /// Resolves when the connection was shed to make room for another.
     pub(super) fn shed(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
         self.shed.cancelled()
@@ -186,19 +238,20 @@ impl Admitted {
 
     /// Mark a request in progress until the returned guard is dropped
     /// (with its response's last byte): a busy connection is never shed.
-    pub(super) fn busy(&self) -> Busy {
-        self.busy.fetch_add(1, Ordering::AcqRel);
-        Busy(self.busy.clone())
+    /// `None` if the connection was shed already: the request must not run.
+    pub(super) fn busy(&self) -> Option<Busy> {
+        let mut table = self.connections.table();
+        table.open.get_mut(&self.id)?.busy += 1;
+        Some(Busy {
+            id: self.id,
+            connections: self.connections.clone(),
+        })
     }
 }
 
 impl Drop for Admitted {
     fn drop(&mut self) {
-        let mut table = self
-            .connections
-            .table
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut table = self.connections.table();
         table.remove(self.id);
         if table.open.is_empty() {
             drop(table);
@@ -244,11 +297,40 @@ impl<G: Unpin> http_body::Body for Held<G> {
 
 /// A request in progress on its connection.
 #[derive(Debug)]
-pub(super) struct Busy(Arc<AtomicUsize>);
+pub(super) struct Busy {
+    id: u64,
+    connections: Arc<Connections>,
+}
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        if let Some(entry) = self.connections.table().open.get_mut(&self.id) {
+            entry.busy -= 1;
+        }
+    }
+}
+
+/// A long-lived stream held open; freed when dropped.
+#[derive(Debug)]
+pub(super) struct Stream {
+    peer: IpAddr,
+    streams: Arc<Streams>,
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let mut streams = self
+            .streams
+            .table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        streams.open -= 1;
+        if let Some(held) = streams.per_peer.get_mut(&self.peer) {
+            *held -= 1;
+            if *held == 0 {
+                streams.per_peer.remove(&self.peer);
+            }
+        }
     }
 }
 
@@ -283,7 +365,7 @@ mod tests {
         let mut busy = Vec::new();
         for i in 0..MAX_CONNECTIONS {
             let admitted = connections.admit(ip(u8::try_from(i % 200).unwrap())).unwrap();
-            busy.push(admitted.busy());
+            busy.push(admitted.busy().unwrap());
             held.push(admitted);
         }
         assert_eq!(connections.admit(ip(250)).unwrap_err(), Refused::Full);
@@ -293,6 +375,34 @@ mod tests {
         assert!(held[0].shed.is_cancelled());
         assert!(held.iter().skip(1).all(|h| !h.shed.is_cancelled()));
         drop(admitted);
+    }
+
+    #[test]
+    fn a_shed_connection_takes_no_new_request() {
+        let connections = Arc::new(Connections::default());
+        let first = connections.admit(ip(1)).unwrap();
+        let _rest: Vec<Admitted> = (1..MAX_PER_PEER)
+            .map(|_| connections.admit(ip(1)).unwrap())
+            .collect();
+        let _newest = connections.admit(ip(1)).unwrap();
+        assert!(first.shed.is_cancelled());
+        assert!(first.busy().is_none(), "shed: its next request is refused");
+    }
+
+    #[test]
+    fn streams_hold_at_most_half_of_the_connections() {
+        let streams = Arc::new(Streams::default());
+        let mine: Vec<Stream> = (0..MAX_STREAMS_PER_PEER)
+            .map(|_| streams.hold(ip(1)).unwrap())
+            .collect();
+        assert!(streams.hold(ip(1)).is_none(), "one address's share");
+        let others: Vec<Stream> = (0..MAX_STREAMS - MAX_STREAMS_PER_PEER)
+            .map(|i| streams.hold(ip(2 + u8::try_from(i / 100).unwrap())).unwrap())
+            .collect();
+        assert!(streams.hold(ip(99)).is_none(), "everyone's share");
+        drop(mine);
+        assert!(streams.hold(ip(1)).is_some());
+        drop(others);
     }
 
     #[test]

@@ -92,6 +92,15 @@ impl Guard {
     /// The checks that hold for every path: one value per protocol header,
     /// a loopback host on a loopback server, an allowed origin.
     pub(super) fn check_request(&self, headers: &HeaderMap, uri: &Uri) -> Result<(), Refusal> {
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "userinfo",
+                "the request target carries user information (`user@host`); send the request \
+                 to the host alone",
+            ));
+        }
         if let Some(name) = repeated_header(headers) {
             return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
@@ -179,8 +188,12 @@ fn names_loopback_host(headers: &HeaderMap, uri: &Uri) -> bool {
 /// routes behind the guard should see: the target wins over whatever
 /// `Host` the client sent, so every part of the server reads one host.
 pub(super) fn target_host(uri: &Uri) -> Option<HeaderValue> {
-    uri.authority()
-        .and_then(|authority| HeaderValue::from_str(authority.as_str()).ok())
+    let authority = uri.authority()?;
+    let host = match authority.port() {
+        Some(port) => format!("{}:{port}", authority.host()),
+        None => authority.host().to_owned(),
+    };
+    HeaderValue::from_str(&host).ok()
 }
 
 fn is_loopback_name(host: &str) -> bool {
@@ -214,8 +227,12 @@ fn origin_allowed(origin: &HeaderValue, loopback_only: bool, allowed: &[String])
     let Ok(uri) = origin.parse::<Uri>() else {
         return false;
     };
-    matches!(uri.scheme_str(), Some("http" | "https"))
-        && uri.authority().is_some_and(|a| is_loopback_name(a.host()))
+    // A serialized origin: scheme, host and port, nothing else.
+    let bare = uri.path_and_query().is_none_or(|p| p.as_str().is_empty() || p.as_str() == "/");
+    bare && matches!(uri.scheme_str(), Some("http" | "https"))
+        && uri
+            .authority()
+            .is_some_and(|a| !a.as_str().contains('@') && is_loopback_name(a.host()))
 }
 
 fn bearer_matches(headers: &HeaderMap, token: &blake3::Hash) -> bool {
@@ -269,6 +286,13 @@ mod tests {
         assert!(names_loopback_host(&HeaderMap::new(), &local));
         assert_eq!(target_host(&local).unwrap(), "127.0.0.1:8787");
         assert_eq!(target_host(&Uri::from_static("/mcp")), None);
+        // User information in the target is refused outright.
+        let guard = Guard::new(false, Vec::new(), None);
+        let userinfo = Uri::from_static("http://evil@127.0.0.1:8787/mcp");
+        assert_eq!(
+            guard.check_request(&HeaderMap::new(), &userinfo).unwrap_err().reason,
+            "userinfo"
+        );
     }
 
     #[test]
@@ -344,6 +368,9 @@ mod tests {
             &null_allowed
         ));
         assert!(!ok("http://localhost.evil.example", true));
+        // Not a serialized origin: userinfo, a path.
+        assert!(!ok("http://evil.example@127.0.0.1", true));
+        assert!(!ok("http://127.0.0.1/path", true));
     }
 
     #[test]

@@ -40,7 +40,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::connections::{self, Connections};
+use super::connections::{self, Connections, Streams};
 use super::edge::{self, Guard, Refusal};
 use super::sessions::{MAX_SESSIONS, Sessions};
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
@@ -114,6 +114,7 @@ pub(super) async fn serve(
                     Err(refused) => {
                         shared.metrics().reject("http", refused.reason());
                         tracing::warn!(peer = %peer.ip(), reason = refused.reason(), "refused a connection: every connection it could replace is busy");
+                        tokio::spawn(turn_away(tcp));
                     }
                 }
             }
@@ -133,6 +134,26 @@ pub(super) async fn serve(
     }
     Ok(())
 }
+
+/// Tell a connection the server has no room for it (every connection it
+/// could shed is busy with a request), then close it; a client that does
+/// not read within a second is closed without it.
+async fn turn_away(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt as _;
+    let body = json!({"error": {"type": "too_many_connections", "message":
+        "every connection this server holds is busy with a request; try again shortly"}})
+    .to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {RETRY_AFTER_SECONDS}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), tcp.write_all(answer.as_bytes())).await;
+}
+
+/// The address a request came from, for the limits kept per address.
+#[derive(Debug, Clone, Copy)]
+struct Peer(std::net::IpAddr);
 
 /// Serve one connection until it closes, it is shed to make room for
 /// another, or the server stops (then it finishes the request in flight).
@@ -154,9 +175,24 @@ async fn connection(
         hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             // Busy from its headers to its answer's last byte: never shed.
             let busy = admitted.busy();
+            let peer = admitted.peer();
             let app = app.clone();
             async move {
-                let response = tower::ServiceExt::oneshot(app, request.map(axum::body::Body::new)).await?;
+                let Some(busy) = busy else {
+                    // Shed as this request arrived: it is not run.
+                    let mut response = error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "too_many_connections",
+                        "the server closed this connection to make room for another; send the request again",
+                    );
+                    response
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    return Ok(response);
+                };
+                let mut request = request.map(axum::body::Body::new);
+                request.extensions_mut().insert(Peer(peer));
+                let response = tower::ServiceExt::oneshot(app, request).await?;
                 Ok::<_, std::convert::Infallible>(connections::hold(response, busy))
             }
         })
@@ -221,6 +257,7 @@ struct Edge {
     guard: Guard,
     max_body: usize,
     sessions: Arc<Sessions>,
+    streams: Arc<Streams>,
 }
 
 /// The whole app: routes, and the guards every request passes first.
@@ -230,7 +267,7 @@ pub fn router(
     local: SocketAddr,
     hard_stop: CancellationToken,
 ) -> Router {
-    let sessions = Sessions::start(super::sessions::SESSION_IDLE);
+    let sessions = Sessions::start(super::sessions::SESSION_IDLE, shared.drain().clone());
     let edge = Arc::new(Edge {
         guard: Guard::new(
             local.ip().is_loopback(),
@@ -239,6 +276,7 @@ pub fn router(
         ),
         max_body: config.max_body,
         sessions: sessions.clone(),
+        streams: Arc::default(),
     });
     let mcp = super::mcp::http_service(shared.clone(), config, local, hard_stop, sessions);
     Router::new()
@@ -322,10 +360,39 @@ async fn check_request(
         Err(response) => return response,
     };
     let work = Work::of(&parts, &body);
+    // Counted before the check, so a drain that has seen nothing in flight
+    // never lets this request past it.
+    let in_flight = work.is_call().then(|| shared.drain().track());
     if shared.drain().is_draining() && work.is_new() {
         shared.metrics().reject("http", "shutting_down");
         return shutting_down(&work);
     }
+    let stream = if work.is_stream() {
+        // Requests a server built into another app carry no address: they
+        // share one allowance.
+        let peer = parts.extensions.get::<Peer>().map_or(
+            std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            |peer| peer.0,
+        );
+        match edge.streams.hold(peer) {
+            Some(stream) => Some(stream),
+            None => {
+                shared.metrics().reject("mcp", "streams");
+                let mut response = error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too_many_streams",
+                    "too many event streams are open (from this address, or in all); close one, \
+                     or use plain requests",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+                return response;
+            }
+        }
+    } else {
+        None
+    };
     // Only `initialize` opens an MCP session, whatever the headers say: at
     // the cap, look inside.
     if matches!(work, Work::Mcp { opens_session: true, .. })
@@ -341,7 +408,6 @@ async fn check_request(
             ),
         );
     }
-    let in_flight = work.is_call().then(|| shared.drain().track());
     let request = Request::from_parts(parts, axum::body::Body::from(body));
     let closing_session =
         request.method() == Method::DELETE && matches!(work, Work::Mcp { .. });
@@ -351,10 +417,7 @@ async fn check_request(
     if closing_session && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
-    match in_flight {
-        Some(in_flight) => connections::hold(response, in_flight),
-        None => response,
-    }
+    connections::hold(response, (in_flight, stream))
 }
 
 /// The body, read whole within `max_body` and [`BODY_READ_TIMEOUT`]: a
@@ -407,6 +470,11 @@ enum Work {
         method: Method,
         requests: Vec<Value>,
         opens_session: bool,
+        /// A `GET` that resumes a stream (`Last-Event-ID`): it collects the
+        /// answer of a call in flight.
+        resumes: bool,
+        /// A `subscriptions/listen`, whose answer lasts.
+        listens: bool,
     },
     /// Anything else: listings, metrics, unknown routes.
     Other,
@@ -427,11 +495,12 @@ impl Work {
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
             .is_some();
+        let has = |method: &str| messages.iter().any(|m| m.method.as_deref() == Some(method));
         Self::Mcp {
             method: parts.method.clone(),
-            opens_session: parts.method == Method::POST
-                && !in_session
-                && messages.iter().any(|m| m.method.as_deref() == Some("initialize")),
+            opens_session: parts.method == Method::POST && !in_session && has("initialize"),
+            resumes: parts.method == Method::GET && parts.headers.contains_key("last-event-id"),
+            listens: has("subscriptions/listen"),
             requests: messages
                 .into_iter()
                 .filter(|m| m.method.is_some())
@@ -441,13 +510,17 @@ impl Work {
     }
 
     /// Whether it starts work a draining server no longer takes: calls,
-    /// JSON-RPC requests, new event streams.
+    /// JSON-RPC requests, new event streams (but not a stream resumed to
+    /// collect an answer the drain waits for).
     fn is_new(&self) -> bool {
         match self {
             Self::ToolCalls => true,
             Self::Mcp {
-                method, requests, ..
-            } => *method == Method::GET || !requests.is_empty(),
+                method,
+                requests,
+                resumes,
+                ..
+            } => (*method == Method::GET && !resumes) || !requests.is_empty(),
             Self::Other => false,
         }
     }
@@ -457,10 +530,19 @@ impl Work {
         match self {
             Self::ToolCalls => true,
             Self::Mcp {
-                method, requests, ..
-            } => *method == Method::POST && !requests.is_empty(),
+                method,
+                requests,
+                resumes,
+                ..
+            } => (*method == Method::POST && !requests.is_empty()) || *resumes,
             Self::Other => false,
         }
+    }
+
+    /// Whether the answer is a stream that lasts: an event stream, or a
+    /// subscription.
+    fn is_stream(&self) -> bool {
+        matches!(self, Self::Mcp { method, listens, .. } if *method == Method::GET || *listens)
     }
 }
 

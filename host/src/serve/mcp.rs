@@ -416,22 +416,34 @@ impl Listeners {
 /// The error for a call of `tool` by a client that did not declare every
 /// capability its component requires (`client_capabilities` in the
 /// manifest): MCP's `MissingRequiredClientCapability` (−32021), naming
-/// what is missing in `data.requiredCapabilities`.
+/// what is missing in `data.requiredCapabilities`. Over the stateless
+/// revision the server cannot put questions to the client yet (it would
+/// take input-required results), so `elicitation` counts as missing there
+/// whatever the client declared: the tool would otherwise fail halfway.
 fn missing_capabilities(
     tool: &str,
     config: &crate::manifest::ComponentConfig,
     declared: Option<rmcp::model::ClientCapabilities>,
+    stateless: bool,
 ) -> Option<ErrorData> {
     if config.client_capabilities.is_empty() {
         return None;
     }
     let declared = serde_json::to_value(declared.unwrap_or_default()).unwrap_or_default();
+    let usable = |capability: &crate::manifest::ClientCapability| {
+        let unusable = stateless && *capability == crate::manifest::ClientCapability::Elicitation;
+        !unusable && declared.get(capability.name()).is_some_and(|v| !v.is_null())
+    };
     let missing: serde_json::Map<String, Value> = config
         .client_capabilities
         .iter()
-        .map(|capability| capability.name())
-        .filter(|name| declared.get(name).is_none_or(Value::is_null))
-        .map(|name| (name.to_owned(), Value::Object(serde_json::Map::new())))
+        .filter(|capability| !usable(capability))
+        .map(|capability| {
+            (
+                capability.name().to_owned(),
+                Value::Object(serde_json::Map::new()),
+            )
+        })
         .collect();
     if missing.is_empty() {
         return None;
@@ -441,7 +453,8 @@ fn missing_capabilities(
         rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
         format!(
             "tool '{}' needs a client that declares {}; this client did not (declare it in the \
-             client's capabilities, or use a client that supports it)",
+             client's capabilities, or use a client that supports it; questions reach \
+             2025-11-25 sessions only)",
             crate::outcome::clip(tool, 64),
             names.join(" and ")
         ),
@@ -512,8 +525,12 @@ impl ServerHandler for McpServer {
         // Before anything is sent on the request's stream: a refusal here is
         // the whole answer (HTTP 400 for a 2026-07-28 request).
         if let Some(config) = host.component_of(&spec.name)
-            && let Some(missing) =
-                missing_capabilities(&spec.name, config, context.client_capabilities())
+            && let Some(missing) = missing_capabilities(
+                &spec.name,
+                config,
+                context.client_capabilities(),
+                stateless(&context),
+            )
         {
             self.shared.metrics().reject("mcp", "client_capability");
             return Err(missing);

@@ -11,7 +11,7 @@
 //! stop a session's calls the moment the session ends, and tell when a
 //! draining server has answered everything.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -27,8 +27,9 @@ use super::drain::Drain;
 
 /// How long the id of a cancelled request stays taken. rmcp drops the
 /// cancelled call's late answer only while no new request holds its id; a
-/// new request under that id any sooner could receive it.
-const REUSE_AFTER_CANCEL: Duration = Duration::from_secs(5);
+/// new request under that id any sooner could receive it. A cancelled call
+/// answers within milliseconds; a second is ample.
+const REUSE_AFTER_CANCEL: Duration = Duration::from_secs(1);
 
 /// The JSON-RPC error a request gets while the server shuts down: an
 /// implementation-defined server error, as JSON-RPC reserves −32000 to
@@ -45,11 +46,26 @@ pub(super) struct Requests {
     state: Mutex<State>,
     /// Woken whenever a request ends.
     ended: Notify,
+    /// When set, each request in flight holds the server's shutdown open
+    /// until it is answered, even after the client dropped its stream.
+    drain: Option<Drain>,
+    /// Requests whose client went away, to be cancelled.
+    abandoned: Mutex<Vec<RequestId>>,
+    abandon: Notify,
+}
+
+/// Why a request could not take its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Taken {
+    /// A request in flight holds it.
+    InFlight,
+    /// A request under it was cancelled less than a second ago.
+    JustCancelled,
 }
 
 #[derive(Debug)]
 struct State {
-    running: HashSet<RequestId>,
+    running: HashMap<RequestId, Option<super::drain::InFlight>>,
     /// Ids of cancelled requests, until they may be used again.
     cancelled: HashMap<RequestId, Instant>,
     /// When the client or the server last did anything here.
@@ -58,27 +74,54 @@ struct State {
 
 impl Default for Requests {
     fn default() -> Self {
-        Self {
-            state: Mutex::new(State {
-                running: HashSet::new(),
-                cancelled: HashMap::new(),
-                last_active: Instant::now(),
-            }),
-            ended: Notify::new(),
-        }
+        Self::new(None)
     }
 }
 
 impl Requests {
+    /// Requests whose answers a shutdown waits for when `drain` is set.
+    pub(super) fn new(drain: Option<Drain>) -> Self {
+        Self {
+            state: Mutex::new(State {
+                running: HashMap::new(),
+                cancelled: HashMap::new(),
+                last_active: Instant::now(),
+            }),
+            ended: Notify::new(),
+            drain,
+            abandoned: Mutex::new(Vec::new()),
+            abandon: Notify::new(),
+        }
+    }
+
+    /// Cancel request `id` as if its client had: nobody will collect its
+    /// answer.
+    pub(super) fn abandon(&self, id: RequestId) {
+        self.abandoned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(id);
+        self.abandon.notify_one();
+    }
+
+    fn take_abandoned(&self) -> Vec<RequestId> {
+        std::mem::take(
+            &mut *self
+                .abandoned
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Take `id` for a new request; `false` if a request in flight (or one
+    /// Take `id` for a new request, unless a request in flight (or one
     /// cancelled moments ago) holds it.
-    pub(super) fn begin(&self, id: &RequestId) -> bool {
+    pub(super) fn begin(&self, id: &RequestId) -> Result<(), Taken> {
         let mut state = self.state();
         let now = Instant::now();
         state.last_active = now;
@@ -86,19 +129,29 @@ impl Requests {
             .cancelled
             .retain(|_, at| now.duration_since(*at) < REUSE_AFTER_CANCEL);
         if state.cancelled.contains_key(id) {
-            return false;
+            return Err(Taken::JustCancelled);
         }
-        state.running.insert(id.clone())
+        if state.running.contains_key(id) {
+            return Err(Taken::InFlight);
+        }
+        let held = self.drain.as_ref().map(Drain::track);
+        state.running.insert(id.clone(), held);
+        Ok(())
     }
 
     /// The request `id` was answered (or never got going).
     pub(super) fn end(&self, id: &RequestId) {
         let mut state = self.state();
         state.last_active = Instant::now();
-        if state.running.remove(id) {
+        if state.running.remove(id).is_some() {
             drop(state);
             self.ended.notify_waiters();
         }
+    }
+
+    /// Whether request `id` is still in flight.
+    pub(super) fn is_running(&self, id: &RequestId) -> bool {
+        self.state().running.contains_key(id)
     }
 
     /// The client cancelled request `id`: its id stays taken a moment.
@@ -106,7 +159,7 @@ impl Requests {
         let mut state = self.state();
         let now = Instant::now();
         state.last_active = now;
-        if state.running.remove(id) {
+        if state.running.remove(id).is_some() {
             state.cancelled.insert(id.clone(), now);
             drop(state);
             self.ended.notify_waiters();
@@ -121,7 +174,7 @@ impl Requests {
 
     /// The ids in flight.
     fn running(&self) -> Vec<RequestId> {
-        self.state().running.iter().cloned().collect()
+        self.state().running.keys().cloned().collect()
     }
 
     /// How many requests are in flight.
@@ -153,18 +206,19 @@ impl Requests {
     }
 }
 
-/// The error a request gets whose id a request in flight already holds.
-pub(super) fn repeated_id(id: &RequestId) -> ServerJsonRpcMessage {
-    JsonRpcMessage::error(
-        ErrorData::invalid_request(
-            format!(
-                "request id {id} is already held by a request in flight on this connection; \
-                 give every request its own id"
-            ),
-            None,
+/// The error a request gets whose id is taken.
+pub(super) fn repeated_id(id: &RequestId, taken: Taken) -> ServerJsonRpcMessage {
+    let message = match taken {
+        Taken::InFlight => format!(
+            "request id {id} is already held by a request in flight on this connection; \
+             give every request its own id"
         ),
-        Some(id.clone()),
-    )
+        Taken::JustCancelled => format!(
+            "request id {id} belonged to a request cancelled less than a second ago; \
+             give every request its own id (or wait a second)"
+        ),
+    };
+    JsonRpcMessage::error(ErrorData::invalid_request(message, None), Some(id.clone()))
 }
 
 /// The error a request gets while the server drains.
@@ -256,6 +310,8 @@ enum Next {
     Message(Option<ClientJsonRpcMessage>),
     /// The server started draining, or a request ended while it drains.
     DrainChanged,
+    /// Requests were abandoned by their client.
+    Abandoned,
 }
 
 impl<T: Transport<RoleServer> + 'static> Transport<RoleServer> for Tracked<T> {
@@ -295,10 +351,23 @@ impl<T: Transport<RoleServer> + 'static> Transport<RoleServer> for Tracked<T> {
                 tokio::select! {
                     message = inner.receive() => Next::Message(message),
                     () = changed => Next::DrainChanged,
+                    () = requests.abandon.notified() => Next::Abandoned,
                 }
             };
             let message = match next {
                 Next::DrainChanged => continue,
+                Next::Abandoned => {
+                    for id in self.requests.take_abandoned() {
+                        if self.requests.is_running(&id) {
+                            self.requests.cancel(&id);
+                            self.ending.extend(cancel_message(
+                                &id,
+                                "the client dropped the request's stream",
+                            ));
+                        }
+                    }
+                    continue;
+                }
                 Next::Message(None) => {
                     self.ended = true;
                     self.ending = self
@@ -314,8 +383,11 @@ impl<T: Transport<RoleServer> + 'static> Transport<RoleServer> for Tracked<T> {
             if let JsonRpcMessage::Request(request) = &message {
                 let refusal = if draining {
                     Some(shutting_down(&request.id))
-                } else if self.intake == Intake::Here && !self.requests.begin(&request.id) {
-                    Some(repeated_id(&request.id))
+                } else if self.intake == Intake::Here {
+                    self.requests
+                        .begin(&request.id)
+                        .err()
+                        .map(|taken| repeated_id(&request.id, taken))
                 } else {
                     None
                 };
@@ -346,18 +418,33 @@ mod tests {
     fn an_id_in_flight_cannot_be_taken_twice() {
         let requests = Requests::default();
         let id = RequestId::Number(1);
-        assert!(requests.begin(&id));
-        assert!(!requests.begin(&id), "a repeat while the first runs");
+        assert_eq!(requests.begin(&id), Ok(()));
+        assert_eq!(requests.begin(&id), Err(Taken::InFlight), "a repeat while the first runs");
         requests.end(&id);
-        assert!(requests.begin(&id), "free again once answered");
+        assert_eq!(requests.begin(&id), Ok(()), "free again once answered");
         requests.cancel(&id);
-        assert!(!requests.begin(&id), "a cancelled id stays taken a moment");
-        assert!(requests.begin(&RequestId::String("1".into())), "\"1\" is not 1");
+        assert_eq!(
+            requests.begin(&id),
+            Err(Taken::JustCancelled),
+            "a cancelled id stays taken a moment"
+        );
+        assert_eq!(requests.begin(&RequestId::String("1".into())), Ok(()), "\"1\" is not 1");
+        assert_eq!(requests.idle_for(), Duration::ZERO, "busy while a request runs");
+    }
+
+    #[tokio::test]
+    async fn a_request_holds_the_shutdown_until_it_is_answered() {
+        let drain = Drain::new(Duration::from_secs(30));
+        let requests = Requests::new(Some(drain.clone()));
+        requests.begin(&RequestId::Number(1)).unwrap();
+        assert_eq!(drain.in_flight(), 1);
+        requests.end(&RequestId::Number(1));
+        assert_eq!(drain.in_flight(), 0);
     }
 
     #[test]
     fn answers_and_cancellations_are_recognised() {
-        let answer: ServerJsonRpcMessage = repeated_id(&RequestId::Number(3));
+        let answer: ServerJsonRpcMessage = repeated_id(&RequestId::Number(3), Taken::InFlight);
         assert_eq!(answered(&answer), Some(&RequestId::Number(3)));
         let cancel = cancel_message(&RequestId::String("a".into()), "gone").unwrap();
         assert_eq!(cancelled(&cancel), Some(&RequestId::String("a".into())));

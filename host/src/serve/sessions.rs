@@ -10,6 +10,13 @@
 //! - **Ending a session stops its calls at once.** When a session ends
 //!   (DELETE, expiry, shutdown), every call it has in flight is cancelled
 //!   then and there, rather than running on for rmcp's five-second drain.
+//! - **A dropped request stops its call**, once the client has had
+//!   [`RESUME_GRACE`] to resume its stream (`Last-Event-ID`), as the
+//!   protocol lets it: nobody is left to collect the answer.
+//! - **At most [`MAX_IN_FLIGHT`] requests in flight per session**: a
+//!   client cannot queue work without bound behind the instance limit.
+//! - **Shutdown waits for a session's calls**, not only for the streams
+//!   that carry their answers.
 //! - **Idle expiry that never cuts a call.** A session expires after
 //!   [`SESSION_IDLE`] with no request in flight and nothing from its
 //!   client; a long call, or a person taking minutes to answer a question,
@@ -17,12 +24,16 @@
 //!   five-minute call would lose its session.)
 //! - **A cap** of [`MAX_SESSIONS`], enforced by the HTTP guard.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock, Weak};
+use std::collections::{HashMap, HashSet};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
-use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, ErrorCode, ErrorData, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
+};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
@@ -31,6 +42,7 @@ use rmcp::transport::streamable_http_server::session::{
     RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
 
+use super::drain::Drain;
 use super::requests::{Intake, Requests, Tracked, repeated_id};
 
 /// MCP sessions open at once; each costs about 50 KB. Past it, a request
@@ -45,23 +57,54 @@ pub(super) const SESSION_IDLE: Duration = Duration::from_secs(120);
 /// How often idle sessions are looked for.
 const REAP_EVERY: Duration = Duration::from_secs(10);
 
+/// How long a request whose stream the client dropped keeps running for
+/// the client to resume the stream (`Last-Event-ID`).
+pub(super) const RESUME_GRACE: Duration = Duration::from_secs(10);
+
+/// Requests one session may have in flight.
+pub(super) const MAX_IN_FLIGHT: usize = 256;
+
+/// The JSON-RPC error of a request past [`MAX_IN_FLIGHT`]: an
+/// implementation-defined server error.
+const TOO_MANY_IN_FLIGHT: ErrorCode = ErrorCode(-32001);
+
 /// The session manager of `/mcp`.
 #[derive(Debug)]
 pub(super) struct Sessions {
     inner: LocalSessionManager,
-    requests: RwLock<HashMap<SessionId, Arc<Requests>>>,
+    sessions: RwLock<HashMap<SessionId, Arc<Session>>>,
+    drain: Drain,
+}
+
+/// What is kept of one session beside rmcp's own.
+#[derive(Debug)]
+struct Session {
+    requests: Arc<Requests>,
+    /// The request streams the client has resumed, by rmcp's stream number.
+    resumed: Mutex<HashSet<String>>,
+}
+
+impl Session {
+    fn resumed(&self, stream: &str) -> bool {
+        self.resumed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(stream)
+    }
 }
 
 impl Sessions {
-    /// A session manager whose idle sessions close after `idle`; the task
-    /// that closes them ends with the manager.
-    pub(super) fn start(idle: Duration) -> Arc<Self> {
+    /// A session manager whose idle sessions close after `idle`, and whose
+    /// calls in flight hold `drain` open; the task that closes idle
+    /// sessions ends with the manager.
+    pub(super) fn start(idle: Duration, drain: Drain) -> Arc<Self> {
         let mut inner = LocalSessionManager::default();
         // Expiry is ours (see the module docs): rmcp's timer is off.
         inner.session_config.keep_alive = None;
         let sessions = Arc::new(Self {
             inner,
-            requests: RwLock::new(HashMap::new()),
+            sessions: RwLock::new(HashMap::new()),
+            drain,
         });
         tokio::spawn(reap(Arc::downgrade(&sessions), idle));
         sessions
@@ -72,8 +115,8 @@ impl Sessions {
         self.inner.sessions.read().await.len()
     }
 
-    fn requests(&self, id: &SessionId) -> Option<Arc<Requests>> {
-        self.requests
+    fn session(&self, id: &SessionId) -> Option<Arc<Session>> {
+        self.sessions
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(id)
@@ -85,29 +128,55 @@ impl Sessions {
         id: &SessionId,
         transport: WorkerTransport<LocalSessionWorker>,
     ) -> Tracked<WorkerTransport<LocalSessionWorker>> {
-        let requests = Arc::new(Requests::default());
-        self.requests
+        let requests = Arc::new(Requests::new(Some(self.drain.clone())));
+        let session = Arc::new(Session {
+            requests: requests.clone(),
+            resumed: Mutex::new(HashSet::new()),
+        });
+        self.sessions
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(id.clone(), requests.clone());
+            .insert(id.clone(), session);
         Tracked::new(transport, requests, Intake::Before, None)
     }
 
     fn forget(&self, id: &SessionId) {
-        self.requests
+        self.sessions
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(id);
     }
 
+    /// Take the id of a request to the session, or the answer that refuses
+    /// it.
+    fn take(&self, session: &Session, id: &RequestId) -> Result<(), ServerJsonRpcMessage> {
+        if session.requests.in_flight() >= MAX_IN_FLIGHT {
+            return Err(JsonRpcMessage::error(
+                ErrorData::new(
+                    TOO_MANY_IN_FLIGHT,
+                    format!(
+                        "this session has {MAX_IN_FLIGHT} requests in flight, the most it may; \
+                         wait for answers before sending more"
+                    ),
+                    None,
+                ),
+                Some(id.clone()),
+            ));
+        }
+        session
+            .requests
+            .begin(id)
+            .map_err(|taken| repeated_id(id, taken))
+    }
+
     /// Sessions idle for `idle`, and those rmcp has ended by itself.
     async fn idle_or_gone(&self, idle: Duration) -> Vec<SessionId> {
         let known: Vec<(SessionId, Arc<Requests>)> = self
-            .requests
+            .sessions
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .map(|(id, requests)| (id.clone(), requests.clone()))
+            .map(|(id, session)| (id.clone(), session.requests.clone()))
             .collect();
         let live = self.inner.sessions.read().await;
         known
@@ -167,22 +236,30 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        let taken = match (&message, self.requests(id)) {
-            (JsonRpcMessage::Request(request), Some(requests)) => {
-                if !requests.begin(&request.id) {
-                    let refusal = ServerSseMessage::from_message(repeated_id(&request.id));
+        let taken = match (&message, self.session(id)) {
+            (JsonRpcMessage::Request(request), Some(session)) => {
+                if let Err(refusal) = self.take(&session, &request.id) {
+                    let refusal = ServerSseMessage::from_message(refusal);
                     return Ok(futures::stream::iter([refusal]).left_stream());
                 }
-                Some((requests, request.id.clone()))
+                Some((session, request.id.clone()))
             }
             _ => None,
         };
         match self.inner.create_stream(id, message).await {
-            Ok(stream) => Ok(stream.right_stream()),
+            Ok(stream) => Ok(Watched {
+                inner: stream,
+                watch: taken.map(|(session, id)| Watch {
+                    session,
+                    id,
+                    stream: None,
+                }),
+            }
+            .right_stream()),
             Err(e) => {
                 // The request never reached the session: its id is free.
-                if let Some((requests, id)) = taken {
-                    requests.end(&id);
+                if let Some((session, id)) = taken {
+                    session.requests.end(&id);
                 }
                 Err(e)
             }
@@ -201,8 +278,8 @@ impl SessionManager for Sessions {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        if let Some(requests) = self.requests(id) {
-            requests.touch();
+        if let Some(session) = self.session(id) {
+            session.requests.touch();
         }
         self.inner.create_standalone_stream(id).await
     }
@@ -212,8 +289,16 @@ impl SessionManager for Sessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        if let Some(requests) = self.requests(id) {
-            requests.touch();
+        if let Some(session) = self.session(id) {
+            session.requests.touch();
+            // rmcp numbers events `INDEX/STREAM`.
+            if let Some((_, stream)) = last_event_id.split_once('/') {
+                session
+                    .resumed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(stream.to_owned());
+            }
         }
         self.inner.resume(id, last_event_id).await
     }
@@ -227,5 +312,67 @@ impl SessionManager for Sessions {
             RestoreOutcome::AlreadyPresent => RestoreOutcome::AlreadyPresent,
             _ => RestoreOutcome::NotSupported,
         })
+    }
+}
+
+/// A request's answer stream, watched: if the client drops it before the
+/// answer went out, and does not resume it within [`RESUME_GRACE`], the
+/// request is cancelled.
+struct Watched<S> {
+    inner: S,
+    /// `None` once the answer has gone out (or for a message that is no
+    /// request).
+    watch: Option<Watch>,
+}
+
+struct Watch {
+    session: Arc<Session>,
+    id: RequestId,
+    /// rmcp's number for this stream, from its events' ids.
+    stream: Option<String>,
+}
+
+impl<S: Stream<Item = ServerSseMessage> + Unpin> Stream for Watched<S> {
+    type Item = ServerSseMessage;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let polled = Pin::new(&mut self.inner).poll_next(cx);
+        if let (Poll::Ready(Some(event)), Some(watch)) = (&polled, &mut self.watch) {
+            if let Some((_, stream)) = event.event_id.as_deref().and_then(|e| e.split_once('/')) {
+                watch.stream = Some(stream.to_owned());
+            }
+            let answered = match event.message.as_deref() {
+                Some(JsonRpcMessage::Response(response)) => response.id == watch.id,
+                Some(JsonRpcMessage::Error(error)) => error.id.as_ref() == Some(&watch.id),
+                _ => false,
+            };
+            if answered {
+                self.watch = None;
+            }
+        }
+        polled
+    }
+}
+
+impl<S> Drop for Watched<S> {
+    fn drop(&mut self) {
+        let Some(watch) = self.watch.take() else {
+            return;
+        };
+        // Dropped with no runtime (the process is ending): nothing to stop.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            tokio::time::sleep(RESUME_GRACE).await;
+            let resumed = watch
+                .stream
+                .as_deref()
+                .is_some_and(|stream| watch.session.resumed(stream));
+            if !resumed && watch.session.requests.is_running(&watch.id) {
+                tracing::debug!(id = %watch.id, "stopping a call whose client dropped its stream");
+                watch.session.requests.abandon(watch.id);
+            }
+        });
     }
 }

@@ -149,11 +149,16 @@ async fn repeated_protocol_headers_are_refused_never_resolved() {
 #[tokio::test]
 async fn a_flood_of_half_open_connections_cannot_lock_a_client_out() {
     let server = Server::start(&manifest(None), &[]);
-    // More connections than the server holds, each sending half a request
+    // More connections than the server holds, from four addresses (every
+    // 127.0.0.0/8 address is this machine), each sending half a request
     // and then nothing, as a slowloris client does.
     let mut flood = Vec::new();
-    for _ in 0..1100 {
-        let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    for i in 0..1100u16 {
+        let last = 2 + u8::try_from(i % 4).unwrap();
+        let source = std::net::SocketAddr::from(([127, 0, 0, last], 0));
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(source).unwrap();
+        let mut tcp = socket.connect(server.addr).await.unwrap();
         tcp.write_all(b"GET /v1/tools HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             .await
             .unwrap();
@@ -174,11 +179,48 @@ async fn a_flood_of_half_open_connections_cannot_lock_a_client_out() {
     let mut rest = Vec::new();
     let closed = tokio::time::timeout(Duration::from_secs(5), oldest.read_to_end(&mut rest)).await;
     assert!(closed.is_ok(), "the oldest half-open connection is still open");
+    // 275 from each address: 19 each over its share of 256, and the one
+    // more that the client's own connection shed (1024 were open).
     let metrics = server.metrics().await;
     assert!(
-        rejected(&metrics, "http", "connection_shed") >= 76.0,
+        rejected(&metrics, "http", "connection_shed") >= 77.0,
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn streams_that_last_take_at_most_half_of_an_addresss_connections() {
+    let server = Server::start(&manifest(None), &[]);
+    let listen = |id: u64| {
+        let mut body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}}});
+        body["params"]["_meta"] = meta_2026();
+        body
+    };
+    // 128 subscriptions, held open: an address's share of streams.
+    let mut held = Vec::new();
+    for id in 0..128 {
+        let response = server
+            .http
+            .post(server.url("/mcp"))
+            .header(CONTENT_TYPE, "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", "subscriptions/listen")
+            .body(listen(id).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "subscription {id}");
+        held.push(response);
+    }
+    let response = server.mcp_2026(500, "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}})).await;
+    assert_eq!(response.status, StatusCode::SERVICE_UNAVAILABLE, "{}", response.text);
+    assert!(response.text.contains("too_many_streams"), "{}", response.text);
+    // The rest of the address's connections still serve requests.
+    let answers = server.answers("", &json!([calc("a", "6*7")])).await;
+    assert_eq!(answers[0]["content"], "42");
+    drop(held);
 }
 
 #[tokio::test]
@@ -225,7 +267,7 @@ async fn a_repeated_id_in_a_session_is_refused_and_the_first_call_still_answered
         async move {
             server
                 .mcp(
-                    &sleep_call(7, 1500),
+                    &sleep_call(7, 5000),
                     &[
                         ("mcp-session-id", session.as_str()),
                         ("MCP-Protocol-Version", "2025-11-25"),
@@ -262,7 +304,7 @@ fn a_repeated_id_over_stdio_gets_an_error_and_the_first_call_its_answer() {
     server.send(&initialize_2025(1));
     server.reply(1);
     server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    server.send(&sleep_call(7, 1500));
+    server.send(&sleep_call(7, 5000));
     server.send(&sleep_call(7, 10));
     let mut answers = [server.reply(7), server.reply(7)];
     answers.sort_by_key(|a| a.get("error").is_none());
@@ -294,7 +336,7 @@ async fn sigterm_answers_every_call_in_flight_on_every_front_end_and_refuses_new
         async move {
             let response = http
                 .post(format!("{url}/v1/tool_calls"))
-                .json(&json!([{"id": "api", "name": "sleep", "args": {"n": 2000}}]))
+                .json(&json!([{"id": "api", "name": "sleep", "args": {"n": 5000}}]))
                 .send()
                 .await?;
             response.json::<Value>().await
@@ -318,7 +360,7 @@ async fn sigterm_answers_every_call_in_flight_on_every_front_end_and_refuses_new
             Ok::<_, reqwest::Error>(jsonrpc_messages(&headers, &text))
         })
     };
-    let mut stateless = sleep_call(20, 2000);
+    let mut stateless = sleep_call(20, 5000);
     stateless["params"]["_meta"] = meta_2026();
     let stateless = post_mcp(
         stateless,
@@ -329,7 +371,7 @@ async fn sigterm_answers_every_call_in_flight_on_every_front_end_and_refuses_new
         ],
     );
     let in_session = post_mcp(
-        sleep_call(25, 2000),
+        sleep_call(25, 5000),
         vec![
             ("mcp-session-id", session.clone()),
             ("MCP-Protocol-Version", "2025-11-25".into()),
@@ -417,7 +459,7 @@ fn sigterm_over_stdio_answers_the_call_in_flight_refuses_new_requests_and_exits_
     server.send(&initialize_2025(1));
     server.reply(1);
     server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    server.send(&sleep_call(2, 1500));
+    server.send(&sleep_call(2, 5000));
     // The call is running once its instance is: a progress-free probe, so
     // wait on a ping answered after the call was read.
     server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
@@ -479,6 +521,95 @@ async fn ending_a_session_stops_its_running_calls_at_once() {
         .await;
     assert!(stopped.is_some(), "the session's call still runs\n{}", server.stderr());
     call.abort();
+}
+
+#[tokio::test]
+async fn a_dropped_request_in_a_session_stops_its_call_once_it_cannot_be_resumed() {
+    let server = Arc::new(Server::start(&manifest(Some(LONG_PROBE)), &[]));
+    let session = open_session(&server).await;
+    let call = tokio::spawn({
+        let server = server.clone();
+        let session = session.clone();
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                              "params": {"name": "spin", "arguments": {}}});
+            server
+                .mcp(
+                    &body,
+                    &[
+                        ("mcp-session-id", session.as_str()),
+                        ("MCP-Protocol-Version", "2025-11-25"),
+                    ],
+                )
+                .await
+        }
+    });
+    let running = server
+        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
+        .await;
+    assert!(running.is_some(), "spin never started\n{}", server.stderr());
+    // The client goes away without a word.
+    call.abort();
+    // The call runs on while its stream could be resumed (10 s), then stops,
+    // well before its 30 s deadline.
+    let stopped = server
+        .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(20))
+        .await;
+    assert!(stopped.is_some(), "the dropped call still runs\n{}", server.stderr());
+}
+
+#[tokio::test]
+async fn a_draining_server_lets_a_client_resume_the_stream_of_its_call() {
+    use futures::StreamExt as _;
+    let mut server = Server::start(&manifest(Some(LONG_PROBE)), &[]);
+    let session = open_session(&server).await;
+    let post = server
+        .http
+        .post(server.url("/mcp"))
+        .header(CONTENT_TYPE, "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .body(sleep_call(11, 4000).to_string())
+        .send()
+        .await
+        .unwrap();
+    // The stream's first event (the priming one) names it; then the
+    // client's connection breaks.
+    let mut body = post.bytes_stream();
+    let mut seen = String::new();
+    let event_id = loop {
+        let chunk = body.next().await.expect("an event").unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(id) = seen.lines().find_map(|l| l.strip_prefix("id:")) {
+            break id.trim().to_owned();
+        }
+    };
+    drop(body);
+    sigterm(&server.child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.stderr().contains("shutting down") {
+        assert!(Instant::now() < deadline, "no shutdown began");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let resumed = server
+        .http
+        .get(server.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .header("last-event-id", &event_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), StatusCode::OK, "a resumption passes the drain");
+    let headers = resumed.headers().clone();
+    let text = resumed.text().await.unwrap();
+    let messages = jsonrpc_messages(&headers, &text);
+    let answer = messages.iter().find(|m| m["id"] == 11).unwrap_or_else(|| panic!("no answer: {text}"));
+    assert_eq!(answer["result"]["content"][0]["text"], "awake", "{answer}");
+    let exit = wait_exit_async(&mut server.child, Duration::from_secs(30)).await;
+    assert_eq!(exit.and_then(|s| s.code()), Some(0), "{}", server.stderr());
 }
 
 // 7. Reload.
