@@ -151,7 +151,11 @@ pub fn changes(old: &ToolHost, new: &ToolHost) -> BTreeMap<String, Change> {
     let (before, after) = (lines_by_tool(old), lines_by_tool(new));
     let missing_from = |lines: &[String], other: &[String]| -> Vec<String> {
         let other: BTreeSet<&String> = other.iter().collect();
-        lines.iter().filter(|l| !other.contains(l)).cloned().collect()
+        lines
+            .iter()
+            .filter(|l| !other.contains(l))
+            .cloned()
+            .collect()
     };
     let mut changes = BTreeMap::new();
     for (tool, lines) in &after {

@@ -140,7 +140,10 @@ impl Connections {
     /// Take a connection from `peer`, shedding an idle one to make room if
     /// a cap is reached.
     pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Admitted, Refused> {
-        let mut table = self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut table = self
+            .table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if table.per_peer.get(&peer).copied().unwrap_or(0) >= MAX_PER_PEER
             && !table.shed_oldest_idle(|entry| entry.peer == peer)
         {
@@ -174,8 +177,6 @@ impl Connections {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-
-
 
     /// How many connections are open.
     fn open(&self) -> usize {
@@ -266,7 +267,12 @@ pub(super) fn hold<G: Send + Sync + Unpin + 'static>(
     response: axum::response::Response,
     guard: G,
 ) -> axum::response::Response {
-    response.map(|body| axum::body::Body::new(Held { body, _guard: guard }))
+    response.map(|body| {
+        axum::body::Body::new(Held {
+            body,
+            _guard: guard,
+        })
+    })
 }
 
 /// A body that holds a guard as long as it lives.
@@ -364,7 +370,9 @@ mod tests {
         let mut held = Vec::new();
         let mut busy = Vec::new();
         for i in 0..MAX_CONNECTIONS {
-            let admitted = connections.admit(ip(u8::try_from(i % 200).unwrap())).unwrap();
+            let admitted = connections
+                .admit(ip(u8::try_from(i % 200).unwrap()))
+                .unwrap();
             busy.push(admitted.busy().unwrap());
             held.push(admitted);
         }
@@ -397,7 +405,11 @@ mod tests {
             .collect();
         assert!(streams.hold(ip(1)).is_none(), "one address's share");
         let others: Vec<Stream> = (0..MAX_STREAMS - MAX_STREAMS_PER_PEER)
-            .map(|i| streams.hold(ip(2 + u8::try_from(i / 100).unwrap())).unwrap())
+            .map(|i| {
+                streams
+                    .hold(ip(2 + u8::try_from(i / 100).unwrap()))
+                    .unwrap()
+            })
             .collect();
         assert!(streams.hold(ip(99)).is_none(), "everyone's share");
         drop(mine);

@@ -81,7 +81,11 @@ pub(super) struct Guard {
 }
 
 impl Guard {
-    pub(super) fn new(loopback_only: bool, allowed_origins: Vec<String>, token: Option<&str>) -> Self {
+    pub(super) fn new(
+        loopback_only: bool,
+        allowed_origins: Vec<String>,
+        token: Option<&str>,
+    ) -> Self {
         Self {
             loopback_only,
             allowed_origins,
@@ -228,7 +232,9 @@ fn origin_allowed(origin: &HeaderValue, loopback_only: bool, allowed: &[String])
         return false;
     };
     // A serialized origin: scheme, host and port, nothing else.
-    let bare = uri.path_and_query().is_none_or(|p| p.as_str().is_empty() || p.as_str() == "/");
+    let bare = uri
+        .path_and_query()
+        .is_none_or(|p| p.as_str().is_empty() || p.as_str() == "/");
     bare && matches!(uri.scheme_str(), Some("http" | "https"))
         && uri
             .authority()
@@ -290,7 +296,10 @@ mod tests {
         let guard = Guard::new(false, Vec::new(), None);
         let userinfo = Uri::from_static("http://evil@127.0.0.1:8787/mcp");
         assert_eq!(
-            guard.check_request(&HeaderMap::new(), &userinfo).unwrap_err().reason,
+            guard
+                .check_request(&HeaderMap::new(), &userinfo)
+                .unwrap_err()
+                .reason,
             "userinfo"
         );
     }
@@ -314,7 +323,10 @@ mod tests {
         }
         // A list on one line is two values.
         let folded = headers(&[("mcp-protocol-version", "2026-07-28, 2025-11-25")]);
-        assert_eq!(repeated_header(&folded).as_deref(), Some("mcp-protocol-version"));
+        assert_eq!(
+            repeated_header(&folded).as_deref(),
+            Some("mcp-protocol-version")
+        );
         // An argument's value may hold a comma; an Accept list is a list.
         let fine = headers(&[
             ("mcp-param-tags", "a,b"),
@@ -331,7 +343,10 @@ mod tests {
         let refused = guard
             .check_request(&headers(&[("host", "evil.example")]), &path)
             .unwrap_err();
-        assert_eq!((refused.status, refused.reason), (StatusCode::FORBIDDEN, "host"));
+        assert_eq!(
+            (refused.status, refused.reason),
+            (StatusCode::FORBIDDEN, "host")
+        );
         let refused = guard
             .check_request(
                 &headers(&[("host", "localhost"), ("origin", "https://evil.example")]),
@@ -376,10 +391,22 @@ mod tests {
     #[test]
     fn bearer_tokens_must_match_exactly() {
         let matches = |h: &HeaderMap, t: &str| bearer_matches(h, &blake3::hash(t.as_bytes()));
-        assert!(matches(&headers(&[("authorization", "BEARER s3cret")]), "s3cret"));
-        assert!(matches(&headers(&[("authorization", "Bearer s3cret")]), "s3cret"));
-        assert!(!matches(&headers(&[("authorization", "Bearer s3cre")]), "s3cret"));
-        assert!(!matches(&headers(&[("authorization", "Basic s3cret")]), "s3cret"));
+        assert!(matches(
+            &headers(&[("authorization", "BEARER s3cret")]),
+            "s3cret"
+        ));
+        assert!(matches(
+            &headers(&[("authorization", "Bearer s3cret")]),
+            "s3cret"
+        ));
+        assert!(!matches(
+            &headers(&[("authorization", "Bearer s3cre")]),
+            "s3cret"
+        ));
+        assert!(!matches(
+            &headers(&[("authorization", "Basic s3cret")]),
+            "s3cret"
+        ));
         assert!(!matches(&headers(&[]), "s3cret"));
     }
 }

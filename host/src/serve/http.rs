@@ -90,7 +90,10 @@ pub(super) async fn serve(
     let mut drained = std::pin::pin!(async {
         (&mut signal).await;
         let in_flight = shared.drain().in_flight();
-        tracing::warn!(in_flight, "shutting down: taking no new requests, finishing the calls in flight");
+        tracing::warn!(
+            in_flight,
+            "shutting down: taking no new requests, finishing the calls in flight"
+        );
         shared.drain().finish().await
     });
     // Connections are still taken while the server drains: a client may
@@ -122,7 +125,10 @@ pub(super) async fn serve(
         }
     };
     if stopped > 0 {
-        tracing::warn!(stopped, "calls still running at the end of the drain were stopped and answered");
+        tracing::warn!(
+            stopped,
+            "calls still running at the end of the drain were stopped and answered"
+        );
     }
     drop(listener);
     hard_stop.cancel();
@@ -384,9 +390,10 @@ async fn check_request(
                     "too many event streams are open (from this address, or in all); close one, \
                      or use plain requests",
                 );
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+                response.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from_static(RETRY_AFTER_SECONDS),
+                );
                 return response;
             }
         }
@@ -395,8 +402,13 @@ async fn check_request(
     };
     // Only `initialize` opens an MCP session, whatever the headers say: at
     // the cap, look inside.
-    if matches!(work, Work::Mcp { opens_session: true, .. })
-        && edge.sessions.open().await >= MAX_SESSIONS
+    if matches!(
+        work,
+        Work::Mcp {
+            opens_session: true,
+            ..
+        }
+    ) && edge.sessions.open().await >= MAX_SESSIONS
     {
         shared.metrics().reject("mcp", "sessions");
         return error(
@@ -409,8 +421,7 @@ async fn check_request(
         );
     }
     let request = Request::from_parts(parts, axum::body::Body::from(body));
-    let closing_session =
-        request.method() == Method::DELETE && matches!(work, Work::Mcp { .. });
+    let closing_session = request.method() == Method::DELETE && matches!(work, Work::Mcp { .. });
     let mut response = next.run(request).await;
     // rmcp answers a session's DELETE with 202; MCP clients expect 200 or
     // 204 (the Python SDK warns "Session termination failed: 202").
@@ -769,25 +780,47 @@ mod tests {
             let (parts, ()) = request.body(()).unwrap().into_parts();
             Work::of(&parts, body)
         };
-        let opens = |work: Work| matches!(work, Work::Mcp { opens_session: true, .. });
+        let opens = |work: Work| {
+            matches!(
+                work,
+                Work::Mcp {
+                    opens_session: true,
+                    ..
+                }
+            )
+        };
         let initialize = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
         assert!(opens(post(initialize, false)));
         assert!(!opens(post(initialize, true)));
-        assert!(opens(post(br#"[{"method":"ping","id":2},{"method":"initialize","id":3}]"#, false)));
-        assert!(!opens(post(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#, false)));
+        assert!(opens(post(
+            br#"[{"method":"ping","id":2},{"method":"initialize","id":3}]"#,
+            false
+        )));
+        assert!(!opens(post(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+            false
+        )));
         assert!(!opens(post(b"not json", false)));
     }
 
     #[test]
     fn only_requests_are_new_work_for_a_draining_server() {
         let post = |body: &[u8]| {
-            let (parts, ()) = axum::http::Request::post("/mcp").body(()).unwrap().into_parts();
+            let (parts, ()) = axum::http::Request::post("/mcp")
+                .body(())
+                .unwrap()
+                .into_parts();
             Work::of(&parts, body)
         };
         assert!(post(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#).is_new());
         // A cancellation and an answer to the server's question let calls
         // in flight finish: they pass.
-        assert!(!post(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#).is_new());
+        assert!(
+            !post(
+                br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#
+            )
+            .is_new()
+        );
         assert!(!post(br#"{"jsonrpc":"2.0","id":0,"result":{"action":"accept"}}"#).is_new());
     }
 }

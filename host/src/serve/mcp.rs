@@ -432,7 +432,10 @@ fn missing_capabilities(
     let declared = serde_json::to_value(declared.unwrap_or_default()).unwrap_or_default();
     let usable = |capability: &crate::manifest::ClientCapability| {
         let unusable = stateless && *capability == crate::manifest::ClientCapability::Elicitation;
-        !unusable && declared.get(capability.name()).is_some_and(|v| !v.is_null())
+        !unusable
+            && declared
+                .get(capability.name())
+                .is_some_and(|v| !v.is_null())
     };
     let missing: serde_json::Map<String, Value> = config
         .client_capabilities

@@ -37,8 +37,7 @@ const REUSE_AFTER_CANCEL: Duration = Duration::from_secs(1);
 pub(super) const SHUTTING_DOWN: ErrorCode = ErrorCode(-32000);
 
 /// What a draining server says to a request it will not run.
-pub(super) const SHUTTING_DOWN_MESSAGE: &str =
-    "the server is shutting down and takes no new requests; send it again (to another replica, or once this one is back)";
+pub(super) const SHUTTING_DOWN_MESSAGE: &str = "the server is shutting down and takes no new requests; send it again (to another replica, or once this one is back)";
 
 /// The requests in flight on one connection or session.
 #[derive(Debug)]
@@ -306,6 +305,9 @@ impl<T> Tracked<T> {
 }
 
 /// What the next message from the client, or its absence, calls for.
+// On the stack for one turn of the loop: boxing the message would cost an
+// allocation per message for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Next {
     Message(Option<ClientJsonRpcMessage>),
     /// The server started draining, or a request ended while it drains.
@@ -419,7 +421,11 @@ mod tests {
         let requests = Requests::default();
         let id = RequestId::Number(1);
         assert_eq!(requests.begin(&id), Ok(()));
-        assert_eq!(requests.begin(&id), Err(Taken::InFlight), "a repeat while the first runs");
+        assert_eq!(
+            requests.begin(&id),
+            Err(Taken::InFlight),
+            "a repeat while the first runs"
+        );
         requests.end(&id);
         assert_eq!(requests.begin(&id), Ok(()), "free again once answered");
         requests.cancel(&id);
@@ -428,8 +434,16 @@ mod tests {
             Err(Taken::JustCancelled),
             "a cancelled id stays taken a moment"
         );
-        assert_eq!(requests.begin(&RequestId::String("1".into())), Ok(()), "\"1\" is not 1");
-        assert_eq!(requests.idle_for(), Duration::ZERO, "busy while a request runs");
+        assert_eq!(
+            requests.begin(&RequestId::String("1".into())),
+            Ok(()),
+            "\"1\" is not 1"
+        );
+        assert_eq!(
+            requests.idle_for(),
+            Duration::ZERO,
+            "busy while a request runs"
+        );
     }
 
     #[tokio::test]

@@ -149,9 +149,9 @@ impl Sessions {
 
     /// Take the id of a request to the session, or the answer that refuses
     /// it.
-    fn take(&self, session: &Session, id: &RequestId) -> Result<(), ServerJsonRpcMessage> {
+    fn take(&self, session: &Session, id: &RequestId) -> Result<(), ServerSseMessage> {
         if session.requests.in_flight() >= MAX_IN_FLIGHT {
-            return Err(JsonRpcMessage::error(
+            return Err(ServerSseMessage::from_message(JsonRpcMessage::error(
                 ErrorData::new(
                     TOO_MANY_IN_FLIGHT,
                     format!(
@@ -161,12 +161,12 @@ impl Sessions {
                     None,
                 ),
                 Some(id.clone()),
-            ));
+            )));
         }
         session
             .requests
             .begin(id)
-            .map_err(|taken| repeated_id(id, taken))
+            .map_err(|taken| ServerSseMessage::from_message(repeated_id(id, taken)))
     }
 
     /// Sessions idle for `idle`, and those rmcp has ended by itself.
@@ -239,7 +239,6 @@ impl SessionManager for Sessions {
         let taken = match (&message, self.session(id)) {
             (JsonRpcMessage::Request(request), Some(session)) => {
                 if let Err(refusal) = self.take(&session, &request.id) {
-                    let refusal = ServerSseMessage::from_message(refusal);
                     return Ok(futures::stream::iter([refusal]).left_stream());
                 }
                 Some((session, request.id.clone()))
@@ -308,7 +307,9 @@ impl SessionManager for Sessions {
         id: SessionId,
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
         Ok(match self.inner.restore_session(id.clone()).await? {
-            RestoreOutcome::Restored(transport) => RestoreOutcome::Restored(self.track(&id, transport)),
+            RestoreOutcome::Restored(transport) => {
+                RestoreOutcome::Restored(self.track(&id, transport))
+            }
             RestoreOutcome::AlreadyPresent => RestoreOutcome::AlreadyPresent,
             _ => RestoreOutcome::NotSupported,
         })

@@ -32,7 +32,9 @@ fn status_of(answer: &str) -> u16 {
 fn rejected(metrics: &str, front_end: &str, reason: &str) -> f64 {
     metric(
         metrics,
-        &format!("toolhost_rejected_requests_total{{front_end=\"{front_end}\",reason=\"{reason}\"}}"),
+        &format!(
+            "toolhost_rejected_requests_total{{front_end=\"{front_end}\",reason=\"{reason}\"}}"
+        ),
     )
     .unwrap_or(0.0)
 }
@@ -58,7 +60,10 @@ async fn a_foreign_host_is_refused_on_every_route_healthz_and_unknown_paths_incl
         )
         .await;
         assert_eq!(status_of(&answer), 403, "{method} {path}: {answer}");
-        assert!(answer.contains("forbidden_host"), "{method} {path}: {answer}");
+        assert!(
+            answer.contains("forbidden_host"),
+            "{method} {path}: {answer}"
+        );
     }
     for path in ["/healthz", "/no-such-route"] {
         let response = server
@@ -178,7 +183,10 @@ async fn a_flood_of_half_open_connections_cannot_lock_a_client_out() {
     let mut oldest = flood.swap_remove(0);
     let mut rest = Vec::new();
     let closed = tokio::time::timeout(Duration::from_secs(5), oldest.read_to_end(&mut rest)).await;
-    assert!(closed.is_ok(), "the oldest half-open connection is still open");
+    assert!(
+        closed.is_ok(),
+        "the oldest half-open connection is still open"
+    );
     // 275 from each address: 19 each over its share of 256, and the one
     // more that the client's own connection shed (1024 were open).
     let metrics = server.metrics().await;
@@ -214,9 +222,24 @@ async fn streams_that_last_take_at_most_half_of_an_addresss_connections() {
         assert_eq!(response.status(), StatusCode::OK, "subscription {id}");
         held.push(response);
     }
-    let response = server.mcp_2026(500, "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}})).await;
-    assert_eq!(response.status, StatusCode::SERVICE_UNAVAILABLE, "{}", response.text);
-    assert!(response.text.contains("too_many_streams"), "{}", response.text);
+    let response = server
+        .mcp_2026(
+            500,
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}}),
+        )
+        .await;
+    assert_eq!(
+        response.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        response.text
+    );
+    assert!(
+        response.text.contains("too_many_streams"),
+        "{}",
+        response.text
+    );
     // The rest of the address's connections still serve requests.
     let answers = server.answers("", &json!([calc("a", "6*7")])).await;
     assert_eq!(answers[0]["content"], "42");
@@ -279,7 +302,11 @@ async fn a_repeated_id_in_a_session_is_refused_and_the_first_call_still_answered
     let running = server
         .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
         .await;
-    assert!(running.is_some(), "the first call never started\n{}", server.stderr());
+    assert!(
+        running.is_some(),
+        "the first call never started\n{}",
+        server.stderr()
+    );
     let second = server.mcp(&sleep_call(7, 10), &headers).await;
     let error = &second.reply(7)["error"];
     assert_eq!(error["code"], -32600, "{}", second.text);
@@ -289,7 +316,8 @@ async fn a_repeated_id_in_a_session_is_refused_and_the_first_call_still_answered
     );
     let first = first.await.unwrap();
     assert_eq!(
-        first.result(7)["content"][0]["text"], "awake",
+        first.result(7)["content"][0]["text"],
+        "awake",
         "the first request keeps its own answer: {}",
         first.text
     );
@@ -380,14 +408,23 @@ async fn sigterm_answers_every_call_in_flight_on_every_front_end_and_refuses_new
     let running = server
         .wait_for_metric("toolhost_instances_in_flight", 3.0, Duration::from_secs(10))
         .await;
-    assert!(running.is_some(), "the calls never all started\n{}", server.stderr());
+    assert!(
+        running.is_some(),
+        "the calls never all started\n{}",
+        server.stderr()
+    );
     sigterm(&server.child);
     // New work is refused with 503 and a time to retry; what lets the
     // running calls finish still passes.
     let refusal = eventually_refused(&server).await;
     assert_eq!(refusal.0, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refusal.1.as_deref(), Some("5"), "Retry-After");
-    let healthz = server.http.get(server.url("/healthz")).send().await.unwrap();
+    let healthz = server
+        .http
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(healthz.status(), StatusCode::SERVICE_UNAVAILABLE);
     let mcp = server.mcp_2026(30, "tools/list", json!({})).await;
     assert_eq!(mcp.status, StatusCode::SERVICE_UNAVAILABLE, "{}", mcp.text);
@@ -395,13 +432,26 @@ async fn sigterm_answers_every_call_in_flight_on_every_front_end_and_refuses_new
     // Every call in flight gets its real answer.
     let api = api.await.unwrap().expect("the HTTP API call is answered");
     assert_eq!(api[0]["content"], "awake", "{api}");
-    let stateless = stateless.await.unwrap().expect("the 2026-07-28 call is answered");
-    assert_eq!(stateless[0]["result"]["content"][0]["text"], "awake", "{stateless:?}");
-    let in_session = in_session.await.unwrap().expect("the 2025-11-25 call is answered");
-    let answer = in_session.iter().find(|m| m["id"] == 25).expect("an answer");
+    let stateless = stateless
+        .await
+        .unwrap()
+        .expect("the 2026-07-28 call is answered");
+    assert_eq!(
+        stateless[0]["result"]["content"][0]["text"], "awake",
+        "{stateless:?}"
+    );
+    let in_session = in_session
+        .await
+        .unwrap()
+        .expect("the 2025-11-25 call is answered");
+    let answer = in_session
+        .iter()
+        .find(|m| m["id"] == 25)
+        .expect("an answer");
     assert_eq!(answer["result"]["content"][0]["text"], "awake", "{answer}");
     let exit = wait_exit_async(&mut server.child, Duration::from_secs(30)).await;
-    let status = exit.unwrap_or_else(|| panic!("still running 30 s after SIGTERM\n{}", server.stderr()));
+    let status =
+        exit.unwrap_or_else(|| panic!("still running 30 s after SIGTERM\n{}", server.stderr()));
     assert_eq!(status.code(), Some(0), "stderr:\n{}", server.stderr());
 }
 
@@ -422,7 +472,10 @@ async fn eventually_refused(server: &Server) -> (StatusCode, Option<String>) {
             assert_eq!(body["error"]["type"], "shutting_down", "{body}");
             return (status, retry);
         }
-        assert!(Instant::now() < deadline, "new work was still taken after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "new work was still taken after SIGTERM"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -439,7 +492,10 @@ async fn calls_still_running_when_the_drain_time_is_up_are_answered_with_an_erro
         .await;
     assert!(running.is_some(), "spin never started\n{}", server.stderr());
     sigterm(&server.child);
-    let answers = task.await.unwrap().expect("the batch is answered, not cut off");
+    let answers = task
+        .await
+        .unwrap()
+        .expect("the batch is answered, not cut off");
     assert_eq!(answers[0]["content"], "42", "{answers}");
     let stuck = &answers[1];
     assert_eq!(stuck["tool_call_id"], "stuck");
@@ -519,7 +575,11 @@ async fn ending_a_session_stops_its_running_calls_at_once() {
     let stopped = server
         .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(3))
         .await;
-    assert!(stopped.is_some(), "the session's call still runs\n{}", server.stderr());
+    assert!(
+        stopped.is_some(),
+        "the session's call still runs\n{}",
+        server.stderr()
+    );
     call.abort();
 }
 
@@ -555,7 +615,11 @@ async fn a_dropped_request_in_a_session_stops_its_call_once_it_cannot_be_resumed
     let stopped = server
         .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(20))
         .await;
-    assert!(stopped.is_some(), "the dropped call still runs\n{}", server.stderr());
+    assert!(
+        stopped.is_some(),
+        "the dropped call still runs\n{}",
+        server.stderr()
+    );
 }
 
 #[tokio::test]
@@ -602,11 +666,18 @@ async fn a_draining_server_lets_a_client_resume_the_stream_of_its_call() {
         .send()
         .await
         .unwrap();
-    assert_eq!(resumed.status(), StatusCode::OK, "a resumption passes the drain");
+    assert_eq!(
+        resumed.status(),
+        StatusCode::OK,
+        "a resumption passes the drain"
+    );
     let headers = resumed.headers().clone();
     let text = resumed.text().await.unwrap();
     let messages = jsonrpc_messages(&headers, &text);
-    let answer = messages.iter().find(|m| m["id"] == 11).unwrap_or_else(|| panic!("no answer: {text}"));
+    let answer = messages
+        .iter()
+        .find(|m| m["id"] == 11)
+        .unwrap_or_else(|| panic!("no answer: {text}"));
     assert_eq!(answer["result"]["content"][0]["text"], "awake", "{answer}");
     let exit = wait_exit_async(&mut server.child, Duration::from_secs(30)).await;
     assert_eq!(exit.and_then(|s| s.code()), Some(0), "{}", server.stderr());
@@ -636,7 +707,10 @@ async fn a_reload_logs_what_each_tool_may_now_touch() {
         line("reload grants tool=calc now=\"http: may request https://api.example.com\""),
         "{log}"
     );
-    assert!(line("reload takes away tool=calc was=\"http: none\""), "{log}");
+    assert!(
+        line("reload takes away tool=calc was=\"http: none\""),
+        "{log}"
+    );
     assert!(line("reload adds a tool tool=echo"), "{log}");
     assert!(line("config: may read region"), "{log}");
     // Back: calc loses the host again, and the probe's tools go.
@@ -648,12 +722,14 @@ async fn a_reload_logs_what_each_tool_may_now_touch() {
     assert!(reloaded, "no second reload\n{}", server.stderr());
     let log = server.stderr();
     assert!(
-        log.lines()
-            .any(|l| l.contains("reload takes away tool=calc was=\"http: may request https://api.example.com\"")),
+        log.lines().any(|l| l.contains(
+            "reload takes away tool=calc was=\"http: may request https://api.example.com\""
+        )),
         "{log}"
     );
     assert!(
-        log.lines().any(|l| l.contains("reload removes a tool tool=echo")),
+        log.lines()
+            .any(|l| l.contains("reload removes a tool tool=echo")),
         "{log}"
     );
 }
