@@ -151,6 +151,7 @@ LAYERS = {
     # The facade: loading, validating, approving and dispatching calls.
     "dispatcher": FACADE,
     "manifest": FACADE,
+    "describe": FACADE,  # a component's grants in words, for check and reload logs
     # Every protocol shape.
     "wire": WIRE,
     # Model providers (model::config, ModelConfig, too: it lives there) and the loop.
