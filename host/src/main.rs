@@ -1357,6 +1357,37 @@ fn parse_context(text: &str) -> Result<serde_json::Value, String> {
     }
 }
 
+/// `check`'s line for a granted store: where it lives, how calls are kept
+/// apart, and what it may hold.
+fn print_store(store: &toolhost::stores::StoreConfig) {
+    use toolhost::stores::{Backend, Scope};
+    let size = |bytes: u64| bytesize::ByteSize::b(bytes).display().iec().to_string();
+    let backend = match &store.backend {
+        Backend::Embedded { path } => format!("embedded, {}", path.display()),
+        Backend::Redis { url, prefix } => format!(
+            "redis at {}, keys under {prefix}:{}:",
+            toolhost::stores::redacted(url),
+            store.name
+        ),
+        _ => "an unknown backend".to_owned(),
+    };
+    let scope = match &store.scope {
+        Scope::Global => "one namespace for every call".to_owned(),
+        Scope::ContextKey(key) => format!("a namespace per `{key}` of the call's context"),
+        _ => "namespaces this build cannot describe".to_owned(),
+    };
+    let quota = &store.quota;
+    println!(
+        "  store: may read and write {} ({backend}; {scope}; at most {} keys and {} per namespace, \
+         {} namespaces and {} in all)",
+        store.name,
+        quota.max_keys,
+        size(quota.max_bytes),
+        quota.max_namespaces,
+        size(quota.max_store_bytes),
+    );
+}
+
 /// Per component: its tools, and exactly what they may touch.
 fn print_check(manifest: &Manifest, host: &ToolHost) {
     println!("{}: ok", manifest.path.display());
@@ -1408,27 +1439,7 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
             println!("  env: sees {name}");
         }
         for store in grants.stores() {
-            let store = store.config();
-            let backend = match &store.backend {
-                toolhost::stores::Backend::Embedded { path } => {
-                    format!("embedded, {}", path.display())
-                }
-                toolhost::stores::Backend::Redis { prefix, .. } => {
-                    format!("redis, keys under {prefix}:{}:", store.name)
-                }
-            };
-            let scope = match &store.scope {
-                toolhost::stores::Scope::Global => "one namespace for every call".to_owned(),
-                toolhost::stores::Scope::ContextKey(key) => {
-                    format!("a namespace per `{key}` of the call's context")
-                }
-            };
-            println!(
-                "  store: may read and write {} ({backend}; {scope}; at most {} keys, {})",
-                store.name,
-                store.quota.max_keys,
-                bytesize::ByteSize::b(store.quota.max_bytes).display().iec()
-            );
+            print_store(store.config());
         }
         for (key, secret) in grants.config_keys() {
             println!(
