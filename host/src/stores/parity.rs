@@ -86,8 +86,9 @@ async fn counters_behave_the_same_on_both_backends() {
     let (_redis, _dir, engines) = both().await;
     let max = MAX_COUNTER.to_string();
     let over = (u128::from(MAX_COUNTER) + 1).to_string();
-    // (stored value, delta, expected answer)
-    let cases: Vec<(Option<&[u8]>, u64, Result<u64, StoreError>)> = vec![
+    /// A stored value (none: no key), a delta, and the answer expected.
+    type Case<'a> = (Option<&'a [u8]>, u64, Result<u64, StoreError>);
+    let cases: Vec<Case<'_>> = vec![
         (None, 5, Ok(5)),
         (None, 0, Ok(0)),
         (Some(b"0"), 7, Ok(7)),

@@ -17,9 +17,10 @@
 //!
 //! Every write is one Lua script, so it computes what it would make, checks
 //! every quota and only then writes, atomically against every other
-//! process: a refused write changes nothing. (The layout before 0.1 kept a
-//! namespace's hash at `PREFIX:STORE:g` or `PREFIX:STORE:s:VALUE`; that data
-//! is not read, nor moved.)
+//! process: a refused write changes nothing. (Earlier builds kept a
+//! namespace's hash at `PREFIX:STORE:g` or `PREFIX:STORE:s:VALUE`, where a
+//! value with `:` could meet another store's keys; that data is neither
+//! read nor moved.)
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,8 +54,9 @@ end
 local function after(before, keys, bytes)
   local namespaces = before.namespaces
   if before.keys == 0 and keys > 0 then namespaces = namespaces + 1 end
-  if before.keys > 0 and keys == 0 then namespaces = namespaces - 1 end
-  return {keys = keys, bytes = bytes, namespaces = namespaces, store = before.store - before.bytes + bytes}
+  if before.keys > 0 and keys == 0 then namespaces = math.max(0, namespaces - 1) end
+  return {keys = keys, bytes = bytes, namespaces = namespaces,
+          store = math.max(0, before.store - before.bytes) + bytes}
 end
 local function refused(before, now)
   local bounds = {{'keys', 'keys', 1}, {'bytes', 'bytes', 2}, {'namespaces', 'namespaces', 3}, {'store-bytes', 'store', 4}}

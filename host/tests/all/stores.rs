@@ -90,6 +90,37 @@ async fn a_tool_without_a_store_grant_sees_no_store() {
 }
 
 #[tokio::test]
+async fn a_huge_store_name_is_refused_without_being_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let granted = store(
+        "s",
+        embedded(dir.path(), "s"),
+        Scope::Global,
+        Quota::default(),
+    );
+    let host = probe_host(Grants::none().store(granted), quick_limits()).await;
+    let name = "n".repeat(200_000);
+    let outcome = host
+        .call(ToolCall::new(
+            "c",
+            "get",
+            json!({"store": name, "key": "k"}),
+        ))
+        .await;
+    assert_eq!(err(&outcome), ErrorType::CapabilityDenied);
+    assert!(
+        message(&outcome).len() < 2000,
+        "{}",
+        message(&outcome).len()
+    );
+    assert!(
+        message(&outcome).contains("is not granted"),
+        "{}",
+        message(&outcome)
+    );
+}
+
+#[tokio::test]
 async fn scoped_stores_never_leak_across_scopes() {
     let dir = tempfile::tempdir().unwrap();
     let notes = store(

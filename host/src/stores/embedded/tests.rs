@@ -210,3 +210,30 @@ fn file_identity_sees_through_spellings_and_links() {
     }
     assert_ne!(file_identity(&real.join("t.redb")), one);
 }
+
+#[tokio::test]
+async fn a_write_that_changes_nothing_commits_nothing() {
+    let (dir, store) = open();
+    store
+        .set_many("", entries(&[("a", b"1")]), Quota::default())
+        .await
+        .unwrap();
+    let file = dir.path().join("s.redb");
+    let written = || {
+        let meta = std::fs::metadata(&file).unwrap();
+        (meta.modified().unwrap(), meta.len())
+    };
+    let before = written();
+    // Each of these once cost a commit and its `fsync`.
+    for _ in 0..3 {
+        store.delete_many("", vec!["missing".into()]).await.unwrap();
+        store.delete_many("", Vec::new()).await.unwrap();
+        store
+            .set_many("", Vec::new(), Quota::default())
+            .await
+            .unwrap();
+    }
+    assert_eq!(written(), before);
+    store.delete_many("", vec!["a".into()]).await.unwrap();
+    assert_ne!(written(), before, "a delete that deletes commits");
+}
