@@ -235,6 +235,8 @@ fn backend_error(store: &Store, refusals: &Refusals, error: StoreError) -> store
 }
 
 /// The operations, once `linker.rs` has read and checked their arguments.
+/// They take `&mut self` though they only read it: a future holding a
+/// shared `&State` would not be `Send`.
 impl State {
     /// Open the granted store `identifier` in the call's namespace.
     fn kv_open(
