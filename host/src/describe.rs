@@ -76,19 +76,28 @@ fn grant_lines(config: &ComponentConfig) -> Vec<String> {
 }
 
 fn store_line(store: &crate::stores::StoreConfig) -> String {
+    let size = |bytes: u64| bytesize::ByteSize::b(bytes).display().iec().to_string();
     let backend = match &store.backend {
         Backend::Embedded { path } => format!("embedded, {}", path.display()),
-        Backend::Redis { prefix, .. } => format!("redis, keys under {prefix}:{}:", store.name),
+        Backend::Redis { url, prefix } => format!(
+            "redis at {}, keys under {prefix}:{}:",
+            crate::stores::redacted(url),
+            store.name
+        ),
     };
     let scope = match &store.scope {
         Scope::Global => "one namespace for every call".to_owned(),
         Scope::ContextKey(key) => format!("a namespace per `{key}` of the call's context"),
     };
+    let quota = &store.quota;
     format!(
-        "store: may read and write {} ({backend}; {scope}; at most {} keys, {})",
+        "store: may read and write {} ({backend}; {scope}; at most {} keys and {} per namespace, \
+         {} namespaces and {} in all)",
         store.name,
-        store.quota.max_keys,
-        bytesize::ByteSize::b(store.quota.max_bytes).display().iec()
+        quota.max_keys,
+        size(quota.max_bytes),
+        quota.max_namespaces,
+        size(quota.max_store_bytes),
     )
 }
 

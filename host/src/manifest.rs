@@ -40,7 +40,8 @@ use serde::Deserialize;
 use crate::grants::{FileMode, Grants};
 use crate::limits::{ByteSize, Limits, RawLimits};
 use crate::model::config::{Prices, ResponseFormat, Sampling, ToolChoice};
-use crate::stores::{Backend, Quota, Scope, Store, StoreConfig};
+use crate::stores::Store;
+use store::RawStore;
 
 /// The manifest's file name, looked for in the working directory.
 pub const DEFAULT_FILE: &str = "toolhost.toml";
@@ -394,19 +395,6 @@ struct RawManifest {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawStore {
-    backend: Option<RawValue>,
-    path: Option<PathBuf>,
-    prefix: Option<String>,
-    scope: Option<String>,
-    max_keys: Option<u64>,
-    max_bytes: Option<ByteSize>,
-    max_key_size: Option<ByteSize>,
-    max_value_size: Option<ByteSize>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawTool {
     component: PathBuf,
     #[serde(default)]
@@ -500,14 +488,7 @@ impl Manifest {
         let limits = Limits::default()
             .overridden_by(&raw.limits)
             .map_err(|(key, e)| ManifestError::file(path, format!("`limits.{key}`: {e}")))?;
-        let stores = raw
-            .store
-            .into_iter()
-            .map(|(name, store)| {
-                let store = store.validate(path, base, &name, lookup_env)?;
-                Ok((name, Arc::new(Store::new(store))))
-            })
-            .collect::<Result<BTreeMap<_, _>, ManifestError>>()?;
+        let stores = store::validate(raw.store, path, base, lookup_env)?;
         let components = raw
             .tool
             .into_iter()
@@ -521,144 +502,6 @@ impl Manifest {
             limits,
             components,
             stores,
-        })
-    }
-}
-
-/// Where an embedded store lives when the manifest does not say.
-const DEFAULT_STORE_DIR: &str = ".toolhost/stores";
-
-impl RawStore {
-    fn validate(
-        self,
-        file: &Path,
-        base: &Path,
-        name: &str,
-        lookup_env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<StoreConfig, ManifestError> {
-        let err = |key: &str, message: String| {
-            ManifestError::file(file, format!("`store.{name}.{key}`: {message}"))
-        };
-        if !crate::dispatcher::valid_name(name) {
-            return Err(ManifestError::file(
-                file,
-                format!("`store.{name}`: a store name is 1 to 64 letters, digits, `_` or `-`"),
-            ));
-        }
-        let backend = match self.backend {
-            None => None,
-            Some(value) => Some(value.resolve(lookup_env).map_err(|e| err("backend", e))?.0),
-        };
-        let backend = match backend.as_deref() {
-            None | Some("embedded") => {
-                if self.prefix.is_some() {
-                    return Err(err("prefix", "only a redis store has a key prefix".into()));
-                }
-                let path = self.path.map_or_else(
-                    || base.join(DEFAULT_STORE_DIR).join(format!("{name}.redb")),
-                    |path| base.join(path),
-                );
-                Backend::Embedded { path }
-            }
-            Some(url) if url.starts_with("redis://") || url.starts_with("redis+unix://") => {
-                if self.path.is_some() {
-                    return Err(err(
-                        "path",
-                        "a redis store has no file; remove `path`".into(),
-                    ));
-                }
-                if let Err(e) = ::redis::Client::open(url) {
-                    // The URL may hold a password: the message never repeats it.
-                    return Err(err(
-                        "backend",
-                        format!(
-                            "not a Redis URL Redis accepts ({:?}); write e.g. \"redis://127.0.0.1:6379\"",
-                            e.kind()
-                        ),
-                    ));
-                }
-                let prefix = self.prefix.unwrap_or_else(|| "toolhost".into());
-                if prefix.is_empty() || prefix.contains(char::is_whitespace) {
-                    return Err(err("prefix", "must be non-empty and have no spaces".into()));
-                }
-                Backend::Redis {
-                    url: url.to_owned(),
-                    prefix,
-                }
-            }
-            Some(other) => {
-                return Err(err(
-                    "backend",
-                    format!(
-                        "{:?} is not a backend; write \"embedded\" or a redis:// URL",
-                        crate::outcome::clip(other, 40)
-                    ),
-                ));
-            }
-        };
-        let scope = match self.scope.as_deref() {
-            None | Some("global") => Scope::Global,
-            Some("") => {
-                return Err(err(
-                    "scope",
-                    "write \"global\" or a key of the call's context, e.g. \"user\"".into(),
-                ));
-            }
-            Some(key) => Scope::ContextKey(key.to_owned()),
-        };
-        let defaults = Quota::default();
-        let size =
-            |key: &str, value: Option<ByteSize>, default: u64| -> Result<u64, ManifestError> {
-                let bytes = value
-                    .map_or(Ok(default), |v| v.bytes())
-                    .map_err(|e| err(key, e))?;
-                if bytes == 0 {
-                    return Err(err(key, "must be more than 0".into()));
-                }
-                Ok(bytes)
-            };
-        let max_keys = self.max_keys.unwrap_or(defaults.max_keys);
-        if max_keys == 0 {
-            return Err(err("max_keys", "must be at least 1".into()));
-        }
-        let as_usize =
-            |key: &str, n: u64| usize::try_from(n).map_err(|_| err(key, "is too large".into()));
-        let quota = Quota {
-            max_keys,
-            max_bytes: size("max_bytes", self.max_bytes, defaults.max_bytes)?,
-            max_key_bytes: as_usize(
-                "max_key_size",
-                size(
-                    "max_key_size",
-                    self.max_key_size,
-                    defaults.max_key_bytes as u64,
-                )?,
-            )?,
-            max_value_bytes: as_usize(
-                "max_value_size",
-                size(
-                    "max_value_size",
-                    self.max_value_size,
-                    defaults.max_value_bytes as u64,
-                )?,
-            )?,
-        };
-        if quota.max_value_bytes > crate::stores::MAX_VALUE_BYTES {
-            return Err(err(
-                "max_value_size",
-                format!(
-                    "at most {} (one value is held in host memory during a call)",
-                    bytesize::ByteSize::b(crate::stores::MAX_VALUE_BYTES as u64)
-                        .display()
-                        .iec()
-                ),
-            ));
-        }
-        Ok(StoreConfig {
-            name: name.to_owned(),
-            backend,
-            scope,
-            quota,
         })
     }
 }
@@ -784,5 +627,6 @@ impl RawValue {
     }
 }
 
+mod store;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,8 @@ pub(crate) mod v0_2 {
         world: "toolbox",
         imports: {
             // Stores wait on disk or on Redis, and questions on a person.
+            // (wasi:keyvalue's types come from here; its host functions are
+            // `keyvalue/linker.rs`'s, which read arguments lazily.)
             "wasi:keyvalue": async | trappable,
             "toolhost:tool/host.ask": async,
         },

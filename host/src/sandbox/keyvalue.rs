@@ -3,33 +3,60 @@
 //! `open(name)` succeeds only for a store in the component's grants, in the
 //! namespace the call's injected context selects (see [`crate::stores`]);
 //! anything else is `access-denied`, recorded as the call's refusal. Every
-//! operation is checked here before it reaches a backend: key and value
-//! sizes against the store's quota, batches against [`MAX_BATCH_KEYS`] and
-//! [`MAX_BATCH_BYTES`], and the call's count of operations against
-//! [`MAX_OPS`], so what one call can make the host hold or do is bounded.
+//! operation is checked here before it reaches a backend, and before the
+//! host copies its keys and values out of the guest (`keyvalue/linker.rs`
+//! reads them lazily): key and value sizes against the store's quota,
+//! batches against [`MAX_BATCH_KEYS`] and [`MAX_BATCH_BYTES`], and the
+//! call's count of operations against [`MAX_OPS`], so what one call can
+//! make the host hold or do is bounded.
+//!
+//! `list-keys` cursors are numbers the call is given for the last key of a
+//! page: the call keeps at most [`MAX_CURSORS`] of them (the oldest is
+//! forgotten), and the next page starts after that key, so listing a whole
+//! namespace reads each key once.
 //!
 //! Failures other than a denial are `other("KIND: message")`, KIND one of
-//! `quota-exceeded`, `too-large`, `not-a-counter`, `limit` or `unavailable`,
-//! so SDKs can give tools a typed error.
+//! `quota-exceeded`, `too-large`, `not-a-counter`, `limit`,
+//! `invalid-cursor`, `in-use` or `unavailable`, so SDKs can give tools a
+//! typed error. Writes past a quota or a size are also recorded as the
+//! call's refusal (`capability_denied` if the call then fails); reads and
+//! deletes that name a key too long for the store are not.
 
+mod linker;
+
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde_json::Value;
 use wasmtime::component::Resource;
 
-use super::bindings::v0_2::wasi::keyvalue::{atomics, batch, store};
+use super::bindings::v0_2::wasi::keyvalue::store;
 use super::refusal::Refusals;
 use super::state::State;
 use crate::grants::Grants;
-use crate::stores::{Entry, MAX_BATCH_BYTES, MAX_BATCH_KEYS, Store, StoreError};
+use crate::stores::{Entry, MAX_BATCH_BYTES, MAX_BATCH_KEYS, Store, StoreError, page_keys};
+
+pub(crate) use linker::add_to_linker;
 
 /// Store operations one call may make.
 pub(crate) const MAX_OPS: u32 = 10_000;
+
+/// `list-keys` cursors one call keeps; each holds one key (at most
+/// [`crate::stores::MAX_KEY_BYTES`]).
+pub(crate) const MAX_CURSORS: usize = 16;
 
 /// An open bucket: a granted store, in one namespace.
 pub struct Bucket {
     store: Arc<Store>,
     namespace: String,
+}
+
+/// Where a `list-keys` cursor resumes.
+struct Cursor {
+    id: u64,
+    store: String,
+    namespace: String,
+    last: String,
 }
 
 /// One call's view of its granted stores.
@@ -38,6 +65,16 @@ pub(crate) struct CallStores {
     context: Option<Arc<Value>>,
     refusals: Refusals,
     ops: u32,
+    cursors: VecDeque<Cursor>,
+    issued: u64,
+}
+
+/// Whether an operation reads or writes, for the size checks: a write past
+/// a size is the call's refusal, a read is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
 }
 
 impl CallStores {
@@ -51,6 +88,8 @@ impl CallStores {
             context,
             refusals,
             ops: 0,
+            cursors: VecDeque::new(),
+            issued: 0,
         }
     }
 
@@ -66,10 +105,96 @@ impl CallStores {
         Ok(())
     }
 
-    fn refuse(&self, kind: &str, message: String) -> store::Error {
-        self.refusals.deny(message.clone());
-        other(kind, message)
+    fn too_large(&self, access: Access, message: String) -> store::Error {
+        if access == Access::Write {
+            self.refusals.deny(message.clone());
+        }
+        other("too-large", message)
     }
+
+    /// `key` must fit `store`'s keys.
+    fn key_fits(&self, store: &Store, len: usize, access: Access) -> Result<(), store::Error> {
+        let max = store.config().quota.max_key_bytes;
+        if len > max {
+            return Err(self.too_large(
+                access,
+                format!(
+                    "store '{}' takes keys of at most {max} bytes; this one has {len}",
+                    store.config().name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A value of `len` bytes must fit `store`'s values.
+    fn value_fits(&self, store: &Store, len: usize) -> Result<(), store::Error> {
+        let max = store.config().quota.max_value_bytes;
+        if len > max {
+            return Err(self.too_large(
+                Access::Write,
+                format!(
+                    "store '{}' takes values of at most {max} bytes; this one has {len}",
+                    store.config().name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The resume point of cursor `id`, if this call was given it for this
+    /// store and namespace and still keeps it.
+    fn resume(&self, id: u64, store: &str, namespace: &str) -> Option<String> {
+        self.cursors
+            .iter()
+            .find(|c| c.id == id && c.store == store && c.namespace == namespace)
+            .map(|c| c.last.clone())
+    }
+
+    /// A new cursor that resumes after `last`; the oldest is forgotten past
+    /// [`MAX_CURSORS`].
+    fn issue(&mut self, store: &str, namespace: &str, last: String) -> u64 {
+        self.issued += 1;
+        if self.cursors.len() == MAX_CURSORS {
+            self.cursors.pop_front();
+        }
+        self.cursors.push_back(Cursor {
+            id: self.issued,
+            store: store.to_owned(),
+            namespace: namespace.to_owned(),
+            last,
+        });
+        self.issued
+    }
+}
+
+/// A batch of `keys` keys must be within [`MAX_BATCH_KEYS`].
+fn batch_fits(store: &Store, keys: usize) -> Result<(), store::Error> {
+    if keys > MAX_BATCH_KEYS {
+        return Err(other(
+            "limit",
+            format!(
+                "a batch may name at most {MAX_BATCH_KEYS} keys of store '{}'; this one names {keys}",
+                store.config().name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A batch of `bytes` bytes of keys and values must be within
+/// [`MAX_BATCH_BYTES`].
+fn batch_bytes_fit(bytes: usize) -> Result<(), store::Error> {
+    if bytes > MAX_BATCH_BYTES {
+        return Err(other(
+            "limit",
+            format!(
+                "a batch may move at most {MAX_BATCH_BYTES} bytes of keys and values; this one names {bytes} \
+                 (split it)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn other(kind: &str, message: impl std::fmt::Display) -> store::Error {
@@ -85,6 +210,19 @@ fn backend_error(store: &Store, refusals: &Refusals, error: StoreError) -> store
             other("quota-exceeded", message)
         }
         StoreError::NotACounter(message) => other("not-a-counter", message),
+        StoreError::InUse(message) => {
+            // The path is the operator's; the tool and the model get the
+            // cause and the fix.
+            tracing::warn!(store = %name, error = %message, "an embedded store is held by another process");
+            other(
+                "in-use",
+                format!(
+                    "store '{name}' is open in another toolhost process; an embedded store serves one \
+                     toolhost process at a time, so this call cannot use it (to share a store between \
+                     processes, the operator must make it a redis:// store)"
+                ),
+            )
+        }
         StoreError::Unavailable(message) => {
             // The details (a path, a server) are the operator's.
             tracing::warn!(store = %name, error = %message, "a store operation failed");
@@ -96,62 +234,14 @@ fn backend_error(store: &Store, refusals: &Refusals, error: StoreError) -> store
     }
 }
 
+/// The operations, once `linker.rs` has read and checked their arguments.
+/// They take `&mut self` though they only read it: a future holding a
+/// shared `&State` would not be `Send`.
 impl State {
-    fn bucket(&self, bucket: &Resource<Bucket>) -> wasmtime::Result<(Arc<Store>, String)> {
-        let bucket = self.table_ref().get(bucket)?;
-        Ok((bucket.store.clone(), bucket.namespace.clone()))
-    }
-
-    fn check_key(&self, store: &Store, key: &str) -> Result<(), store::Error> {
-        let max = store.config().quota.max_key_bytes;
-        if key.len() > max {
-            return Err(self.stores.refuse(
-                "too-large",
-                format!(
-                    "store '{}' takes keys of at most {max} bytes; this one has {}",
-                    store.config().name,
-                    key.len()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn check_entry(&self, store: &Store, key: &str, value: &[u8]) -> Result<(), store::Error> {
-        self.check_key(store, key)?;
-        let max = store.config().quota.max_value_bytes;
-        if value.len() > max {
-            return Err(self.stores.refuse(
-                "too-large",
-                format!(
-                    "store '{}' takes values of at most {max} bytes; this one has {}",
-                    store.config().name,
-                    value.len()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn check_batch(&mut self, store: &Store, keys: usize) -> Result<(), store::Error> {
-        self.stores.count()?;
-        if keys > MAX_BATCH_KEYS {
-            return Err(other(
-                "limit",
-                format!(
-                    "a batch may name at most {MAX_BATCH_KEYS} keys of store '{}'",
-                    store.config().name
-                ),
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl store::Host for State {
-    async fn open(
+    /// Open the granted store `identifier` in the call's namespace.
+    fn kv_open(
         &mut self,
-        identifier: String,
+        identifier: &str,
     ) -> wasmtime::Result<Result<Resource<Bucket>, store::Error>> {
         if self.used("it opened a store while being instantiated") {
             // A store written before the call would be written for no call.
@@ -160,14 +250,12 @@ impl store::Host for State {
         if let Err(e) = self.stores.count() {
             return Ok(Err(e));
         }
-        let Some(store) = self.stores.grants.granted_store(&identifier).cloned() else {
+        let Some(store) = self.stores.grants.granted_store(identifier).cloned() else {
             // Whether the store exists is not the tool's to learn.
+            let name = crate::outcome::clip(identifier, 64);
             self.stores.refusals.deny(format!(
-                "store {:?} is not granted to this tool; to allow it, add stores = [{:?}] to its [[tool]] in toolhost.toml \
-                 (and declare [store.{}] if there is none)",
-                crate::outcome::clip(&identifier, 64),
-                crate::outcome::clip(&identifier, 64),
-                crate::outcome::clip(&identifier, 64),
+                "store {name:?} is not granted to this tool; to allow it, add stores = [{name:?}] to its [[tool]] in \
+                 toolhost.toml (and declare [store.{name}] if there is none)",
             ));
             return Ok(Err(store::Error::AccessDenied));
         };
@@ -180,224 +268,200 @@ impl store::Host for State {
         };
         Ok(Ok(self.table().push(Bucket { store, namespace })?))
     }
-}
 
-impl store::HostBucket for State {
-    async fn get(
+    /// Count an operation on `bucket`; its store and namespace.
+    fn kv_begin(
         &mut self,
-        bucket: Resource<Bucket>,
-        key: String,
-    ) -> wasmtime::Result<Result<Option<Vec<u8>>, store::Error>> {
-        let (store, ns) = self.bucket(&bucket)?;
-        if let Err(e) = self
-            .stores
-            .count()
-            .and_then(|()| self.check_key(&store, &key))
-        {
-            return Ok(Err(e));
-        }
-        let result = match store.engine().await {
-            Ok(engine) => engine.get(&ns, &key).await,
-            Err(e) => Err(e),
-        };
-        Ok(result.map_err(|e| backend_error(&store, &self.stores.refusals, e)))
+        bucket: &Resource<Bucket>,
+    ) -> wasmtime::Result<Result<(Arc<Store>, String), store::Error>> {
+        let bucket = self.table_ref().get(bucket)?;
+        let opened = (bucket.store.clone(), bucket.namespace.clone());
+        Ok(self.stores.count().map(|()| opened))
     }
 
-    async fn set(
+    fn failed(&self, store: &Store, error: StoreError) -> store::Error {
+        backend_error(store, &self.stores.refusals, error)
+    }
+
+    async fn kv_get(
         &mut self,
-        bucket: Resource<Bucket>,
-        key: String,
-        value: Vec<u8>,
-    ) -> wasmtime::Result<Result<(), store::Error>> {
-        let (store, ns) = self.bucket(&bucket)?;
-        if let Err(e) = self
-            .stores
-            .count()
-            .and_then(|()| self.check_entry(&store, &key, &value))
-        {
-            return Ok(Err(e));
+        store: &Store,
+        ns: &str,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, store::Error> {
+        match store.engine().await {
+            Ok(engine) => engine.get(ns, key).await,
+            Err(e) => Err(e),
         }
+        .map_err(|e| self.failed(store, e))
+    }
+
+    async fn kv_exists(
+        &mut self,
+        store: &Store,
+        ns: &str,
+        key: &str,
+    ) -> Result<bool, store::Error> {
+        match store.engine().await {
+            Ok(engine) => engine.exists(ns, key).await,
+            Err(e) => Err(e),
+        }
+        .map_err(|e| self.failed(store, e))
+    }
+
+    async fn kv_set_many(
+        &mut self,
+        store: &Store,
+        ns: &str,
+        entries: Vec<Entry>,
+    ) -> Result<(), store::Error> {
         let quota = store.config().quota;
-        let result = match store.engine().await {
-            Ok(engine) => engine.set_many(&ns, vec![(key, value)], quota).await,
+        match store.engine().await {
+            Ok(engine) => engine.set_many(ns, entries, quota).await,
             Err(e) => Err(e),
-        };
-        Ok(result.map_err(|e| backend_error(&store, &self.stores.refusals, e)))
-    }
-
-    async fn delete(
-        &mut self,
-        bucket: Resource<Bucket>,
-        key: String,
-    ) -> wasmtime::Result<Result<(), store::Error>> {
-        let (store, ns) = self.bucket(&bucket)?;
-        if let Err(e) = self
-            .stores
-            .count()
-            .and_then(|()| self.check_key(&store, &key))
-        {
-            return Ok(Err(e));
         }
-        let result = match store.engine().await {
-            Ok(engine) => engine.delete_many(&ns, vec![key]).await,
-            Err(e) => Err(e),
-        };
-        Ok(result.map_err(|e| backend_error(&store, &self.stores.refusals, e)))
+        .map_err(|e| self.failed(store, e))
     }
 
-    async fn exists(
+    async fn kv_delete_many(
         &mut self,
-        bucket: Resource<Bucket>,
-        key: String,
-    ) -> wasmtime::Result<Result<bool, store::Error>> {
-        let (store, ns) = self.bucket(&bucket)?;
-        if let Err(e) = self
-            .stores
-            .count()
-            .and_then(|()| self.check_key(&store, &key))
-        {
-            return Ok(Err(e));
-        }
-        let result = match store.engine().await {
-            Ok(engine) => engine.exists(&ns, &key).await,
-            Err(e) => Err(e),
-        };
-        Ok(result.map_err(|e| backend_error(&store, &self.stores.refusals, e)))
-    }
-
-    async fn list_keys(
-        &mut self,
-        bucket: Resource<Bucket>,
-        cursor: Option<u64>,
-    ) -> wasmtime::Result<Result<store::KeyResponse, store::Error>> {
-        let (store, ns) = self.bucket(&bucket)?;
-        if let Err(e) = self.stores.count() {
-            return Ok(Err(e));
-        }
-        let result = match store.engine().await {
-            Ok(engine) => engine.list(&ns, cursor.unwrap_or(0)).await,
-            Err(e) => Err(e),
-        };
-        Ok(result
-            .map(|(keys, cursor)| store::KeyResponse { keys, cursor })
-            .map_err(|e| backend_error(&store, &self.stores.refusals, e)))
-    }
-
-    async fn drop(&mut self, bucket: Resource<Bucket>) -> wasmtime::Result<()> {
-        self.table().delete(bucket)?;
-        Ok(())
-    }
-}
-
-impl atomics::Host for State {
-    async fn increment(
-        &mut self,
-        bucket: Resource<Bucket>,
-        key: String,
-        delta: u64,
-    ) -> wasmtime::Result<Result<u64, store::Error>> {
-        let (store, ns) = self.bucket(&bucket)?;
-        if let Err(e) = self
-            .stores
-            .count()
-            .and_then(|()| self.check_key(&store, &key))
-        {
-            return Ok(Err(e));
-        }
-        let quota = store.config().quota;
-        let result = match store.engine().await {
-            Ok(engine) => engine.increment(&ns, &key, delta, quota).await,
-            Err(e) => Err(e),
-        };
-        Ok(result.map_err(|e| backend_error(&store, &self.stores.refusals, e)))
-    }
-}
-
-impl batch::Host for State {
-    async fn get_many(
-        &mut self,
-        bucket: Resource<Bucket>,
+        store: &Store,
+        ns: &str,
         keys: Vec<String>,
-    ) -> wasmtime::Result<Result<Vec<Option<Entry>>, store::Error>> {
-        let (store, ns) = self.bucket(&bucket)?;
-        if let Err(e) = self.check_batch(&store, keys.len()) {
-            return Ok(Err(e));
+    ) -> Result<(), store::Error> {
+        match store.engine().await {
+            Ok(engine) => engine.delete_many(ns, keys).await,
+            Err(e) => Err(e),
         }
-        for key in &keys {
-            if let Err(e) = self.check_key(&store, key) {
-                return Ok(Err(e));
-            }
+        .map_err(|e| self.failed(store, e))
+    }
+
+    async fn kv_increment(
+        &mut self,
+        store: &Store,
+        ns: &str,
+        key: &str,
+        delta: u64,
+    ) -> Result<u64, store::Error> {
+        let quota = store.config().quota;
+        match store.engine().await {
+            Ok(engine) => engine.increment(ns, key, delta, quota).await,
+            Err(e) => Err(e),
         }
-        let engine = match store.engine().await {
-            Ok(engine) => engine.clone(),
-            Err(e) => return Ok(Err(backend_error(&store, &self.stores.refusals, e))),
+        .map_err(|e| self.failed(store, e))
+    }
+
+    /// One page of keys, from the start or from the cursor the call was
+    /// given for its last page.
+    async fn kv_list(
+        &mut self,
+        store: &Store,
+        ns: &str,
+        cursor: Option<u64>,
+    ) -> Result<store::KeyResponse, store::Error> {
+        let name = &store.config().name;
+        let after = match cursor {
+            None => None,
+            Some(id) => Some(self.stores.resume(id, name, ns).ok_or_else(|| {
+                other(
+                    "invalid-cursor",
+                    format!(
+                        "cursor {id} was not given by list-keys of store '{name}' in this call, or is one of \
+                         more than {MAX_CURSORS} since; list again from the start (no cursor)"
+                    ),
+                )
+            })?),
         };
-        // Read in chunks that each fit the batch's byte bound, so the host
-        // never holds much more than it before refusing.
+        let limit = page_keys(&store.config().quota);
+        let (keys, more) = match store.engine().await {
+            Ok(engine) => engine.list(ns, after.as_deref(), limit).await,
+            Err(e) => Err(e),
+        }
+        .map_err(|e| self.failed(store, e))?;
+        let cursor = match keys.last() {
+            Some(last) if more => Some(self.stores.issue(name, ns, last.clone())),
+            _ => None,
+        };
+        Ok(store::KeyResponse { keys, cursor })
+    }
+
+    /// The values of `keys`, read in chunks that each fit the batch's byte
+    /// bound, so the host never holds much more than it before refusing.
+    async fn kv_get_many(
+        &mut self,
+        store: &Store,
+        ns: &str,
+        keys: Vec<String>,
+    ) -> Result<Vec<Option<Entry>>, store::Error> {
+        let engine = store.engine().await.map_err(|e| self.failed(store, e))?;
         let per_chunk = (MAX_BATCH_BYTES / store.config().quota.max_value_bytes.max(1))
             .clamp(1, MAX_BATCH_KEYS);
         let mut values = Vec::with_capacity(keys.len());
-        let mut bytes = 0;
+        let mut bytes = keys.iter().map(String::len).sum::<usize>();
         for chunk in keys.chunks(per_chunk) {
-            match engine.get_many(&ns, chunk.to_vec()).await {
-                Ok(found) => {
-                    bytes += found.iter().flatten().map(|(_, v)| v.len()).sum::<usize>();
-                    if bytes > MAX_BATCH_BYTES {
-                        return Ok(Err(other(
-                            "limit",
-                            format!(
-                                "the values asked for pass {MAX_BATCH_BYTES} bytes; ask for fewer keys at once"
-                            ),
-                        )));
-                    }
-                    values.extend(found);
-                }
-                Err(e) => return Ok(Err(backend_error(&store, &self.stores.refusals, e))),
+            let found = engine
+                .get_many(ns, chunk.to_vec())
+                .await
+                .map_err(|e| self.failed(store, e))?;
+            bytes += found.iter().flatten().map(|(_, v)| v.len()).sum::<usize>();
+            if bytes > MAX_BATCH_BYTES {
+                return Err(other(
+                    "limit",
+                    format!(
+                        "the keys and values asked for pass {MAX_BATCH_BYTES} bytes; ask for fewer keys at once"
+                    ),
+                ));
             }
+            values.extend(found);
         }
-        Ok(Ok(values))
+        Ok(values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::secrets::Secrets;
+
+    fn stores() -> CallStores {
+        let refusals = Refusals::new(Arc::new(Secrets::new([])));
+        CallStores::new(Arc::new(Grants::none()), None, refusals)
     }
 
-    async fn set_many(
-        &mut self,
-        bucket: Resource<Bucket>,
-        key_values: Vec<Entry>,
-    ) -> wasmtime::Result<Result<(), store::Error>> {
-        let (store, ns) = self.bucket(&bucket)?;
-        if let Err(e) = self.check_batch(&store, key_values.len()) {
-            return Ok(Err(e));
+    #[test]
+    fn cursors_resume_only_where_they_were_given_and_the_oldest_are_forgotten() {
+        let mut stores = stores();
+        let first = stores.issue("s", "s:ada", "k1".into());
+        assert_eq!(stores.resume(first, "s", "s:ada"), Some("k1".into()));
+        // Another store or namespace never resumes it.
+        assert_eq!(stores.resume(first, "t", "s:ada"), None);
+        assert_eq!(stores.resume(first, "s", "s:bob"), None);
+        assert_eq!(stores.resume(first + 1, "s", "s:ada"), None);
+        let later: Vec<u64> = (0..MAX_CURSORS)
+            .map(|i| stores.issue("s", "s:ada", format!("k{i}")))
+            .collect();
+        assert_eq!(stores.resume(first, "s", "s:ada"), None, "forgotten");
+        assert_eq!(stores.cursors.len(), MAX_CURSORS);
+        for (i, id) in later.into_iter().enumerate() {
+            assert_eq!(stores.resume(id, "s", "s:ada"), Some(format!("k{i}")));
         }
-        for (key, value) in &key_values {
-            if let Err(e) = self.check_entry(&store, key, value) {
-                return Ok(Err(e));
-            }
-        }
-        let quota = store.config().quota;
-        let result = match store.engine().await {
-            Ok(engine) => engine.set_many(&ns, key_values, quota).await,
-            Err(e) => Err(e),
-        };
-        Ok(result.map_err(|e| backend_error(&store, &self.stores.refusals, e)))
     }
 
-    async fn delete_many(
-        &mut self,
-        bucket: Resource<Bucket>,
-        keys: Vec<String>,
-    ) -> wasmtime::Result<Result<(), store::Error>> {
-        let (store, ns) = self.bucket(&bucket)?;
-        if let Err(e) = self.check_batch(&store, keys.len()) {
-            return Ok(Err(e));
-        }
-        for key in &keys {
-            if let Err(e) = self.check_key(&store, key) {
-                return Ok(Err(e));
-            }
-        }
-        let result = match store.engine().await {
-            Ok(engine) => engine.delete_many(&ns, keys).await,
-            Err(e) => Err(e),
-        };
-        Ok(result.map_err(|e| backend_error(&store, &self.stores.refusals, e)))
+    #[test]
+    fn reads_too_large_are_not_refusals_and_writes_are() {
+        let stores = stores();
+        let store = Store::new(crate::stores::StoreConfig {
+            name: "s".into(),
+            backend: crate::stores::Backend::Embedded {
+                path: "/nonexistent".into(),
+            },
+            scope: crate::stores::Scope::Global,
+            quota: crate::stores::Quota::default(),
+        });
+        assert!(stores.key_fits(&store, 1025, Access::Read).is_err());
+        assert_eq!(stores.refusals.denial(), None);
+        assert!(stores.key_fits(&store, 1024, Access::Write).is_ok());
+        assert!(stores.value_fits(&store, (1 << 20) + 1).is_err());
+        assert!(stores.refusals.denial().is_some());
     }
 }

@@ -127,9 +127,7 @@ enum Contract {
 /// `host` of 0.1 and 0.2, and `wasi:keyvalue`.
 pub(crate) fn add_contract_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     v0_2::toolhost::tool::host::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
-    v0_2::wasi::keyvalue::store::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
-    v0_2::wasi::keyvalue::atomics::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
-    v0_2::wasi::keyvalue::batch::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+    keyvalue::add_to_linker(linker)?;
     v0_1::toolhost::tool0_1_0::host::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
     Ok(())
 }

@@ -5,27 +5,40 @@
 //! (copy-on-write B-trees with checksummed commits, `fsync`ed before a
 //! write returns). Readers never wait on the writer. Its one limit is that
 //! one process opens a file at a time: a second toolhost process on the
-//! same store gets an error naming that, and the fix — a Redis store, made
-//! for sharing. Within a process, every hot reload shares the open file.
+//! same store gets [`StoreError::InUse`], whose message names that and the
+//! fix — a Redis store, made for sharing. Within a process, every hot
+//! reload shares the open file.
 //!
-//! Layout: table `entries` maps `(namespace, key)` to the value; table
-//! `usage` maps a namespace to its `(keys, bytes)`, updated in the same
-//! transaction as the entries it counts.
+//! Layout: table `entries` maps `(namespace, key)` to the value (the
+//! namespace as [`super::Store::namespace`] spells it: `""`, `s:VALUE` or
+//! `n:INTEGER`); table `usage` maps a namespace to its `(keys, bytes)`, and
+//! table `totals` holds the store's `(namespaces, bytes)` under `""`. A
+//! write reads what it replaces, checks every quota, and only then writes
+//! entries, usage and totals, in one transaction; a write that would change
+//! nothing commits nothing.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 use futures::future::BoxFuture;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::{
-    Engine, Entry, KeyPage, PAGE, Quota, StoreError, entry_bytes, incremented, too_many_bytes,
-    too_many_keys,
-};
+use super::rules::{self, Usage, entry_bytes};
+use super::{Engine, Entry, Quota, StoreError};
 
 const ENTRIES: TableDefinition<'_, (&str, &str), &[u8]> = TableDefinition::new("entries");
 const USAGE: TableDefinition<'_, &str, (u64, u64)> = TableDefinition::new("usage");
+const TOTALS: TableDefinition<'_, &str, (u64, u64)> = TableDefinition::new("totals");
+
+/// The one row of `totals`.
+const STORE: &str = "";
+
+/// redb's page cache for one file. Its default (1 GiB) would let a store
+/// that tools fill grow the host by as much; pages not cached are read
+/// from the operating system's cache.
+const CACHE_BYTES: usize = 32 << 20;
 
 /// Files open in this process, so a reload reuses the open database.
 static OPEN: Mutex<Option<HashMap<PathBuf, Weak<Embedded>>>> = Mutex::new(None);
@@ -48,6 +61,38 @@ fn unavailable(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("{}: {e}", path.display()))
 }
 
+/// The file `path` names, however it is spelled: the canonical form of its
+/// nearest existing ancestor, with the rest of the path appended (`.` and
+/// `..` resolved as creating the directories would). Two store paths name
+/// one file when these are equal.
+pub(crate) fn file_identity(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path;
+    let base = loop {
+        if let Ok(canonical) = at.canonicalize() {
+            break canonical;
+        }
+        match at.parent() {
+            Some(parent) if !at.as_os_str().is_empty() => {
+                rest.extend(at.components().next_back());
+                at = parent;
+            }
+            _ => break std::env::current_dir().unwrap_or_default(),
+        }
+    };
+    let mut identity = base;
+    for component in rest.into_iter().rev() {
+        match component {
+            Component::ParentDir => {
+                identity.pop();
+            }
+            Component::CurDir => {}
+            other => identity.push(other),
+        }
+    }
+    identity
+}
+
 impl Embedded {
     /// Open (creating if need be) the file at `path`, or share the one
     /// this process already has open. Blocking.
@@ -56,11 +101,7 @@ impl Embedded {
             std::fs::create_dir_all(parent)
                 .map_err(|e| unavailable(path, format!("cannot create its directory: {e}")))?;
         }
-        // The same file under any spelling of its path.
-        let key = match (path.parent().map(Path::canonicalize), path.file_name()) {
-            (Some(Ok(dir)), Some(name)) => dir.join(name),
-            _ => path.to_owned(),
-        };
+        let key = file_identity(path);
         let mut open = OPEN
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -68,18 +109,17 @@ impl Embedded {
         if let Some(existing) = open.get(&key).and_then(Weak::upgrade) {
             return Ok(existing);
         }
-        let db = Database::create(path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => unavailable(
-                path,
-                "another process has this store open; an embedded store serves one toolhost process \
-                 at a time (use a redis:// store to share state between processes)",
-            ),
-            other => unavailable(path, other),
-        })?;
-        let txn = db.begin_write().map_err(|e| unavailable(path, e))?;
-        txn.open_table(ENTRIES).map_err(|e| unavailable(path, e))?;
-        txn.open_table(USAGE).map_err(|e| unavailable(path, e))?;
-        txn.commit().map_err(|e| unavailable(path, e))?;
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse(format!(
+                    "{}: another process holds this file (an embedded store serves one process at a time)",
+                    path.display()
+                )),
+                other => unavailable(path, other),
+            })?;
+        prepare(&db).map_err(|e| unavailable(path, e))?;
         let engine = Arc::new(Self {
             db: Arc::new(db),
             path: path.to_owned(),
@@ -104,21 +144,23 @@ impl Embedded {
         })
     }
 
-    /// A write that may be refused: `op` returns `Ok(Err(_))` to abort.
+    /// A write that may be refused: `op` returns `Ok(Err(_))` to abort, and
+    /// `Ok(Ok((_, false)))` when it changed nothing (nothing is committed).
     fn write<'a, T: Send + 'static>(
         &'a self,
-        op: impl FnOnce(&redb::WriteTransaction) -> Result<Result<T, StoreError>, redb::Error>
+        op: impl FnOnce(&redb::WriteTransaction) -> Result<Result<(T, bool), StoreError>, redb::Error>
         + Send
         + 'static,
     ) -> BoxFuture<'a, Result<T, StoreError>> {
         let result = self.blocking(move |db| {
             let txn = db.begin_write()?;
             match op(&txn)? {
-                Ok(value) => {
+                Ok((value, true)) => {
                     txn.commit()?;
                     Ok(Ok(value))
                 }
                 // Dropping the transaction aborts it: nothing is written.
+                Ok((value, false)) => Ok(Ok(value)),
                 Err(refused) => Ok(Err(refused)),
             }
         });
@@ -126,56 +168,87 @@ impl Embedded {
     }
 }
 
-/// Apply `entries` (a value of `None` deletes) to namespace `ns` within
-/// `txn`, if the result fits `quota`.
+/// Create the tables of a new file, and count the totals of a file written
+/// before they were kept.
+fn prepare(db: &Database) -> Result<(), redb::Error> {
+    let txn = db.begin_write()?;
+    txn.open_table(ENTRIES)?;
+    let usage = txn.open_table(USAGE)?;
+    let mut totals = txn.open_table(TOTALS)?;
+    if totals.get(STORE)?.is_none() {
+        let (mut namespaces, mut bytes) = (0, 0);
+        for row in usage.iter()? {
+            let (_, counts) = row?;
+            namespaces += 1;
+            bytes += counts.value().1;
+        }
+        if namespaces > 0 {
+            totals.insert(STORE, (namespaces, bytes))?;
+        }
+    }
+    drop((usage, totals));
+    txn.commit()?;
+    Ok(())
+}
+
+/// Apply `changes` (a value of `None` deletes) to namespace `ns` within
+/// `txn`, if the result fits `quota`: what each change replaces is read
+/// first, the quotas are checked, and only then is anything written.
+/// Returns whether anything changed.
 fn apply(
     txn: &redb::WriteTransaction,
     ns: &str,
-    entries: &[(String, Option<Vec<u8>>)],
+    changes: &BTreeMap<String, Option<Vec<u8>>>,
     quota: Option<&Quota>,
-) -> Result<Result<(), StoreError>, redb::Error> {
+) -> Result<Result<bool, StoreError>, redb::Error> {
     let mut table = txn.open_table(ENTRIES)?;
     let mut usage = txn.open_table(USAGE)?;
-    let (mut keys, mut bytes) = usage.get(ns)?.map_or((0, 0), |v| v.value());
-    for (key, value) in entries {
+    let mut totals = txn.open_table(TOTALS)?;
+    let (keys, bytes) = usage.get(ns)?.map_or((0, 0), |v| v.value());
+    let (namespaces, store_bytes) = totals.get(STORE)?.map_or((0, 0), |v| v.value());
+    let before = Usage {
+        keys,
+        bytes,
+        namespaces,
+        store_bytes,
+    };
+    let (mut keys, mut bytes, mut changed) = (keys, bytes, false);
+    for (key, value) in changes {
         let old = table
             .get((ns, key.as_str()))?
             .map(|v| entry_bytes(key, v.value()));
         match (old, value) {
-            (Some(old), Some(value)) => bytes = bytes - old + entry_bytes(key, value),
-            (None, Some(value)) => {
-                keys += 1;
-                bytes += entry_bytes(key, value);
-            }
+            (Some(old), Some(value)) => bytes = bytes.saturating_sub(old) + entry_bytes(key, value),
+            (None, Some(value)) => (keys, bytes) = (keys + 1, bytes + entry_bytes(key, value)),
             (Some(old), None) => {
-                keys -= 1;
-                bytes -= old;
+                (keys, bytes) = (keys.saturating_sub(1), bytes.saturating_sub(old))
             }
-            (None, None) => {}
+            (None, None) => continue,
         }
+        changed = true;
+    }
+    if !changed {
+        return Ok(Ok(false));
+    }
+    let after = before.after(keys, bytes);
+    if let Some(quota) = quota
+        && let Err(refused) = rules::check(before, after, quota)
+    {
+        return Ok(Err(refused));
+    }
+    for (key, value) in changes {
         match value {
-            Some(value) => {
-                table.insert((ns, key.as_str()), value.as_slice())?;
-            }
-            None => {
-                table.remove((ns, key.as_str()))?;
-            }
+            Some(value) => drop(table.insert((ns, key.as_str()), value.as_slice())?),
+            None => drop(table.remove((ns, key.as_str()))?),
         }
     }
-    if let Some(quota) = quota {
-        if keys > quota.max_keys {
-            return Ok(Err(too_many_keys(keys, quota)));
-        }
-        if bytes > quota.max_bytes {
-            return Ok(Err(too_many_bytes(bytes, quota)));
-        }
-    }
-    if keys == 0 {
+    if after.keys == 0 {
         usage.remove(ns)?;
     } else {
-        usage.insert(ns, (keys, bytes))?;
+        usage.insert(ns, (after.keys, after.bytes))?;
     }
-    Ok(Ok(()))
+    totals.insert(STORE, (after.namespaces, after.store_bytes))?;
+    Ok(Ok(true))
 }
 
 impl Engine for Embedded {
@@ -201,27 +274,32 @@ impl Engine for Embedded {
         })
     }
 
-    fn list<'a>(&'a self, ns: &'a str, cursor: u64) -> BoxFuture<'a, Result<KeyPage, StoreError>> {
-        let ns = ns.to_owned();
+    fn list<'a>(
+        &'a self,
+        ns: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<(Vec<String>, bool), StoreError>> {
+        let (ns, after) = (ns.to_owned(), after.map(str::to_owned));
         self.blocking(move |db| {
             let table = db.begin_read()?.open_table(ENTRIES)?;
-            let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
+            // Every key of `ns` sorts before `(ns + "\0", "")`: no string
+            // lies between `ns` and `ns + "\0"`.
+            let end = format!("{ns}\0");
+            let start = match &after {
+                Some(key) => Bound::Excluded((ns.as_str(), key.as_str())),
+                None => Bound::Included((ns.as_str(), "")),
+            };
+            let range =
+                table.range::<(&str, &str)>((start, Bound::Excluded((end.as_str(), ""))))?;
             let mut keys = Vec::new();
-            let mut more = false;
-            for entry in table.range((ns.as_str(), "")..)?.skip(skip) {
+            for entry in range.take(limit.saturating_add(1)) {
                 let (key, _) = entry?;
-                let (entry_ns, key) = key.value();
-                if entry_ns != ns {
-                    break;
-                }
-                if keys.len() == PAGE {
-                    more = true;
-                    break;
-                }
-                keys.push(key.to_owned());
+                keys.push(key.value().1.to_owned());
             }
-            let next = more.then(|| cursor + keys.len() as u64);
-            Ok((keys, next))
+            let more = keys.len() > limit;
+            keys.truncate(limit);
+            Ok((keys, more))
         })
     }
 
@@ -251,8 +329,8 @@ impl Engine for Embedded {
         quota: Quota,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let ns = ns.to_owned();
-        let entries: Vec<_> = entries.into_iter().map(|(k, v)| (k, Some(v))).collect();
-        self.write(move |txn| apply(txn, &ns, &entries, Some(&quota)))
+        let changes: BTreeMap<_, _> = entries.into_iter().map(|(k, v)| (k, Some(v))).collect();
+        self.write(move |txn| Ok(apply(txn, &ns, &changes, Some(&quota))?.map(|c| ((), c))))
     }
 
     fn delete_many<'a>(
@@ -261,8 +339,8 @@ impl Engine for Embedded {
         keys: Vec<String>,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let ns = ns.to_owned();
-        let entries: Vec<_> = keys.into_iter().map(|k| (k, None)).collect();
-        self.write(move |txn| apply(txn, &ns, &entries, None))
+        let changes: BTreeMap<_, _> = keys.into_iter().map(|k| (k, None)).collect();
+        self.write(move |txn| Ok(apply(txn, &ns, &changes, None)?.map(|c| ((), c))))
     }
 
     fn increment<'a>(
@@ -280,123 +358,15 @@ impl Engine for Embedded {
                 .map(|v| v.value().to_vec());
             // `apply` opens the table again: this handle must be gone.
             drop(table);
-            let next = match incremented(current.as_deref(), delta) {
+            let next = match rules::incremented(current.as_deref(), delta) {
                 Ok(next) => next,
                 Err(e) => return Ok(Err(e)),
             };
-            Ok(apply(
-                txn,
-                &ns,
-                &[(key, Some(next.to_string().into_bytes()))],
-                Some(&quota),
-            )?
-            .map(|()| next))
+            let changes = BTreeMap::from([(key, Some(next.to_string().into_bytes()))]);
+            Ok(apply(txn, &ns, &changes, Some(&quota))?.map(|changed| (next, changed)))
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn quota(max_keys: u64, max_bytes: u64) -> Quota {
-        Quota {
-            max_keys,
-            max_bytes,
-            ..Quota::default()
-        }
-    }
-
-    #[tokio::test]
-    async fn writes_past_a_quota_change_nothing_and_usage_follows_deletes() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Embedded::open(&dir.path().join("s.redb")).unwrap();
-        store
-            .set_many("", vec![("a".into(), b"1".to_vec())], quota(2, 100))
-            .await
-            .unwrap();
-        let refused = store
-            .set_many(
-                "",
-                vec![("b".into(), b"2".to_vec()), ("c".into(), b"3".to_vec())],
-                quota(2, 100),
-            )
-            .await;
-        assert!(
-            matches!(refused, Err(StoreError::QuotaExceeded(_))),
-            "{refused:?}"
-        );
-        assert_eq!(
-            store.get("", "b").await.unwrap(),
-            None,
-            "a refused write is all or nothing"
-        );
-        let too_big = store
-            .set_many("", vec![("a".into(), vec![0; 200])], quota(2, 100))
-            .await;
-        assert!(matches!(too_big, Err(StoreError::QuotaExceeded(_))));
-        assert_eq!(
-            store.get("", "a").await.unwrap(),
-            Some(b"1".to_vec()),
-            "the old value is kept"
-        );
-        store.delete_many("", vec!["a".into()]).await.unwrap();
-        store
-            .set_many(
-                "",
-                vec![("b".into(), b"2".to_vec()), ("c".into(), b"3".to_vec())],
-                quota(2, 100),
-            )
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test]
-    async fn namespaces_are_apart_and_lists_page() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Embedded::open(&dir.path().join("s.redb")).unwrap();
-        let many: Vec<Entry> = (0..PAGE + 5)
-            .map(|i| (format!("k{i:05}"), vec![1]))
-            .collect();
-        store
-            .set_many("s:ada", many, quota(10_000, 1 << 20))
-            .await
-            .unwrap();
-        store
-            .set_many("s:bob", vec![("mine".into(), vec![2])], Quota::default())
-            .await
-            .unwrap();
-        let (first, next) = store.list("s:ada", 0).await.unwrap();
-        assert_eq!(first.len(), PAGE);
-        let (rest, end) = store.list("s:ada", next.unwrap()).await.unwrap();
-        assert_eq!((rest.len(), end), (5, None));
-        assert_eq!(
-            store.list("s:bob", 0).await.unwrap().0,
-            vec!["mine".to_owned()]
-        );
-        assert_eq!(store.get("s:bob", "k00000").await.unwrap(), None);
-        assert_eq!(
-            store
-                .increment("s:bob", "n", 5, Quota::default())
-                .await
-                .unwrap(),
-            5
-        );
-        assert_eq!(
-            store
-                .increment("s:bob", "n", 1, Quota::default())
-                .await
-                .unwrap(),
-            6
-        );
-    }
-
-    #[tokio::test]
-    async fn one_process_shares_an_open_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.redb");
-        let a = Embedded::open(&path).unwrap();
-        let b = Embedded::open(&path).unwrap();
-        assert!(Arc::ptr_eq(&a, &b));
-    }
-}
+mod tests;

@@ -1,83 +1,173 @@
 //! The Redis backend: state shared by every toolhost process that names the
 //! same server.
 //!
-//! Layout: a namespace is one hash, `PREFIX:STORE:g` for a global store and
-//! `PREFIX:STORE:s:VALUE` for a scoped one (store names have no `:`, so no
-//! two namespaces share a key); its byte count is a string key beside it,
-//! `PREFIX:STORE:u:…`. The key count is the hash's length. Every write is one
-//! Lua script, so its quota check and its writes are atomic against every
-//! other process, and a refused write changes nothing.
+//! Layout: every key is `PREFIX:STORE:KIND:NS`, read from the right: `NS`
+//! is the namespace ([`super::Store::namespace`]'s text with `%` and `:`
+//! escaped as `%25` and `%3A`, or `g` for a global store), `KIND` one
+//! letter, `STORE` a store name (which has no `:`), and `PREFIX` the rest
+//! (which may have `:`). So no two stores, kinds or namespaces ever share a
+//! key, whatever the prefixes and namespace values.
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `PREFIX:STORE:h:NS` | hash | key → value |
+//! | `PREFIX:STORE:i:NS` | sorted set, every score 0 | the keys, for listing in byte order without reading a value |
+//! | `PREFIX:STORE:u:NS` | string | the namespace's bytes of keys and values (its keys are the hash's length) |
+//! | `PREFIX:STORE:t:all` | hash | `namespaces` and `bytes` of the whole store |
+//!
+//! Every write is one Lua script, so it computes what it would make, checks
+//! every quota and only then writes, atomically against every other
+//! process: a refused write changes nothing. (Earlier builds kept a
+//! namespace's hash at `PREFIX:STORE:g` or `PREFIX:STORE:s:VALUE`, where a
+//! value with `:` could meet another store's keys; that data is neither
+//! read nor moved.)
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{AsyncCommands, Script};
 use futures::future::BoxFuture;
 
-use super::{Engine, Entry, KeyPage, PAGE, Quota, StoreError};
+use super::rules::{self, Refused};
+use super::{Engine, Entry, Quota, StoreError};
 
 /// How long to wait to connect, and for one answer. A call's own deadline
 /// bounds it too; these keep a dead server from holding a call that long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Set several fields if the namespace's quota allows, all or none.
-/// KEYS: hash, byte counter. ARGV: max_keys, max_bytes, then field, value
-/// pairs, each field once.
-const SET_MANY: &str = r"
-local keys = redis.call('HLEN', KEYS[1])
-local bytes = tonumber(redis.call('GET', KEYS[2]) or '0')
-for i = 3, #ARGV, 2 do
+/// What every write script shares. KEYS: hash, index, byte counter,
+/// totals. ARGV[1..4]: max_keys, max_bytes, max_namespaces,
+/// max_store_bytes. `usage()` reads what the namespace and the store hold;
+/// `refused(before, after)` names the first bound the write would grow
+/// past (the rule of `rules::check`); `commit(before, after)` writes the
+/// counts.
+macro_rules! prelude {
+    () => {
+        r"
+local function usage()
+  local totals = redis.call('HMGET', KEYS[4], 'namespaces', 'bytes')
+  return {keys = redis.call('HLEN', KEYS[1]), bytes = tonumber(redis.call('GET', KEYS[3]) or '0'),
+          namespaces = tonumber(totals[1] or '0'), store = tonumber(totals[2] or '0')}
+end
+local function after(before, keys, bytes)
+  local namespaces = before.namespaces
+  if before.keys == 0 and keys > 0 then namespaces = namespaces + 1 end
+  if before.keys > 0 and keys == 0 then namespaces = math.max(0, namespaces - 1) end
+  return {keys = keys, bytes = bytes, namespaces = namespaces,
+          store = math.max(0, before.store - before.bytes) + bytes}
+end
+local function refused(before, now)
+  local bounds = {{'keys', 'keys', 1}, {'bytes', 'bytes', 2}, {'namespaces', 'namespaces', 3}, {'store-bytes', 'store', 4}}
+  for _, b in ipairs(bounds) do
+    local value = now[b[2]]
+    if value > tonumber(ARGV[b[3]]) and value > before[b[2]] then return {b[1], value} end
+  end
+  return nil
+end
+local function commit(now)
+  if now.keys == 0 then redis.call('DEL', KEYS[3]) else redis.call('SET', KEYS[3], now.bytes) end
+  redis.call('HSET', KEYS[4], 'namespaces', now.namespaces, 'bytes', now.store)
+end
+"
+    };
+}
+
+/// Set fields if every quota allows, all or none. ARGV[5..]: field, value
+/// pairs, each field once. Returns {status, value}.
+const SET_MANY: &str = concat!(
+    prelude!(),
+    r"
+local before = usage()
+local keys, bytes = before.keys, before.bytes
+for i = 5, #ARGV, 2 do
   local field, value = ARGV[i], ARGV[i + 1]
   if redis.call('HEXISTS', KEYS[1], field) == 1 then
-    bytes = bytes - redis.call('HSTRLEN', KEYS[1], field)
+    bytes = bytes - #field - redis.call('HSTRLEN', KEYS[1], field)
   else
     keys = keys + 1
-    bytes = bytes + #field
   end
-  bytes = bytes + #value
+  bytes = bytes + #field + #value
 end
-if keys > tonumber(ARGV[1]) then return {'keys', keys} end
-if bytes > tonumber(ARGV[2]) then return {'bytes', bytes} end
-for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('SET', KEYS[2], bytes)
+local now = after(before, keys, bytes)
+local over = refused(before, now)
+if over then return over end
+for i = 5, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', KEYS[2], 0, ARGV[i])
+end
+commit(now)
 return {'ok', 0}
-";
+"
+);
 
-/// Delete fields and count their bytes out. KEYS: hash, byte counter. ARGV: fields.
-const DELETE_MANY: &str = r"
-local freed = 0
-for i = 1, #ARGV do
+/// Delete fields and count them out. ARGV[5..]: fields.
+const DELETE_MANY: &str = concat!(
+    prelude!(),
+    r"
+local before = usage()
+local keys, bytes = before.keys, before.bytes
+for i = 5, #ARGV do
   local len = redis.call('HSTRLEN', KEYS[1], ARGV[i])
-  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then freed = freed + #ARGV[i] + len end
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
+    redis.call('ZREM', KEYS[2], ARGV[i])
+    keys = keys - 1
+    bytes = bytes - #ARGV[i] - len
+  end
 end
-if freed > 0 then redis.call('DECRBY', KEYS[2], freed) end
-if redis.call('HLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
-return 0
-";
+if keys ~= before.keys then commit(after(before, keys, bytes)) end
+return {'ok', 0}
+"
+);
 
-/// Add to a decimal counter if the quota allows, with Redis's own
-/// `HINCRBY` (exact up to 2^63 - 1). KEYS: hash, byte counter. ARGV: field,
-/// delta, max_keys, max_bytes. Returns {status, value}.
-const INCREMENT: &str = r"
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-if old and not string.match(old, '^%d+$') then return {'nan', 0} end
-local added = redis.pcall('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
-if type(added) == 'table' and added.err then return {'overflow', 0} end
-local text = redis.call('HGET', KEYS[1], ARGV[1])
-local bytes = tonumber(redis.call('GET', KEYS[2]) or '0')
-local keys = redis.call('HLEN', KEYS[1])
-if old then bytes = bytes - #old else bytes = bytes + #ARGV[1] end
-bytes = bytes + #text
-local over = nil
-if keys > tonumber(ARGV[3]) then over = {'keys', keys} elseif bytes > tonumber(ARGV[4]) then over = {'bytes', bytes} end
-if over then
-  if old then redis.call('HSET', KEYS[1], ARGV[1], old) else redis.call('HDEL', KEYS[1], ARGV[1]) end
-  return over
+/// Add to a counter if every quota allows, by the rule of
+/// `rules::incremented`: canonical decimal text from 0 to 2^63 - 1, added
+/// as decimal text (Lua's numbers are doubles, exact only to 2^53).
+/// ARGV[5]: field, ARGV[6]: delta in decimal. Returns {status, value}.
+const INCREMENT: &str = concat!(
+    prelude!(),
+    r"
+local MAX = '9223372036854775807'
+local function fits(n)
+  if #n ~= #MAX then return #n < #MAX end
+  for i = 1, #n do
+    local a, b = string.byte(n, i), string.byte(MAX, i)
+    if a ~= b then return a < b end
+  end
+  return true
 end
-redis.call('SET', KEYS[2], bytes)
-return {'ok', text}
-";
+local function counter(text)
+  return (text == '0' or string.find(text, '^[1-9][0-9]*$') ~= nil) and fits(text)
+end
+local function add(a, b)
+  local digits, carry, i, j = {}, 0, #a, #b
+  while i > 0 or j > 0 or carry > 0 do
+    local d = carry
+    if i > 0 then d = d + string.byte(a, i) - 48; i = i - 1 end
+    if j > 0 then d = d + string.byte(b, j) - 48; j = j - 1 end
+    digits[#digits + 1] = string.char(48 + d % 10)
+    carry = math.floor(d / 10)
+  end
+  return string.reverse(table.concat(digits))
+end
+local field = ARGV[5]
+local old = redis.call('HGET', KEYS[1], field)
+if old and not counter(old) then return {'not-a-counter', 0} end
+local sum = add(old or '0', ARGV[6])
+if not fits(sum) then return {'overflow', old or '0'} end
+local before = usage()
+local keys, bytes = before.keys, before.bytes
+if old then bytes = bytes - #field - #old else keys = keys + 1 end
+local now = after(before, keys, bytes + #field + #sum)
+local over = refused(before, now)
+if over then return over end
+redis.call('HSET', KEYS[1], field, sum)
+redis.call('ZADD', KEYS[2], 0, field)
+commit(now)
+return {'ok', sum}
+"
+);
 
 /// A store on a Redis server.
 pub(crate) struct Redis {
@@ -101,10 +191,36 @@ fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("redis: {e}"))
 }
 
+/// The key of kind `kind` (one letter) for namespace `ns` under `base`
+/// (`PREFIX:STORE:`): see the module's layout.
+pub(crate) fn key(base: &str, kind: char, ns: &str) -> String {
+    let mut key = String::with_capacity(base.len() + ns.len() + 4);
+    key.push_str(base);
+    key.push(kind);
+    key.push(':');
+    if ns.is_empty() {
+        key.push('g');
+    }
+    for c in ns.chars() {
+        match c {
+            '%' => key.push_str("%25"),
+            ':' => key.push_str("%3A"),
+            c => key.push(c),
+        }
+    }
+    key
+}
+
+/// The keys a script of namespace `ns` touches, in `KEYS` order.
+struct Keys([String; 4]);
+
 impl Redis {
     /// Connect to `url`; the connection reconnects by itself afterwards.
     pub(crate) async fn connect(url: &str, prefix: &str, store: &str) -> Result<Self, StoreError> {
-        let client = ::redis::Client::open(url).map_err(unavailable)?;
+        // The server's errors go to the operator's log: they name the server
+        // by its URL with every secret hidden.
+        let failed = |e: ::redis::RedisError| unavailable(format!("{}: {e}", super::redacted(url)));
+        let client = ::redis::Client::open(url).map_err(failed)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
@@ -112,7 +228,7 @@ impl Redis {
         let connection = client
             .get_connection_manager_with_config(config)
             .await
-            .map_err(unavailable)?;
+            .map_err(failed)?;
         Ok(Self {
             connection,
             base: format!("{prefix}:{store}:"),
@@ -122,28 +238,64 @@ impl Redis {
         })
     }
 
-    /// The hash and the byte counter of namespace `ns`.
-    fn keys(&self, ns: &str) -> (String, String) {
-        if ns.is_empty() {
-            (format!("{}g", self.base), format!("{}u:g", self.base))
-        } else {
-            (format!("{}{ns}", self.base), format!("{}u:{ns}", self.base))
+    fn keys(&self, ns: &str) -> Keys {
+        Keys([
+            key(&self.base, 'h', ns),
+            key(&self.base, 'i', ns),
+            key(&self.base, 'u', ns),
+            format!("{}t:all", self.base),
+        ])
+    }
+
+    /// Run `script` over `keys` with the quota and `args`, the arguments
+    /// moved into the command one by one, so the host holds one copy of a
+    /// batch while it is sent (and not a second in a script invocation).
+    async fn run<T: ::redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &Keys,
+        quota: &Quota,
+        args: impl IntoIterator<Item = Vec<u8>>,
+    ) -> Result<T, StoreError> {
+        let mut cmd = ::redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash())
+            .arg(keys.0.len())
+            .arg(&keys.0[..]);
+        cmd.arg(quota.max_keys)
+            .arg(quota.max_bytes)
+            .arg(quota.max_namespaces)
+            .arg(quota.max_store_bytes);
+        for arg in args {
+            cmd.arg(arg);
+        }
+        let mut connection = self.connection.clone();
+        match cmd.query_async(&mut connection).await {
+            Err(e)
+                if e.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript) =>
+            {
+                let _: String = script
+                    .load_async(&mut connection)
+                    .await
+                    .map_err(unavailable)?;
+                cmd.query_async(&mut connection).await.map_err(unavailable)
+            }
+            result => result.map_err(unavailable),
         }
     }
 }
 
-/// A script's `{status, value}` answer as a result.
-fn verdict(status: &str, value: i64, quota: &Quota) -> Result<(), StoreError> {
+/// A write script's `{status, value}` answer as a result (an increment's
+/// overflow aside: `Redis::increment` reads that one).
+fn verdict(status: &str, value: &::redis::Value, quota: &Quota) -> Result<(), StoreError> {
     match status {
         "ok" => Ok(()),
-        "keys" => Err(super::too_many_keys(value.unsigned_abs(), quota)),
-        "bytes" => Err(super::too_many_bytes(value.unsigned_abs(), quota)),
-        "nan" => Err(StoreError::NotACounter(
-            "the value is not a decimal number".into(),
-        )),
-        _ => Err(StoreError::NotACounter(
-            "Redis counters hold 0 to 2^63 - 1, and this increment would leave that range".into(),
-        )),
+        "not-a-counter" => Err(rules::not_a_counter()),
+        refused => match (Refused::named(refused), value) {
+            (Some(bound), ::redis::Value::Int(n)) => {
+                Err(bound.error(u64::try_from(*n).unwrap_or(0), quota))
+            }
+            _ => Err(unavailable(format!("a script answered {refused:?}"))),
+        },
     }
 }
 
@@ -154,7 +306,7 @@ impl Engine for Redis {
         key: &'a str,
     ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>> {
         Box::pin(async move {
-            let (hash, _) = self.keys(ns);
+            let [hash, ..] = &self.keys(ns).0;
             self.connection
                 .clone()
                 .hget(hash, key)
@@ -165,7 +317,7 @@ impl Engine for Redis {
 
     fn exists<'a>(&'a self, ns: &'a str, key: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let (hash, _) = self.keys(ns);
+            let [hash, ..] = &self.keys(ns).0;
             self.connection
                 .clone()
                 .hexists(hash, key)
@@ -174,21 +326,39 @@ impl Engine for Redis {
         })
     }
 
-    fn list<'a>(&'a self, ns: &'a str, cursor: u64) -> BoxFuture<'a, Result<KeyPage, StoreError>> {
+    fn list<'a>(
+        &'a self,
+        ns: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<(Vec<String>, bool), StoreError>> {
         Box::pin(async move {
-            let (hash, _) = self.keys(ns);
-            // HSCAN's cursor is the page token; a page may repeat a key that
-            // was written during the scan, as Redis documents.
-            let (next, pairs): (u64, Vec<String>) = ::redis::cmd("HSCAN")
-                .arg(&hash)
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(PAGE)
+            let [_, index, ..] = &self.keys(ns).0;
+            let start = match after {
+                Some(key) => [b"(", key.as_bytes()].concat(),
+                None => b"-".to_vec(),
+            };
+            let found: Vec<Vec<u8>> = ::redis::cmd("ZRANGEBYLEX")
+                .arg(index)
+                .arg(start)
+                .arg("+")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(limit.saturating_add(1))
                 .query_async(&mut self.connection.clone())
                 .await
                 .map_err(unavailable)?;
-            let keys = pairs.into_iter().step_by(2).collect();
-            Ok((keys, (next != 0).then_some(next)))
+            let more = found.len() > limit;
+            let keys = found
+                .into_iter()
+                .take(limit)
+                .map(|key| {
+                    // Only toolhost writes the index, and keys are strings.
+                    String::from_utf8(key)
+                        .map_err(|_| unavailable(format!("{index} holds a key that is not UTF-8")))
+                })
+                .collect::<Result<_, _>>()?;
+            Ok((keys, more))
         })
     }
 
@@ -201,9 +371,9 @@ impl Engine for Redis {
             if keys.is_empty() {
                 return Ok(Vec::new());
             }
-            let (hash, _) = self.keys(ns);
+            let [hash, ..] = &self.keys(ns).0;
             let values: Vec<Option<Vec<u8>>> = ::redis::cmd("HMGET")
-                .arg(&hash)
+                .arg(hash)
                 .arg(&keys)
                 .query_async(&mut self.connection.clone())
                 .await
@@ -223,27 +393,18 @@ impl Engine for Redis {
         quota: Quota,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let (hash, usage) = self.keys(ns);
+            if entries.is_empty() {
+                return Ok(());
+            }
             // Each key once, its last value winning, as if set in order.
-            let mut last = std::collections::HashMap::with_capacity(entries.len());
-            for (i, (key, _)) in entries.iter().enumerate() {
-                last.insert(key.as_str(), i);
-            }
-            let mut invocation = self.set_many.key(&hash);
-            invocation
-                .key(&usage)
-                .arg(quota.max_keys)
-                .arg(quota.max_bytes);
-            for (i, (key, value)) in entries.iter().enumerate() {
-                if last.get(key.as_str()) == Some(&i) {
-                    invocation.arg(key).arg(value.as_slice());
-                }
-            }
-            let (status, value): (String, i64) = invocation
-                .invoke_async(&mut self.connection.clone())
-                .await
-                .map_err(unavailable)?;
-            verdict(&status, value, &quota)
+            let last: BTreeMap<String, Vec<u8>> = entries.into_iter().collect();
+            let args = last
+                .into_iter()
+                .flat_map(|(key, value)| [key.into_bytes(), value]);
+            let (status, value): (String, ::redis::Value) = self
+                .run(&self.set_many, &self.keys(ns), &quota, args)
+                .await?;
+            verdict(&status, &value, &quota)
         })
     }
 
@@ -256,14 +417,12 @@ impl Engine for Redis {
             if keys.is_empty() {
                 return Ok(());
             }
-            let (hash, usage) = self.keys(ns);
-            let mut invocation = self.delete_many.key(&hash);
-            invocation.key(&usage).arg(&keys);
-            let _: i64 = invocation
-                .invoke_async(&mut self.connection.clone())
-                .await
-                .map_err(unavailable)?;
-            Ok(())
+            let args = keys.into_iter().map(String::into_bytes);
+            // Deletes are never refused: the quota only fills ARGV[1..4].
+            let (status, value): (String, ::redis::Value) = self
+                .run(&self.delete_many, &self.keys(ns), &Quota::default(), args)
+                .await?;
+            verdict(&status, &value, &Quota::default())
         })
     }
 
@@ -275,33 +434,28 @@ impl Engine for Redis {
         quota: Quota,
     ) -> BoxFuture<'a, Result<u64, StoreError>> {
         Box::pin(async move {
-            let (hash, usage) = self.keys(ns);
-            let mut invocation = self.increment.key(&hash);
-            invocation
-                .key(&usage)
-                .arg(key)
-                .arg(delta)
-                .arg(quota.max_keys)
-                .arg(quota.max_bytes);
-            let (status, value): (String, ::redis::Value) = invocation
-                .invoke_async(&mut self.connection.clone())
-                .await
-                .map_err(unavailable)?;
-            let number = |v: &::redis::Value| -> Option<u64> {
-                match v {
-                    ::redis::Value::Int(n) => u64::try_from(*n).ok(),
-                    ::redis::Value::BulkString(bytes) => {
-                        std::str::from_utf8(bytes).ok()?.parse().ok()
-                    }
-                    _ => None,
-                }
-            };
+            let args = [key.as_bytes().to_vec(), delta.to_string().into_bytes()];
+            let (status, value): (String, ::redis::Value) = self
+                .run(&self.increment, &self.keys(ns), &quota, args)
+                .await?;
             if status == "ok" {
-                return number(&value)
-                    .ok_or_else(|| unavailable("the counter script answered oddly"));
+                let sum = match &value {
+                    ::redis::Value::BulkString(bytes) => rules::counter(bytes),
+                    _ => None,
+                };
+                return sum.ok_or_else(|| unavailable("the counter script answered oddly"));
             }
-            let value = number(&value).map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX));
-            verdict(&status, value, &quota).map(|()| 0)
+            if status == "overflow" {
+                let current = match &value {
+                    ::redis::Value::BulkString(bytes) => rules::counter(bytes).unwrap_or(0),
+                    _ => 0,
+                };
+                return Err(rules::overflow(current, delta));
+            }
+            verdict(&status, &value, &quota).map(|()| 0)
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

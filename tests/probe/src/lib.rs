@@ -10,6 +10,8 @@ use serde::Deserialize;
 use toolhost_guest::store::Store;
 use toolhost_guest::{Context, Level, Output, Tool, ToolError, http};
 
+mod stores;
+
 #[derive(Deserialize, JsonSchema)]
 struct Nothing {}
 
@@ -285,16 +287,18 @@ fn media(args: Media) -> Result<Output, ToolError> {
 struct Put {
     store: String,
     key: String,
-    /// The value, or `size` bytes of `x` when empty.
+    /// The value, or `size` bytes of `fill` (`x` by default) when empty.
     #[serde(default)]
     value: String,
     #[serde(default)]
     size: usize,
+    #[serde(default)]
+    fill: Option<u8>,
 }
 
 fn put(args: Put) -> Result<Output, ToolError> {
     let value = if args.value.is_empty() {
-        vec![b'x'; args.size]
+        vec![args.fill.unwrap_or(b'x'); args.size]
     } else {
         args.value.into_bytes()
     };
@@ -731,6 +735,9 @@ toolhost_guest::export_tools! {
     Tool::new("get", "Read a key from a store", get),
     Tool::new("put_many", "Set n keys in one batch", put_many),
     Tool::new("store_ops", "Make n store operations", store_ops),
+    Tool::new("list_page", "List one page of a store's keys", stores::list_page),
+    Tool::new("incr", "Increment a counter by any delta", stores::incr),
+    Tool::new("aliased_batch", "A batch whose entries share one buffer", stores::aliased_batch),
     Tool::new("wipe", "Pretend to delete everything", counter).destructive(),
     Tool::new("hoard", "Make the host hold wasi:http objects", hoard),
     Tool::new("request_part", "Set one request part to n bytes", request_part),
