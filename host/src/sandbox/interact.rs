@@ -28,9 +28,9 @@ use crate::outcome::clip;
 use crate::printable;
 
 /// The longest one call waits for people's answers, all its questions
-/// together. The call's own timeout stands still meanwhile, so without one
-/// bound for the whole call a tool could hold its instance (and a person's
-/// attention) for [`MAX_ASKS`] times as long.
+/// together. The call's own timeout stands still meanwhile, so with a bound
+/// per question instead, a tool asking all of its 8 questions could hold its
+/// instance (and a person's attention) eight times as long.
 pub const ASK_WAIT: Duration = Duration::from_secs(300);
 
 /// Questions one call may ask.
@@ -344,12 +344,9 @@ mod tests {
             )
             .await
             .unwrap();
-        let asked = person.asked.lock().unwrap();
-        assert_eq!(asked[0].message, "Key [redacted]?[2J\nSure?");
-        assert_eq!(
-            asked[0].schema["properties"]["ok"]["title"],
-            "Use [redacted]?"
-        );
+        let asked = person.asked.lock().unwrap().remove(0);
+        assert_eq!(asked.message, "Key [redacted]?[2J\nSure?");
+        assert_eq!(asked.schema["properties"]["ok"]["title"], "Use [redacted]?");
         let blank = ask(&mut interaction, "\u{200b}\u{202e} \u{1b}")
             .await
             .unwrap_err();

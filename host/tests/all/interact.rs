@@ -430,7 +430,7 @@ async fn a_name_or_choice_not_shown_as_written_is_refused_before_anyone_is_asked
         ),
     ] {
         let outcome = host.call_in(ask_json("Go?", &schema), &env).await;
-        assert!(ok(&outcome).starts_with(expected), "{}", ok(&outcome));
+        assert!(ok(&outcome).contains(expected), "{}", ok(&outcome));
         assert!(!ok(&outcome).contains(SECRET));
     }
     assert!(asker.asked.lock().unwrap().is_empty(), "nobody was asked");
@@ -457,11 +457,11 @@ async fn a_call_asks_at_most_eight_questions() {
         lines[..8].iter().all(|l| l == r#"answer: {"ok":true}"#),
         "{lines:?}"
     );
-    assert_eq!(
-        lines[8],
-        "InvalidQuestion: a call may ask at most 8 questions"
+    assert!(
+        lines[8].ends_with("InvalidQuestion: a call may ask at most 8 questions"),
+        "{lines:?}"
     );
-    assert_eq!(outcome.stats.questions, 9);
+    assert_eq!(outcome.stats.questions, 8);
     assert_eq!(asker.asked.lock().unwrap().len(), 8);
 }
 
