@@ -111,10 +111,21 @@ impl Drop for Withdrawn<'_, '_> {
 async fn fill(turn: &Turn<'_>, schema: &Value) -> Answer {
     let empty = serde_json::Map::new();
     let properties = schema["properties"].as_object().unwrap_or(&empty);
+    let fields: Vec<Field> = properties
+        .iter()
+        .map(|(name, property)| Field::of(name, property))
+        .collect();
     let mut answer = serde_json::Map::new();
-    for (i, (name, property)) in properties.iter().enumerate() {
-        let field = Field::of(name, property);
-        let prompt = format!("  {} [{}]: ", field.label, field.hint);
+    for (i, field) in fields.iter().enumerate() {
+        // Two fields labelled alike (by their descriptions) are told apart
+        // by their names.
+        let alike = fields.iter().filter(|f| f.label == field.label).count() > 1;
+        let label = if alike && field.label != field.name {
+            format!("{} ({})", field.label, field.name)
+        } else {
+            field.label.clone()
+        };
+        let prompt = format!("  {label} [{}]: ", field.hint);
         loop {
             let Some(line) = turn.answer(&prompt).await else {
                 return Answer::Cancelled;
@@ -125,7 +136,7 @@ async fn fill(turn: &Turn<'_>, schema: &Value) -> Answer {
             }
             match field.read(line) {
                 Some(value) => {
-                    answer.insert(name.clone(), value);
+                    answer.insert(field.name.clone(), value);
                     break;
                 }
                 None => turn.say(&format!("  (expected {})\n", field.hint)),
@@ -137,6 +148,7 @@ async fn fill(turn: &Turn<'_>, schema: &Value) -> Answer {
 
 /// One field of a form, as the terminal asks for it.
 struct Field {
+    name: String,
     kind: String,
     label: String,
     /// What to type, in brackets after the label.
@@ -172,6 +184,7 @@ impl Field {
             other => other.to_owned(),
         };
         Self {
+            name: name.to_owned(),
             kind,
             label: printable::one_line(label, 80),
             hint: printable::one_line(&hint, 500),
@@ -313,19 +326,22 @@ mod tests {
                 "a_mode": {"type": "string", "title": "Mode\nline",
                          "oneOf": [{"const": "a", "title": "All"}, {"const": "b"}]},
                 "b_n": {"type": "integer", "description": "How many"},
+                "b_o": {"type": "integer", "description": "How many"},
                 "c_tags": {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}},
                 "d_ok": {"type": "boolean"}}}),
         );
         let asked = asker.ask(&question);
         // A line at a time, as typed at each prompt: what is typed ahead
         // of a prompt is discarded.
-        for line in ["c", "a", "many", "3", "x, y", "y"] {
+        for line in ["c", "a", "many", "3", "4", "x, y", "y"] {
             keyboard.send(format!("{line}\n").into_bytes()).unwrap();
         }
         let answer = within(asked).await;
         assert_eq!(
             answer,
-            Answer::Accepted(json!({"a_mode": "a", "b_n": 3, "c_tags": ["x", "y"], "d_ok": true}))
+            Answer::Accepted(
+                json!({"a_mode": "a", "b_n": 3, "b_o": 4, "c_tags": ["x", "y"], "d_ok": true})
+            )
         );
         let screen = screen.text();
         assert!(
@@ -334,7 +350,8 @@ mod tests {
         );
         assert!(screen.contains("  Mode⏎line [a = All | b]: "), "{screen}");
         assert!(screen.contains("  (expected a = All | b)\n"), "{screen}");
-        assert!(screen.contains("  How many [integer]: "), "{screen}");
+        assert!(screen.contains("  How many (b_n) [integer]: "), "{screen}");
+        assert!(screen.contains("  How many (b_o) [integer]: "), "{screen}");
         assert!(
             screen.contains("  c_tags [any of x | y, separated by commas]: "),
             "{screen}"

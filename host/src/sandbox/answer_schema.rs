@@ -10,7 +10,8 @@
 //! choices) is passed on exactly as the tool wrote it, or the tool's answer
 //! would not fit: so a question whose names or choices hold a secret, or
 //! would be shown differently from how they are written, is refused, as is
-//! one with two fields or two choices a person could not tell apart.
+//! one with two fields, or two choices of a field, whose titles (or names)
+//! a person could not tell apart.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -180,19 +181,16 @@ impl Shown<'_> {
             }
         }
         let mut properties = Map::new();
-        let mut by_title = Labels::new("two fields");
-        let mut by_label = Labels::new("two fields");
+        let mut labels = Labels::new("two fields");
         let empty = Map::new();
         let asked = schema["properties"].as_object().unwrap_or(&empty);
         for (name, property) in asked {
             let name = self.exact("the property name", name)?;
             let what = format!("property {name:?}:");
             let property = self.property(&what, property)?;
-            // An MCP client labels a field by its title or name; the
-            // terminal by its title, description or name.
-            let title = property["title"].as_str();
-            by_title.add(title.unwrap_or(&name))?;
-            by_label.add(title.or(property["description"].as_str()).unwrap_or(&name))?;
+            // An MCP client labels a field by its title, or its name. (The
+            // terminal shows the name too where two labels are alike.)
+            labels.add(property["title"].as_str().unwrap_or(&name))?;
             properties.insert(name, property);
         }
         shown.insert("properties".into(), properties.into());
@@ -489,12 +487,17 @@ mod tests {
         );
         let message = shown(json!({"type": "object", "properties": {
             "confirm": {"type": "boolean", "title": "Go ahead?"},
-            "wipe": {"type": "boolean", "description": "Go  ahead?"}}}))
+            "wipe": {"type": "boolean", "title": "go  ahead?\u{200b}"}}}))
         .unwrap_err();
         assert!(
             message.contains("two fields would look the same"),
             "{message}"
         );
+        // Descriptions alike are help text alike, not fields alike.
+        shown(json!({"type": "object", "properties": {
+            "min": {"type": "integer", "description": "A number"},
+            "max": {"type": "integer", "description": "A number"}}}))
+        .unwrap();
         shown(json!({"type": "object", "properties": {
             "a": {"type": "boolean"}, "b": {"type": "boolean", "title": "A"}}}))
         .unwrap_err();
