@@ -1056,6 +1056,8 @@ impl Display {
                     // Given through the answer tool: not shown as text yet.
                     println!("\n{}", printable::text(text("final_text")));
                 }
+                // The next task of a chat shows its own text.
+                self.shown.clear();
                 println!();
                 match event["end"]["kind"].as_str() {
                     Some("answered") => {}

@@ -723,3 +723,64 @@ fn an_mcp_approval_shows_the_arguments_exactly_with_nothing_invisible() {
     assert_eq!(result["result"]["isError"], false, "{result}");
     assert_eq!(result["result"]["content"][0]["text"], text, "{result}");
 }
+
+/// `toolhost run` as a chat over a pipe: the messages were all written
+/// before the first prompt, and the one stdin reader, started at that
+/// prompt, gives each chat prompt the next of them (typed-ahead lines are
+/// discarded only before a prompt for an answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_over_a_pipe_reads_each_message_in_turn() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+
+    use crate::agent::{model_server, oa_text};
+    let (base_url, script) =
+        model_server(vec![oa_text("first answer"), oa_text("second answer")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[model]\nbase_url = {base_url:?}\nmodel = \"scripted\"\nstream = false\n\n[[tool]]\ncomponent = {:?}\n",
+            component("probe")
+        ),
+    )
+    .unwrap();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .arg("--config")
+            .arg(&manifest)
+            .arg("run")
+            .env(
+                "TOOLHOST_CACHE_DIR",
+                crate::util::root().join("target/test-cache"),
+            )
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the toolhost binary runs");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"hello\nand again\n/exit\n").unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("first answer") && stdout.contains("second answer"),
+        "{stdout}"
+    );
+    let asked: Vec<String> = script
+        .bodies()
+        .iter()
+        .map(|body| body["messages"].to_string())
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[1].contains("and again"), "{asked:?}");
+    assert_eq!(stderr.matches("you> ").count(), 3, "{stderr}");
+}
