@@ -521,17 +521,38 @@ mod tests {
 
     #[test]
     fn the_conformance_suites_forms_pass_unchanged() {
-        let schema = json!({"type": "object", "properties": {
+        // tests/mcp-fixtures: `elicitation-sep1034-defaults` and
+        // `elicitation-sep1330-enums`, as the suite checks them.
+        let defaults = json!({"type": "object", "properties": {
             "name": {"type": "string", "description": "User name", "default": "John Doe"},
             "age": {"type": "integer", "description": "User age", "default": 30},
-            "verified": {"type": "boolean", "description": "Verification status", "default": true},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {"type": "string", "description": "User status",
+                       "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "description": "Verification status", "default": true}}});
+        let enums = json!({"type": "object", "properties": {
+            "untitledSingle": {"type": "string", "description": "Select an option",
+                               "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "description": "Select a titled option", "oneOf": [
+                {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"}]},
             "legacyEnum": {"type": "string", "description": "Select a legacy option",
-                           "enum": ["opt1", "opt2"], "enumNames": ["Option One", "Option Two"]},
+                           "enum": ["opt1", "opt2", "opt3"],
+                           "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "description": "Select multiple options",
+                              "minItems": 1, "maxItems": 3,
+                              "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
             "titledMulti": {"type": "array", "description": "Select multiple titled options",
                             "minItems": 1, "maxItems": 3,
                             "items": {"anyOf": [{"const": "value1", "title": "First Choice"},
-                                                {"const": "value2", "title": "Second Choice"}]}}},
-            "required": ["name"]});
-        assert_eq!(shown(schema.clone()).unwrap(), schema);
+                                                {"const": "value2", "title": "Second Choice"},
+                                                {"const": "value3", "title": "Third Choice"}]}}}});
+        let contact = json!({"type": "object", "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"}},
+            "required": ["username", "email"]});
+        for schema in [defaults, enums, contact] {
+            assert_eq!(shown(schema.clone()).unwrap(), schema);
+        }
     }
 }
