@@ -51,6 +51,7 @@ pub mod manifest;
 pub mod model;
 pub mod observe;
 pub mod outcome;
+pub mod printable;
 mod result_cache;
 pub mod sandbox;
 #[cfg(feature = "serve")]

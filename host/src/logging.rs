@@ -300,22 +300,17 @@ fn write_text(out: &mut impl fmt::Write, text: &str, role: Role) -> fmt::Result 
     out.write_char('"')
 }
 
-/// Whether `c` could break a log line, drive a terminal, or reorder what a
-/// viewer shows, and so must never be written as itself.
+/// Whether `c` could break a log line, drive a terminal, reorder what a
+/// viewer shows or hide in it, and so must never be written as itself: the
+/// characters [`crate::printable`] keeps from a person, written here as
+/// escapes so the log keeps them.
 fn needs_escape(c: char) -> bool {
     // `is_control` is exactly C0, DEL and C1: newlines, ESC and the
     // one-byte CSI among them.
     c.is_control()
-        || matches!(
-            c,
-            // Arabic letter mark, left-to-right and right-to-left marks.
-            '\u{61c}' | '\u{200e}' | '\u{200f}'
-            // Line and paragraph separators, which some viewers break on.
-            | '\u{2028}' | '\u{2029}'
-            // Bidirectional embeddings, overrides and isolates.
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2066}'..='\u{2069}'
-        )
+        || crate::printable::is_hidden(c)
+        // Line and paragraph separators, which some viewers break on.
+        || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
 #[cfg(test)]
@@ -499,10 +494,11 @@ mod tests {
     fn hostile_text() -> impl Strategy<Value = String> {
         let c = prop_oneof![
             any::<char>(),
-            prop::sample::select(vec![
-                '\n', '\r', '\t', '\x1b', '\x07', '\x7f', '\u{85}', '\u{9b}', '\u{202e}',
-                '\u{2067}', '\u{2028}', '"', '\\', '=', ' ', '[', 'm',
-            ]),
+            prop::sample::select(
+                "\n\r\t\x1b\x07\x7f\u{85}\u{9b}\u{202e}\u{2067}\u{2028}\u{200b}\u{feff}\u{e0041}\u{fe0f}\"\\= [m"
+                    .chars()
+                    .collect::<Vec<_>>()
+            ),
         ];
         prop::collection::vec(c, 0..40).prop_map(|chars| chars.into_iter().collect())
     }

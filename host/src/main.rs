@@ -27,9 +27,11 @@ use toolhost::wire::definitions::{self, Format};
 use toolhost::wire::results;
 use toolhost::{ApproveAll, Approver, Manifest, RefuseAll, SandboxOptions, ToolCall, ToolHost};
 
-/// One prompt on the terminal at a time: approvals and tools' questions
-/// never interleave.
-static TERMINAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+mod cli;
+
+use cli::prompts::{TerminalApprover, TerminalAsker};
+use cli::terminal::TERMINAL;
+use toolhost::printable::{self, one_line};
 
 /// Run LLM tool calls in fresh, capability-scoped WebAssembly sandboxes.
 #[derive(Parser)]
@@ -570,7 +572,7 @@ async fn print_json_array(
 async fn emit(pending: &mut Vec<u8>, failure: &mut Option<std::io::Error>) {
     use std::io::Write as _;
     if failure.is_none() && !pending.is_empty() {
-        let _turn = TERMINAL.lock().await;
+        let _turn = TERMINAL.turn().await;
         let mut stdout = std::io::stdout().lock();
         if let Err(e) = stdout.write_all(pending).and_then(|()| stdout.flush()) {
             *failure = Some(e);
@@ -735,7 +737,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let mut env = CallEnv::default().approver(approver);
             if std::io::stdin().is_terminal() && batch.as_deref() != Some("-") {
-                env = env.asker(Arc::new(TerminalAsker));
+                env = env.asker(Arc::new(TerminalAsker(&TERMINAL)));
             }
             if let Some(context) = context {
                 env = env.context(context);
@@ -845,7 +847,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let approver: Arc<dyn Approver> = if yes {
                 Arc::new(ApproveAll)
             } else if interactive {
-                Arc::new(TerminalApprover)
+                Arc::new(TerminalApprover(&TERMINAL))
             } else {
                 Arc::new(RefuseAll)
             };
@@ -856,7 +858,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 AgentPolicy::from_config(&config),
             );
             if interactive {
-                agent = agent.with_asker(Arc::new(TerminalAsker));
+                agent = agent.with_asker(Arc::new(TerminalAsker(&TERMINAL)));
             }
             if let Some(context) = context {
                 agent = agent.with_context(context);
@@ -991,12 +993,16 @@ impl Display {
                 self.shown.clear();
                 let arguments = text("arguments");
                 let arguments = serde_json::from_str::<serde_json::Value>(arguments)
-                    .map_or_else(|_| arguments.to_owned(), |v| v.to_string());
-                println!("\n→ {} {}", clip(text("name"), 64), clip(&arguments, 300));
+                    .map_or_else(|_| arguments.to_owned(), |v| printable::json(&v));
+                println!(
+                    "\n→ {} {}",
+                    one_line(text("name"), 64),
+                    one_line(&arguments, 300)
+                );
             }
             "tool_result" => {
                 let message = &event["message"];
-                let name = clip(message["name"].as_str().unwrap_or_default(), 64);
+                let name = one_line(message["name"].as_str().unwrap_or_default(), 64);
                 let duration_ms = number("duration_ms");
                 // Text, or LangChain blocks: text first, then what else the
                 // model got (images, files), a line each.
@@ -1015,7 +1021,7 @@ impl Display {
                     }
                     content => (content.as_str().unwrap_or_default().to_owned(), Vec::new()),
                 };
-                let first_line = clip(first_line.lines().next().unwrap_or_default(), 300);
+                let first_line = one_line(first_line.lines().next().unwrap_or_default(), 300);
                 match message["error"]["type"].as_str() {
                     None => {
                         let cached = if event["cached"] == true {
@@ -1028,12 +1034,12 @@ impl Display {
                     Some(kind) => {
                         println!(
                             "← {name} ✗ {} {duration_ms:.1} ms: {first_line}",
-                            clip(kind, 32)
+                            one_line(kind, 32)
                         );
                     }
                 }
                 for other in others {
-                    println!("  {}", clip(&other, 200));
+                    println!("  {}", one_line(&other, 200));
                 }
             }
             "tool_progress" => {
@@ -1043,28 +1049,30 @@ impl Display {
                 };
                 let message = event["message"]
                     .as_str()
-                    .map_or_else(String::new, |m| format!(" {}", clip(m, 200)));
-                println!("  … {} {amount}{message}", clip(text("name"), 64));
+                    .map_or_else(String::new, |m| format!(" {}", one_line(m, 200)));
+                println!("  … {} {amount}{message}", one_line(text("name"), 64));
             }
             "model_retry" => eprintln!(
                 "(model call failed: {}; retry {} in {:.1} s)",
-                clip(text("error"), 500),
+                one_line(text("error"), 500),
                 number("attempt"),
                 number("delay_ms") / 1e3
             ),
             "finished" => {
                 if event["answer"].is_object() && text("final_text").trim() != self.shown.trim() {
                     // Given through the answer tool: not shown as text yet.
-                    println!("\n{}", printable(text("final_text")));
+                    println!("\n{}", printable::text(text("final_text")));
                 }
+                // The next task of a chat shows its own text.
+                self.shown.clear();
                 println!();
                 match event["end"]["kind"].as_str() {
                     Some("answered") => {}
                     Some("invalid_answer") => eprintln!(
                         "The answer does not match the response schema: {}",
-                        printable(event["end"]["error"].as_str().unwrap_or_default())
+                        printable::text(event["end"]["error"].as_str().unwrap_or_default())
                     ),
-                    _ => eprintln!("{}", printable(text("final_text"))),
+                    _ => eprintln!("{}", printable::text(text("final_text"))),
                 }
                 let usage = &event["usage"];
                 let cost = event["cost_usd"]
@@ -1086,7 +1094,7 @@ impl Display {
     }
 
     fn print_text(&mut self, text: &str) {
-        print!("{}", printable(text));
+        print!("{}", printable::text(text));
         self.shown.push_str(text);
     }
 }
@@ -1102,35 +1110,6 @@ fn describe_block(block: &serde_json::Value) -> String {
     format!("[{} {what}]", field("type"))
 }
 
-/// `text` without control characters (but newlines and tabs) and without
-/// bidirectional overrides: model and tool text must not be able to move the
-/// cursor, rewrite earlier lines or disguise an approval prompt.
-fn printable(text: &str) -> String {
-    text.chars()
-        .filter(|&c| {
-            (c == '\n' || c == '\t' || !c.is_control())
-                && !matches!(
-                    c,
-                    '\u{202A}'..='\u{202E}'
-                        | '\u{2066}'..='\u{2069}'
-                        | '\u{200E}'
-                        | '\u{200F}'
-                        | '\u{061C}'
-                )
-        })
-        .collect()
-}
-
-/// At most `max` characters of `text`, made printable.
-fn clip(text: &str, max: usize) -> String {
-    let text = printable(text);
-    if text.chars().count() <= max {
-        text
-    } else {
-        text.chars().take(max).collect::<String>() + "…"
-    }
-}
-
 /// Run one task, showing events as they come; returns how it ended and the
 /// conversation.
 async fn run_task(
@@ -1139,7 +1118,10 @@ async fn run_task(
     sink: &mut TranscriptSink,
 ) -> anyhow::Result<(RunEnd, Vec<Message>)> {
     let (mut events, task) = agent.run_stream(messages);
+    // Events queue (unboundedly, within each call's budgets) while a prompt
+    // holds the terminal: a call that reports never waits for the display.
     while let Some(event) = events.recv().await {
+        let _turn = TERMINAL.turn().await;
         sink.event(&event)?;
     }
     let transcript = task.await.context("the agent task failed")?;
@@ -1154,8 +1136,7 @@ async fn chat(
 ) -> anyhow::Result<()> {
     eprintln!("toolhost chat: type a message; /exit or Ctrl-D ends");
     loop {
-        eprint!("\nyou> ");
-        let Some(line) = read_line().await? else {
+        let Some(line) = TERMINAL.turn().await.next_line("\nyou> ").await else {
             return Ok(());
         };
         let line = line.trim();
@@ -1167,164 +1148,6 @@ async fn chat(
         }
         messages.push(Message::user(line));
         messages = run_task(agent, messages, sink).await?.1;
-    }
-}
-
-/// A line from stdin, or `None` at end of input.
-async fn read_line() -> anyhow::Result<Option<String>> {
-    tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        let read = std::io::stdin().read_line(&mut line)?;
-        Ok(if read == 0 { None } else { Some(line) })
-    })
-    .await
-    .context("reading stdin")?
-}
-
-/// Asks the person at the terminal, one call at a time.
-#[derive(Default)]
-struct TerminalApprover;
-
-impl Approver for TerminalApprover {
-    fn approve<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        spec: &'a toolhost::ToolSpec,
-    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            let _turn = TERMINAL.lock().await;
-            // One line, one write: the display may be printing beside it.
-            let arguments = match &call.arguments {
-                toolhost::tool_call::Arguments::Text(text) => {
-                    serde_json::from_str::<serde_json::Value>(text)
-                        .map_or_else(|_| text.clone(), |v| v.to_string())
-                }
-                toolhost::tool_call::Arguments::Json(value) => value.to_string(),
-                toolhost::tool_call::Arguments::Malformed(message) => message.clone(),
-            };
-            let why = if spec.hints.destructive {
-                " (it may delete or overwrite data)"
-            } else {
-                ""
-            };
-            let prompt = format!(
-                "\n? run {}{why} with {}? [y/N] ",
-                call.name,
-                // Whole: a person approves exactly what will run.
-                printable(&arguments)
-            );
-            eprint!("{prompt}");
-            match read_line().await {
-                Ok(Some(answer)) if matches!(answer.trim(), "y" | "Y" | "yes") => Ok(()),
-                _ => Err("the user refused it".to_owned()),
-            }
-        })
-    }
-}
-
-/// Asks the person at the terminal a tool's question, field by field.
-#[derive(Default)]
-struct TerminalAsker;
-
-impl toolhost::observe::Asker for TerminalAsker {
-    fn ask<'a>(
-        &'a self,
-        question: &'a toolhost::observe::Question,
-    ) -> futures::future::BoxFuture<'a, toolhost::observe::Answer> {
-        use toolhost::observe::Answer;
-        Box::pin(async move {
-            let _turn = TERMINAL.lock().await;
-            // The tool's words, set apart from the host's own prompts.
-            eprintln!(
-                "\n? the tool {} asks (answer, or press Enter on the first field to decline):\n  {}",
-                clip(&question.tool, 64),
-                printable(&question.message).replace('\n', "\n  ")
-            );
-            let empty = serde_json::Map::new();
-            let properties = question.schema["properties"].as_object().unwrap_or(&empty);
-            let mut answer = serde_json::Map::new();
-            for (i, (name, property)) in properties.iter().enumerate() {
-                let kind = property["type"].as_str().unwrap_or("string");
-                // The choices: `enum`, or the consts of `oneOf` / `anyOf`,
-                // of the property or, for a multi-select, of its items.
-                let choices_of = |schema: &serde_json::Value| -> Vec<String> {
-                    if let Some(options) = schema["enum"].as_array() {
-                        return options
-                            .iter()
-                            .filter_map(|v| v.as_str().map(str::to_owned))
-                            .collect();
-                    }
-                    schema["oneOf"]
-                        .as_array()
-                        .or(schema["anyOf"].as_array())
-                        .map(|o| {
-                            o.iter()
-                                .filter_map(|v| v["const"].as_str().map(str::to_owned))
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
-                let owned = if kind == "array" {
-                    choices_of(&property["items"])
-                } else {
-                    choices_of(property)
-                };
-                let options: Vec<&str> = owned.iter().map(String::as_str).collect();
-                let label = property["title"]
-                    .as_str()
-                    .or(property["description"].as_str())
-                    .unwrap_or(name);
-                let hint = match kind {
-                    "boolean" => "y/n".to_owned(),
-                    "array" => format!("any of {}, separated by commas", options.join("|")),
-                    _ if !options.is_empty() => options.join("|"),
-                    other => other.to_owned(),
-                };
-                loop {
-                    eprint!("  {} [{hint}]: ", clip(label, 80));
-                    let line = match read_line().await {
-                        Ok(Some(line)) => line.trim().to_owned(),
-                        _ => return Answer::Cancelled,
-                    };
-                    if line.is_empty() && i == 0 {
-                        return Answer::Declined;
-                    }
-                    let value = match kind {
-                        "boolean" => match line.as_str() {
-                            "y" | "Y" | "yes" => Some(serde_json::Value::Bool(true)),
-                            "n" | "N" | "no" => Some(serde_json::Value::Bool(false)),
-                            _ => None,
-                        },
-                        "integer" => line.parse::<i64>().ok().map(Into::into),
-                        "number" => line.parse::<f64>().ok().and_then(|n| {
-                            serde_json::Number::from_f64(n).map(serde_json::Value::Number)
-                        }),
-                        "array" => {
-                            let picked: Vec<&str> = line
-                                .split(',')
-                                .map(str::trim)
-                                .filter(|p| !p.is_empty())
-                                .collect();
-                            picked.iter().all(|p| options.contains(p)).then(|| {
-                                serde_json::Value::from(
-                                    picked.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>(),
-                                )
-                            })
-                        }
-                        _ if !options.is_empty() && !options.contains(&line.as_str()) => None,
-                        _ => Some(serde_json::Value::String(line)),
-                    };
-                    match value {
-                        Some(value) => {
-                            answer.insert(name.clone(), value);
-                            break;
-                        }
-                        None => eprintln!("  (expected {hint})"),
-                    }
-                }
-            }
-            Answer::Accepted(serde_json::Value::Object(answer))
-        })
     }
 }
 
@@ -1390,23 +1213,5 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
         for line in toolhost::describe::component_lines(config) {
             println!("  {line}");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{clip, printable};
-
-    #[test]
-    fn model_and_tool_text_cannot_drive_the_terminal() {
-        assert_eq!(printable("ok\n\tline"), "ok\n\tline");
-        assert_eq!(
-            printable("\u{1b}[2Jclear\u{1b}]0;title\u{7}"),
-            "[2Jclear]0;title"
-        );
-        assert_eq!(printable("evil\u{202E}txt.exe"), "eviltxt.exe");
-        assert_eq!(printable("a\u{200E}b\u{200F}c\u{61C}d"), "abcd");
-        assert_eq!(printable("c1\u{9b}31m"), "c131m");
-        assert_eq!(clip("\u{1b}abcdef", 3), "abc…");
     }
 }

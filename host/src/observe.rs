@@ -34,7 +34,8 @@ pub struct Progress {
     pub done: f64,
     /// How much there is, when the tool knows.
     pub total: Option<f64>,
-    /// A short message from the tool, masked and cut.
+    /// A short message from the tool: masked, cut, printable and on one
+    /// line (see [`crate::printable::one_line`]).
     pub message: Option<String>,
 }
 
@@ -63,12 +64,19 @@ pub struct Question {
     pub tool: String,
     /// The call it asks from.
     pub call_id: String,
-    /// The question, as the tool wrote it (masked, cut, without control
-    /// characters): show it as the tool's words, never as the host's.
+    /// The question, as the tool wrote it: masked, cut, and printable (no
+    /// controls but newlines and tabs, no bidirectional or invisible
+    /// characters: see [`crate::printable`]). Show it as the tool's words,
+    /// never as the host's; where it could pose as a prompt of the host's,
+    /// show it as one line ([`crate::printable::one_line`]).
     pub message: String,
-    /// The JSON Schema of the answer: an object of string, number, integer
-    /// and boolean properties (strings may have an `enum`), which the host
-    /// checked before asking.
+    /// The JSON Schema of the answer, as the person is to be shown it: MCP's
+    /// elicitation schema, an object of string, number, integer and boolean
+    /// properties and multi-selects, with only the keywords such a form has.
+    /// The host made it from the tool's schema: every title, description,
+    /// choice title and default is masked and printable; every property
+    /// name, `enum` value and `const` is printable on one line as written,
+    /// and no two fields or two choices of a field look alike.
     pub schema: serde_json::Value,
 }
 
@@ -89,7 +97,10 @@ pub enum Answer {
 /// and never a grant: nothing an asker returns changes what a tool may do.
 pub trait Asker: Send + Sync {
     /// Ask `question` and wait for the answer. The host bounds the wait
-    /// (see [`crate::sandbox::ASK_WAIT`]) and answers `Unavailable` past it.
+    /// (all of a call's questions together wait at most
+    /// [`crate::sandbox::ASK_WAIT`]) and drops the future past it, or when
+    /// the call ends: an asker that showed the question should then say it
+    /// was withdrawn, and must never pass a later answer on as this one's.
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer>;
 }
 

@@ -49,12 +49,21 @@ impl Deadline {
     }
 
     /// Stop the clock until the guard is dropped, then move the deadline
-    /// on by the time it stood still. Questions are asked one at a time per
-    /// call (the guest waits on each), so pauses never overlap.
-    pub(crate) fn pause(&self) -> Paused<'_> {
-        self.state().paused_since = Some(Instant::now());
+    /// on by the time it stood still; `None` once the deadline has passed,
+    /// so that a call whose time is up cannot stop its clock and live on.
+    /// Questions are asked one at a time per call (the guest waits on
+    /// each), so pauses never overlap.
+    pub(crate) fn pause(&self) -> Option<Paused<'_>> {
+        let now = Instant::now();
+        {
+            let mut state = self.state();
+            if state.paused_since.is_none() && now >= state.at {
+                return None;
+            }
+            state.paused_since = Some(now);
+        }
         self.inner.changed.notify_waiters();
-        Paused(self)
+        Some(Paused(self))
     }
 
     /// Resolves when the deadline has passed with the clock running.
@@ -111,7 +120,7 @@ mod tests {
             async move { deadline.expired().await }
         });
         {
-            let _paused = deadline.pause();
+            let _paused = deadline.pause().expect("the clock is running");
             tokio::time::sleep(Duration::from_millis(400)).await;
             assert!(!waiter.is_finished(), "no timeout while someone is asked");
         }
@@ -120,5 +129,9 @@ mod tests {
             .await
             .expect("the deadline expires once the clock runs again")
             .unwrap();
+        assert!(
+            deadline.pause().is_none(),
+            "a deadline that passed stays passed"
+        );
     }
 }

@@ -6,32 +6,37 @@
 //! terminal in `toolhost run`, the MCP client's elicitation, or an
 //! embedder's own. The host checks the question before asking (a schema it
 //! can render, a bounded text, at most [`MAX_ASKS`] per call), shows it as
-//! the tool's words (masked, cut, control characters removed), stops the
-//! call's clock while it waits (up to [`ASK_WAIT`]), and checks the answer
-//! against the schema before the tool sees it. An answer is data for the
-//! tool: nothing in this path touches the grants.
+//! the tool's words (masked, cut, and printable: see [`crate::printable`]),
+//! with the answer schema made safe to show ([`super::answer_schema`]),
+//! stops the call's clock while it waits, and checks the answer against
+//! the tool's schema before the tool sees it. A call waits for answers for
+//! at most [`ASK_WAIT`] in all, whatever number of questions it asks, and
+//! asks none once its own time is up. An answer is data for the tool:
+//! nothing in this path touches the grants.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use tokio::time::Instant;
 
+use super::answer_schema;
 use super::bindings::v0_2::toolhost::tool::host::{AskRefusal, Refused};
 use super::deadline::Deadline;
 use super::secrets::Secrets;
 use crate::observe::{Answer, Asker, CallObserver, Progress, Question};
 use crate::outcome::clip;
+use crate::printable;
 
-/// The longest a call waits for a person's answer. The call's own timeout
-/// stands still meanwhile.
+/// The longest one call waits for people's answers, all its questions
+/// together. The call's own timeout stands still meanwhile, so with a bound
+/// per question instead, a tool asking all of its 8 questions could hold its
+/// instance (and a person's attention) eight times as long.
 pub const ASK_WAIT: Duration = Duration::from_secs(300);
 
 /// Questions one call may ask.
 pub(crate) const MAX_ASKS: u32 = 8;
 /// The longest question, in characters.
 const MAX_QUESTION_CHARS: usize = 2000;
-/// The largest answer schema, as JSON text.
-const MAX_ANSWER_SCHEMA: usize = 16 * 1024;
 /// The largest answer, as JSON text.
 const MAX_ANSWER: usize = 64 * 1024;
 /// Progress reports one call may send; later ones are dropped.
@@ -48,6 +53,10 @@ pub(crate) struct Interaction {
     asker: Arc<dyn Asker>,
     deadline: Option<Deadline>,
     asks: u32,
+    /// How long the call may wait for answers in all: [`ASK_WAIT`].
+    budget: Duration,
+    /// How long the call has waited for answers so far.
+    waited: Duration,
     reports: u32,
     last_done: Option<f64>,
 }
@@ -76,13 +85,16 @@ impl Interaction {
             asker,
             deadline,
             asks: 0,
+            budget: ASK_WAIT,
+            waited: Duration::ZERO,
             reports: 0,
             last_done: None,
         }
     }
 
     /// Pass a progress report on, if it is well-formed, grows, and fits
-    /// the budget.
+    /// the budget. Its message is one line: a display shows it among the
+    /// host's own lines.
     pub(crate) fn progress(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
         let Some(observer) = &self.observer else {
             return;
@@ -96,7 +108,9 @@ impl Interaction {
         }
         self.reports += 1;
         self.last_done = Some(done);
-        let message = message.map(|m| clip(&plain(&self.secrets.mask(&m)), MAX_PROGRESS_MESSAGE));
+        let message = message
+            .map(|m| printable::one_line(&self.secrets.mask(&m), MAX_PROGRESS_MESSAGE))
+            .filter(|m| !m.is_empty());
         observer.progress(&Progress {
             tool: self.tool.clone(),
             call_id: self.call_id.clone(),
@@ -124,7 +138,7 @@ impl Interaction {
             ));
         }
         self.asks += 1;
-        let schema = answer_schema_of(&answer_schema)
+        let (schema, shown) = answer_schema::read(&answer_schema, &self.secrets)
             .map_err(|e| refused(AskRefusal::InvalidQuestion, e))?;
         let validator = jsonschema::validator_for(&schema).map_err(|e| {
             refused(
@@ -132,49 +146,22 @@ impl Interaction {
                 format!("the answer schema is not valid JSON Schema: {e}"),
             )
         })?;
-        let message = plain(&self.secrets.mask(&question));
+        let message = printable::text(&self.secrets.mask(&question)).into_owned();
         if message.trim().is_empty() {
             return Err(refused(
                 AskRefusal::InvalidQuestion,
-                "the question is empty",
+                "the question is empty (or only characters a person cannot see)",
             ));
         }
         let question = Question {
             tool: self.tool.clone(),
             call_id: self.call_id.clone(),
             message: clip(&message, MAX_QUESTION_CHARS),
-            schema,
+            schema: shown,
         };
-        let answer = {
-            let _paused = self.deadline.as_ref().map(Deadline::pause);
-            tokio::time::timeout(ASK_WAIT, self.asker.ask(&question)).await
-        };
-        let answer = match answer {
-            Err(_) => {
-                return Err(refused(
-                    AskRefusal::Unavailable,
-                    format!(
-                        "nobody answered within {}",
-                        humantime::format_duration(ASK_WAIT)
-                    ),
-                ));
-            }
-            Ok(Answer::Declined) => {
-                return Err(refused(
-                    AskRefusal::Declined,
-                    "the person declined to answer",
-                ));
-            }
-            Ok(Answer::Cancelled) => {
-                return Err(refused(
-                    AskRefusal::Cancelled,
-                    "the person dismissed the question",
-                ));
-            }
-            Ok(Answer::Unavailable(why)) => return Err(refused(AskRefusal::Unavailable, why)),
-            Ok(Answer::Accepted(answer)) => answer,
-        };
+        let answer = self.wait_for(&question).await?;
         if let Some(error) = validator.iter_errors(&answer).next() {
+            let error = self.secrets.mask_owned(error.to_string());
             tracing::warn!(tool = %self.tool, call_id = %self.call_id, error = %error, "an answer did not fit the tool's schema; the tool is told nobody answered");
             return Err(refused(
                 AskRefusal::Unavailable,
@@ -187,138 +174,213 @@ impl Interaction {
         }
         Ok(text)
     }
-}
 
-/// `text` without control characters (newlines and tabs kept): a question
-/// cannot move the cursor, clear the screen or pose as the host's prompt.
-fn plain(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
-        .collect()
-}
-
-/// The answer schema as JSON, if it is one every asker can render: MCP's
-/// elicitation schema, an object whose properties are strings (with an
-/// optional `enum`, `oneOf` of `{const, title}` or legacy `enumNames`),
-/// numbers, integers, booleans, or arrays of such string choices. The
-/// terminal asks for them one by one.
-fn answer_schema_of(text: &str) -> Result<Value, String> {
-    if text.len() > MAX_ANSWER_SCHEMA {
-        return Err(format!(
-            "the answer schema is over {MAX_ANSWER_SCHEMA} bytes"
-        ));
-    }
-    let schema: Value =
-        serde_json::from_str(text).map_err(|e| format!("the answer schema is not JSON: {e}"))?;
-    let hint = r#"write e.g. {"type":"object","properties":{"confirm":{"type":"boolean"}},"required":["confirm"]}"#;
-    if schema.get("type").and_then(Value::as_str) != Some("object") {
-        return Err(format!(
-            "the answer schema must be an object schema; {hint}"
-        ));
-    }
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
-        return Err(format!("the answer schema needs `properties`; {hint}"));
-    };
-    if properties.is_empty() {
-        return Err(format!("the answer schema has no properties; {hint}"));
-    }
-    for (name, property) in properties {
-        match property.get("type").and_then(Value::as_str) {
-            Some("string") => {
-                if let Some(options) = property.get("enum")
-                    && !options
-                        .as_array()
-                        .is_some_and(|o| !o.is_empty() && o.iter().all(Value::is_string))
-                {
-                    return Err(format!("property {name:?}: `enum` must list strings"));
-                }
-                if let Some(options) = property.get("oneOf")
-                    && !is_choice_list(options)
-                {
-                    return Err(format!(
-                        "property {name:?}: `oneOf` must list {{\"const\": \"…\", \"title\": \"…\"}} choices"
-                    ));
-                }
-            }
-            Some("number" | "integer" | "boolean") => {}
-            Some("array") => {
-                let items = property.get("items");
-                let plain = items
-                    .and_then(|i| i.get("enum"))
-                    .and_then(Value::as_array)
-                    .is_some_and(|o| !o.is_empty() && o.iter().all(Value::is_string));
-                let titled = items
-                    .and_then(|i| i.get("anyOf"))
-                    .is_some_and(is_choice_list);
-                if !plain && !titled {
-                    return Err(format!(
-                        "property {name:?}: an array answer must be a multi-select: `items` with a string `enum` or an `anyOf` of {{\"const\", \"title\"}} choices"
-                    ));
-                }
-            }
-            _ => {
-                return Err(format!(
-                    "property {name:?} must be of type string, number, integer, boolean, or an array of string choices (MCP clients ask for nothing else)"
-                ));
-            }
+    /// Put `question` to the asker with the call's clock stopped, within
+    /// what is left of the call's time to wait for answers; the answer, or
+    /// why there is none.
+    async fn wait_for(&mut self, question: &Question) -> Result<serde_json::Value, Refused> {
+        let wait = humantime::format_duration(self.budget);
+        let Some(left) = self
+            .budget
+            .checked_sub(self.waited)
+            .filter(|l| !l.is_zero())
+        else {
+            return Err(refused(
+                AskRefusal::Unavailable,
+                format!(
+                    "this call has waited {wait} for answers already, all one call may wait; \
+                     finish without asking, or ask fewer questions"
+                ),
+            ));
+        };
+        let paused = match &self.deadline {
+            None => None,
+            Some(deadline) => Some(deadline.pause().ok_or_else(|| {
+                refused(
+                    AskRefusal::Unavailable,
+                    "the call's time ran out before the question could be asked; \
+                     ask earlier in the call",
+                )
+            })?),
+        };
+        let asked = Instant::now();
+        let answer = tokio::time::timeout(left, self.asker.ask(question)).await;
+        self.waited += asked.elapsed();
+        drop(paused);
+        match answer {
+            Err(_) => Err(refused(
+                AskRefusal::Unavailable,
+                format!(
+                    "nobody answered in time: one call waits at most {wait} for answers, all its questions together"
+                ),
+            )),
+            Ok(Answer::Declined) => Err(refused(
+                AskRefusal::Declined,
+                "the person declined to answer",
+            )),
+            Ok(Answer::Cancelled) => Err(refused(
+                AskRefusal::Cancelled,
+                "the person dismissed the question",
+            )),
+            Ok(Answer::Unavailable(why)) => Err(refused(AskRefusal::Unavailable, why)),
+            Ok(Answer::Accepted(answer)) => Ok(answer),
         }
     }
-    Ok(schema)
-}
-
-/// A non-empty list of `{"const": "…", "title": "…"}` choices.
-fn is_choice_list(options: &Value) -> bool {
-    options.as_array().is_some_and(|options| {
-        !options.is_empty()
-            && options
-                .iter()
-                .all(|o| o.get("const").is_some_and(Value::is_string))
-    })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use futures::future::BoxFuture;
+    use serde_json::json;
+
     use super::*;
 
-    #[test]
-    fn answer_schemas_are_flat_objects_of_primitives() {
+    /// Answers yes at once, or never; counts the questions it is asked.
+    #[derive(Default)]
+    struct Person {
+        never: bool,
+        asked: Mutex<Vec<Question>>,
+    }
+
+    impl Asker for Person {
+        fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
+            self.asked.lock().unwrap().push(question.clone());
+            Box::pin(async move {
+                if self.never {
+                    std::future::pending::<()>().await;
+                }
+                Answer::Accepted(json!({"ok": true}))
+            })
+        }
+    }
+
+    fn interaction(person: &Arc<Person>, deadline: Option<Deadline>) -> Interaction {
+        Interaction::new(
+            "tool".into(),
+            "call_1".into(),
+            Arc::new(Secrets::new(["sk-live-0123456789"])),
+            None,
+            person.clone(),
+            deadline,
+        )
+    }
+
+    const SCHEMA: &str = r#"{"type":"object","properties":{"ok":{"type":"boolean"}}}"#;
+
+    async fn ask(interaction: &mut Interaction, question: &str) -> Result<String, Refused> {
+        interaction.ask(question.into(), SCHEMA.into()).await
+    }
+
+    #[tokio::test]
+    async fn one_wait_budget_covers_all_of_a_calls_questions() {
+        let person = Arc::new(Person {
+            never: true,
+            ..Person::default()
+        });
+        let mut interaction = interaction(&person, Some(Deadline::new(Duration::from_secs(60))));
+        interaction.budget = Duration::from_millis(50);
+        let first = ask(&mut interaction, "Anyone?").await.unwrap_err();
+        assert_eq!(first.reason, AskRefusal::Unavailable);
         assert!(
-            answer_schema_of(r#"{"type":"object","properties":{"ok":{"type":"boolean"}}}"#).is_ok()
+            first
+                .message
+                .contains("nobody answered in time: one call waits at most 50ms"),
+            "{}",
+            first.message
         );
+        // The budget is the call's, not the question's: the next question
+        // is refused at once, and nobody is asked.
+        let second = ask(&mut interaction, "Still there?").await.unwrap_err();
+        assert_eq!(second.reason, AskRefusal::Unavailable);
         assert!(
-            answer_schema_of(
-                r#"{"type":"object","properties":{"c":{"type":"string","enum":["a","b"]}}}"#
+            second
+                .message
+                .contains("this call has waited 50ms for answers already"),
+            "{}",
+            second.message
+        );
+        assert_eq!(person.asked.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn answers_in_time_leave_the_budget_for_more_questions() {
+        let person = Arc::new(Person::default());
+        let mut interaction = interaction(&person, Some(Deadline::new(Duration::from_secs(60))));
+        for _ in 0..MAX_ASKS {
+            assert_eq!(
+                ask(&mut interaction, "Go?").await.unwrap(),
+                r#"{"ok":true}"#
+            );
+        }
+        let over = ask(&mut interaction, "Go?").await.unwrap_err();
+        assert_eq!(over.reason, AskRefusal::InvalidQuestion);
+    }
+
+    #[tokio::test]
+    async fn no_question_once_the_calls_time_is_up() {
+        let person = Arc::new(Person::default());
+        let mut interaction = interaction(&person, Some(Deadline::new(Duration::ZERO)));
+        let refused = ask(&mut interaction, "Too late?").await.unwrap_err();
+        assert_eq!(refused.reason, AskRefusal::Unavailable);
+        assert!(
+            refused.message.contains("the call's time ran out"),
+            "{}",
+            refused.message
+        );
+        assert!(person.asked.lock().unwrap().is_empty(), "nobody is asked");
+    }
+
+    #[tokio::test]
+    async fn the_question_is_masked_and_printable_and_its_schema_is_the_shown_one() {
+        let person = Arc::new(Person::default());
+        let mut interaction = interaction(&person, None);
+        let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean","title":"Use sk-live-0123456789\u202e?"}}}"#;
+        interaction
+            .ask(
+                "Key sk-live-0123456789?\u{1b}[2J\u{200b}\r\nSure?".into(),
+                schema.into(),
             )
-            .is_ok()
-        );
-        assert!(
-            answer_schema_of(r#"{"type":"string"}"#)
-                .unwrap_err()
-                .contains("object schema")
-        );
-        assert!(
-            answer_schema_of(r#"{"type":"object","properties":{"n":{"type":"object"}}}"#).is_err()
-        );
-        assert!(answer_schema_of(r#"{"type":"object","properties":{"m":{"type":"array","items":{"type":"string","enum":["a"]}}}}"#).is_ok());
-        assert!(answer_schema_of(r#"{"type":"object","properties":{"m":{"type":"array","items":{"anyOf":[{"const":"a","title":"A"}]}}}}"#).is_ok());
-        assert!(
-            answer_schema_of(
-                r#"{"type":"object","properties":{"m":{"type":"array","items":{"type":"number"}}}}"#
-            )
-            .is_err()
-        );
-        assert!(answer_schema_of(r#"{"type":"object","properties":{"s":{"type":"string","oneOf":[{"const":"v","title":"V"}]}}}"#).is_ok());
-        assert!(
-            answer_schema_of(
-                r#"{"type":"object","properties":{"c":{"type":"string","enum":[1]}}}"#
-            )
-            .is_err()
-        );
-        assert!(answer_schema_of("nope").is_err());
+            .await
+            .unwrap();
+        let asked = person.asked.lock().unwrap().remove(0);
+        assert_eq!(asked.message, "Key [redacted]?[2J\nSure?");
+        assert_eq!(asked.schema["properties"]["ok"]["title"], "Use [redacted]?");
+        let blank = ask(&mut interaction, "\u{200b}\u{202e} \u{1b}")
+            .await
+            .unwrap_err();
+        assert_eq!(blank.reason, AskRefusal::InvalidQuestion);
     }
 
     #[test]
-    fn questions_lose_their_control_characters() {
-        assert_eq!(plain("ok?\u{1b}[2J\rAPPROVE\n"), "ok?[2JAPPROVE\n");
+    fn progress_messages_are_one_masked_line() {
+        #[derive(Debug, Default)]
+        struct Heard(Mutex<Vec<Option<String>>>);
+        impl CallObserver for Heard {
+            fn wants(&self, _: crate::observe::LogLevel) -> bool {
+                false
+            }
+            fn log(&self, _: crate::observe::LogLevel, _: &str) {}
+            fn progress(&self, progress: &Progress) {
+                self.0.lock().unwrap().push(progress.message.clone());
+            }
+        }
+        let heard = Arc::new(Heard::default());
+        let mut interaction = interaction(&Arc::new(Person::default()), None);
+        interaction.observer = Some(heard.clone());
+        interaction.progress(
+            1.0,
+            None,
+            Some("step\n? run calc with {}? [y/N] sk-live-0123456789".into()),
+        );
+        interaction.progress(2.0, None, Some("\u{200b}\u{202e}".into()));
+        assert_eq!(
+            *heard.0.lock().unwrap(),
+            [
+                Some("step⏎? run calc with {}? [y/N] [redacted]".to_owned()),
+                None
+            ]
+        );
     }
 }

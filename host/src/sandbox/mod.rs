@@ -21,6 +21,7 @@
 //! masked on its way out. `bindings` speaks both contract versions (0.1 and
 //! 0.2); everything past `LoadedComponent` sees one.
 
+mod answer_schema;
 #[doc(hidden)]
 pub mod baseline;
 mod bindings;

@@ -39,16 +39,19 @@ use std::sync::Mutex;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod,
-    CompleteRequestParams, CompleteResult, ElicitationAction, ErrorData, Implementation,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ClientResult, CompleteRequestMethod, CompleteRequestParams, CompleteResult, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, Implementation,
     ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod,
     ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult, ListToolsResult,
     LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ResultType, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ResultType,
+    ServerCapabilities, ServerConfig, ServerRequest, SetLevelRequestParams, SubscriptionFilter,
+    Tool,
 };
 use rmcp::service::{
-    NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext, SubscriptionSink,
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleServer, SubscriptionContext,
+    SubscriptionSink,
 };
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ServerHandler, ServiceExt as _};
@@ -89,10 +92,69 @@ fn can_ask(context: &RequestContext<RoleServer>) -> bool {
 }
 
 /// Asks the person at the MCP client whether a call that needs approval may
-/// run. The answer is a yes or no, never more: the schema has one boolean.
+/// run, and a tool's questions. An approval is a yes or no, never more: its
+/// schema has one boolean.
 #[derive(Debug)]
 struct AskTheClient {
     peer: Peer<RoleServer>,
+}
+
+/// The most characters of a call's arguments an approval request shows;
+/// past it, the request says how many more there are, so the person knows
+/// what they cannot see.
+const APPROVAL_ARGUMENTS: usize = 4000;
+
+impl AskTheClient {
+    /// Send one `elicitation/create` and wait for the answer, within
+    /// `timeout`. When the wait is dropped before an answer (the call ended,
+    /// or its time to wait for answers ran out), the request is withdrawn
+    /// with `notifications/cancelled`, so the client stops showing a
+    /// question nobody waits for.
+    async fn elicit(
+        &self,
+        params: ElicitRequestParams,
+        timeout: std::time::Duration,
+    ) -> Result<ElicitResult, rmcp::ServiceError> {
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        let handle = self
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
+            .await?;
+        let mut withdraw = Withdraw {
+            peer: handle.peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let answer = handle.await_response().await;
+        // Answered, or timed out (rmcp withdraws those itself).
+        withdraw.id = None;
+        match answer? {
+            ClientResult::ElicitResult(result) => Ok(result),
+            _ => Err(rmcp::ServiceError::UnexpectedResponse),
+        }
+    }
+}
+
+/// Withdraws an elicitation request when dropped while still armed.
+struct Withdraw {
+    peer: Peer<RoleServer>,
+    id: Option<RequestId>,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        runtime.spawn(async move {
+            let withdrawn = CancelledNotificationParam::new(
+                Some(id),
+                Some("the question was withdrawn: the call no longer waits for an answer".into()),
+            );
+            let _ = tokio::time::timeout(NOTIFY_TIMEOUT, peer.notify_cancelled(withdrawn)).await;
+        });
+    }
 }
 
 impl Approver for AskTheClient {
@@ -107,15 +169,16 @@ impl Approver for AskTheClient {
             } else {
                 "the operator asked to approve each call"
             };
+            // Exactly what will run, with nothing in it invisible.
             let arguments = match call.arguments.parse() {
-                Ok(value) => value.to_string(),
+                Ok(value) => crate::printable::json(&value),
                 Err(_) => "(unreadable)".to_owned(),
             };
             let message = format!(
                 "Allow the tool '{}' to run? It needs approval because {why}. It can only use \
                  what its manifest grants. Arguments: {}",
                 crate::outcome::clip(&spec.name, 64),
-                crate::outcome::clip(&arguments, 500)
+                crate::printable::cut_noted(&arguments, APPROVAL_ARGUMENTS)
             );
             let params = serde_json::from_value(serde_json::json!({
                 "mode": "form",
@@ -128,8 +191,7 @@ impl Approver for AskTheClient {
             }))
             .map_err(|e| format!("cannot ask for approval: {e}"))?;
             let answer = self
-                .peer
-                .create_elicitation_with_timeout(params, Some(APPROVAL_TIMEOUT))
+                .elicit(params, APPROVAL_TIMEOUT)
                 .await
                 .map_err(|e| format!("approval could not be asked for: {e}"))?;
             let approved = matches!(answer.action, ElicitationAction::Accept)
@@ -149,10 +211,12 @@ impl Approver for AskTheClient {
 }
 
 /// How long a person has to answer a tool's question (the sandbox bounds
-/// it too, with [`crate::sandbox::ASK_WAIT`]).
+/// it too, with what is left of the call's [`crate::sandbox::ASK_WAIT`]).
 const ASK_TIMEOUT: std::time::Duration = crate::sandbox::ASK_WAIT;
 
 impl Asker for AskTheClient {
+    /// The question and its schema as the host made them safe to show
+    /// (masked, printable, only the keywords of an elicitation form).
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
             let message = format!(
@@ -172,11 +236,7 @@ impl Asker for AskTheClient {
                     ));
                 }
             };
-            match self
-                .peer
-                .create_elicitation_with_timeout(params, Some(ASK_TIMEOUT))
-                .await
-            {
+            match self.elicit(params, ASK_TIMEOUT).await {
                 Err(e) => Answer::Unavailable(format!("the client did not answer: {e}")),
                 Ok(answer) => match answer.action {
                     ElicitationAction::Accept => Answer::Accepted(

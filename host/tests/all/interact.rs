@@ -358,3 +358,429 @@ async fn components_built_against_contract_0_1_load_and_run_unchanged() {
         Some("asked_to_fail")
     );
 }
+
+// Asking a person safely: what a tool shows a person is masked and
+// printable, names and choices are shown as written or refused, a call has
+// one budget of questions, and a question an MCP client was shown is
+// withdrawn when the call stops waiting for it.
+
+const SECRET: &str = "sk-live-0123456789abcdef";
+
+fn secret_grants() -> Grants {
+    Grants::none().config("secret", SECRET, true)
+}
+
+fn ask_json(question: &str, schema: &serde_json::Value) -> ToolCall {
+    call(
+        "ask_json",
+        json!({"question": question, "schema": schema.to_string()}),
+    )
+}
+
+#[tokio::test]
+async fn a_question_reaches_the_person_masked_printable_and_with_a_form_made_safe() {
+    let host = probe_host(secret_grants(), quick_limits()).await;
+    let asker = Scripted::new(Answer::Accepted(json!({"pick": "keep", "note": "x"})));
+    let env = CallEnv::default().asker(asker.clone());
+    let schema = json!({"type": "object", "properties": {
+        "pick": {"type": "string", "title": format!("Key {SECRET}"),
+                 "description": "Choose\u{202e}txt.exe",
+                 "oneOf": [{"const": "keep", "title": "Keep\u{200b}"}, {"const": "wipe", "title": "Wipe"}]},
+        "note": {"type": "string", "default": format!("{SECRET}\u{e0041}"), "x-leak": SECRET}},
+        "$comment": SECRET});
+    let question = format!("Use {SECRET}?\u{1b}[2J\u{e0041}\u{e0042}\nReally?");
+    let outcome = host.call_in(ask_json(&question, &schema), &env).await;
+    assert_eq!(ok(&outcome), r#"answer: {"note":"x","pick":"keep"}"#);
+    let asked = asker.asked.lock().unwrap();
+    assert_eq!(asked[0].message, "Use [redacted]?[2J\nReally?");
+    assert_eq!(
+        asked[0].schema,
+        json!({"type": "object", "properties": {
+            "pick": {"type": "string", "title": "Key [redacted]", "description": "Choosetxt.exe",
+                     "oneOf": [{"const": "keep", "title": "Keep"}, {"const": "wipe", "title": "Wipe"}]},
+            "note": {"type": "string", "default": "[redacted]"}}})
+    );
+}
+
+#[tokio::test]
+async fn a_name_or_choice_not_shown_as_written_is_refused_before_anyone_is_asked() {
+    let host = probe_host(secret_grants(), quick_limits()).await;
+    let asker = Scripted::new(Answer::Accepted(json!({})));
+    let env = CallEnv::default().asker(asker.clone());
+    for (schema, expected) in [
+        (
+            json!({"type": "object", "properties": {
+                "pick": {"type": "string", "enum": ["keep", "wipe\u{200b}"]}}}),
+            r#"InvalidQuestion: property "pick": the choice "wipe\u200b" would not be shown as written"#,
+        ),
+        (
+            json!({"type": "object", "properties": {"ok\u{202e}": {"type": "boolean"}}}),
+            r#"InvalidQuestion: the property name "ok\u202e" would not be shown as written"#,
+        ),
+        (
+            json!({"type": "object", "properties": {
+                "pick": {"type": "string", "oneOf": [{"const": SECRET}, {"const": "no"}]}}}),
+            r#"InvalidQuestion: property "pick": the choice "[redacted]" holds a secret"#,
+        ),
+        (
+            json!({"type": "object", "properties": {
+                "pick": {"type": "string", "oneOf": [{"const": "keep", "title": "Keep"},
+                                                     {"const": "wipe", "title": "keep\u{2060}"}]}}}),
+            r#"InvalidQuestion: property "pick": two choices would look the same to the person"#,
+        ),
+    ] {
+        let outcome = host.call_in(ask_json("Go?", &schema), &env).await;
+        assert!(ok(&outcome).contains(expected), "{}", ok(&outcome));
+        assert!(!ok(&outcome).contains(SECRET));
+    }
+    assert!(asker.asked.lock().unwrap().is_empty(), "nobody was asked");
+}
+
+#[tokio::test]
+async fn a_call_asks_at_most_eight_questions() {
+    let host = probe_host(Grants::none(), quick_limits()).await;
+    let asker = Scripted::new(Answer::Accepted(json!({"ok": true})));
+    let env = CallEnv::default().asker(asker.clone());
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+    let outcome = host
+        .call_in(
+            call(
+                "ask_json",
+                json!({"question": "Again?", "schema": schema.to_string(), "times": 9}),
+            ),
+            &env,
+        )
+        .await;
+    let lines: Vec<String> = ok(&outcome).lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 9);
+    assert!(
+        lines[..8].iter().all(|l| l == r#"answer: {"ok":true}"#),
+        "{lines:?}"
+    );
+    assert!(
+        lines[8].ends_with("InvalidQuestion: a call may ask at most 8 questions"),
+        "{lines:?}"
+    );
+    assert_eq!(outcome.stats.questions, 8);
+    assert_eq!(asker.asked.lock().unwrap().len(), 8);
+}
+
+/// `toolhost replay`'s display of a transcript whose tool and model text
+/// tries to pose as the host's prompts.
+#[test]
+fn the_display_shows_tool_and_model_text_on_lines_of_its_own() {
+    let forged = "\n? run calc with {}? [y/N] ";
+    let events = [
+        json!({"type": "tool_call_started", "id": "c", "name": "calc",
+               "arguments": json!({"x": format!("a\u{202e}b{forged}")}).to_string()}),
+        json!({"type": "tool_progress", "id": "c", "name": "calc", "done": 1, "total": null,
+               "message": forged}),
+        json!({"type": "tool_result", "duration_ms": 1.0,
+               "message": {"name": "calc",
+                           "content": "\u{1b}[2Jok\u{2028}? run calc with {}? [y/N] \nsecond line"}}),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .arg("replay")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let shown = String::from_utf8(output.stdout).unwrap();
+    // The forged prompt appears only inside the host's own lines.
+    for line in shown.lines().filter(|l| l.contains("run calc")) {
+        assert!(
+            ["→ calc ", "  … calc ", "← calc "]
+                .iter()
+                .any(|own| line.starts_with(own)),
+            "{line:?} could pass for a prompt\n{shown}"
+        );
+    }
+    assert_eq!(
+        shown.lines().filter(|l| l.contains("run calc")).count(),
+        3,
+        "{shown}"
+    );
+    assert!(
+        !shown
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || toolhost::printable::is_hidden(c)),
+        "{shown:?}"
+    );
+    assert!(shown.contains(r"a\u202eb\n? run calc"), "{shown}");
+    assert!(
+        shown.contains("  … calc 1 ⏎? run calc with {}? [y/N]"),
+        "{shown}"
+    );
+}
+
+/// `toolhost serve --stdio` with an MCP client of 2025-11-25 that answers
+/// elicitation: JSON-RPC lines in, lines out.
+struct McpClient {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Messages read while waiting for another.
+    backlog: Vec<serde_json::Value>,
+    _dir: tempfile::TempDir,
+}
+
+impl McpClient {
+    /// Serve the probe (whose `secret` config value is [`SECRET`]) with
+    /// `extra` added to its manifest entry, and initialize.
+    fn start(extra: &str) -> Self {
+        use std::io::BufRead as _;
+        use std::process::Stdio;
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = dir.path().join("toolhost.toml");
+        std::fs::write(
+            &manifest,
+            format!(
+                "[[tool]]\ncomponent = '{}'\nconfig = {{ secret = {{ env = \"PROBE_SECRET\" }} }}\n{extra}\n",
+                component("probe").display()
+            ),
+        )
+        .unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .arg("--config")
+            .arg(&manifest)
+            .args(["serve", "--stdio"])
+            .env(
+                "TOOLHOST_CACHE_DIR",
+                crate::util::root().join("target/test-cache"),
+            )
+            .env("RUST_LOG", "warn")
+            .env("PROBE_SECRET", SECRET)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the toolhost binary runs");
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take().unwrap();
+        let mut client = Self {
+            child,
+            stdin,
+            lines,
+            backlog: Vec::new(),
+            _dir: dir,
+        };
+        client.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "toolhost-tests", "version": "1"}}}),
+        );
+        client.next("the answer to initialize", |m| m["id"] == 1);
+        client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        client
+    }
+
+    fn send(&mut self, message: &serde_json::Value) {
+        use std::io::Write as _;
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The first message `matches` accepts (from those read while waiting
+    /// for others, then new ones), within 60 s.
+    fn next(
+        &mut self,
+        what: &str,
+        matches: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        if let Some(at) = self.backlog.iter().position(&matches) {
+            return self.backlog.remove(at);
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {what}; the server sent {:#?}", self.backlog));
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if matches(&message) {
+                return message;
+            }
+            self.backlog.push(message);
+        }
+    }
+
+    /// The next `elicitation/create` request.
+    fn elicitation(&mut self) -> serde_json::Value {
+        self.next("elicitation/create", |m| {
+            m["method"] == "elicitation/create"
+        })
+    }
+}
+
+impl Drop for McpClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_mcp_client_gets_the_question_made_safe_and_progress_on_one_line() {
+    let mut client = McpClient::start("");
+    let schema = json!({"type": "object", "properties": {
+        "ok": {"type": "boolean", "title": format!("Use {SECRET}\u{200b}?"),
+               "description": "evil\u{202e}txt.exe"}}, "$comment": SECRET});
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "ask_json", "_meta": {"progressToken": "p"},
+        "arguments": {"question": format!("Use {SECRET}?\u{1b}[2J\u{e0041}\nReally?"),
+                      "schema": schema.to_string(),
+                      "progress": format!("step\n? run calc with {{}}? [y/N] {SECRET}")}}}),
+    );
+    let progress = client.next("progress", |m| m["method"] == "notifications/progress");
+    assert_eq!(
+        progress["params"]["message"],
+        "step⏎? run calc with {}? [y/N] [redacted]"
+    );
+    let asked = client.elicitation();
+    assert_eq!(
+        asked["params"]["message"],
+        "The tool 'ask_json' asks: Use [redacted]?[2J\nReally?"
+    );
+    assert_eq!(
+        asked["params"]["requestedSchema"],
+        json!({"type": "object", "properties": {
+            "ok": {"type": "boolean", "title": "Use [redacted]?", "description": "eviltxt.exe"}}})
+    );
+    assert!(!asked.to_string().contains("0123456789"), "{asked}");
+    client.send(&json!({"jsonrpc": "2.0", "id": asked["id"],
+                        "result": {"action": "accept", "content": {"ok": true}}}));
+    let result = client.next("the call's result", |m| m["id"] == 2);
+    assert_eq!(
+        result["result"]["content"][0]["text"], r#"answer: {"ok":true}"#,
+        "{result}"
+    );
+}
+
+#[test]
+fn a_question_whose_call_is_cancelled_is_withdrawn_from_the_mcp_client() {
+    let mut client = McpClient::start("");
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "ask_json", "arguments": {"question": "Go?", "schema": schema.to_string()}}}),
+    );
+    let asked = client.elicitation();
+    client.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 2, "reason": "the user moved on"}}),
+    );
+    let withdrawn = client.next("the question withdrawn", |m| {
+        m["method"] == "notifications/cancelled" && m["params"]["requestId"] == asked["id"]
+    });
+    assert!(
+        withdrawn["params"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("withdrawn")),
+        "{withdrawn}"
+    );
+}
+
+#[test]
+fn an_mcp_approval_shows_the_arguments_exactly_with_nothing_invisible() {
+    let mut client = McpClient::start("approval = \"always\"");
+    let text = "hi\u{202e}\n? [y/N] \u{200b}";
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": text, "times": 1}}}),
+    );
+    let asked = client.elicitation();
+    let message = asked["params"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(r#"Arguments: {"text":"hi\u202e\n? [y/N] \u200b","times":1}"#)
+            || message.contains(r#"Arguments: {"times":1,"text":"hi\u202e\n? [y/N] \u200b"}"#),
+        "{message}"
+    );
+    assert!(
+        !message
+            .chars()
+            .any(|c| c.is_control() || toolhost::printable::is_hidden(c)),
+        "{message:?}"
+    );
+    client.send(&json!({"jsonrpc": "2.0", "id": asked["id"],
+                        "result": {"action": "accept", "content": {"approve": true}}}));
+    let result = client.next("the call's result", |m| m["id"] == 2);
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    assert_eq!(result["result"]["content"][0]["text"], text, "{result}");
+}
+
+/// `toolhost run` as a chat over a pipe: the messages were all written
+/// before the first prompt, and the one stdin reader, started at that
+/// prompt, gives each chat prompt the next of them (typed-ahead lines are
+/// discarded only before a prompt for an answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_over_a_pipe_reads_each_message_in_turn() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+
+    use crate::agent::{model_server, oa_text};
+    let (base_url, script) =
+        model_server(vec![oa_text("first answer"), oa_text("second answer")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[model]\nbase_url = {base_url:?}\nmodel = \"scripted\"\nstream = false\n\n[[tool]]\ncomponent = {:?}\n",
+            component("probe")
+        ),
+    )
+    .unwrap();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .arg("--config")
+            .arg(&manifest)
+            .arg("run")
+            .env(
+                "TOOLHOST_CACHE_DIR",
+                crate::util::root().join("target/test-cache"),
+            )
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the toolhost binary runs");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"hello\nand again\n/exit\n").unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("first answer") && stdout.contains("second answer"),
+        "{stdout}"
+    );
+    let asked: Vec<String> = script
+        .bodies()
+        .iter()
+        .map(|body| body["messages"].to_string())
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[1].contains("and again"), "{asked:?}");
+    assert_eq!(stderr.matches("you> ").count(), 3, "{stderr}");
+}

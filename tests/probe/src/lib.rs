@@ -258,6 +258,37 @@ fn ask_badly(_: Nothing) -> Result<Output, ToolError> {
 }
 
 #[derive(Deserialize, JsonSchema)]
+struct AskJson {
+    question: String,
+    /// The answer schema, as JSON text.
+    schema: String,
+    /// How many times to ask.
+    #[serde(default)]
+    times: Option<u32>,
+    /// A progress message to report first.
+    #[serde(default)]
+    progress: Option<String>,
+}
+
+/// Reports `progress`, then asks `question` with a hand-written `schema`,
+/// `times` times (once by default); a line per question: the answer, or
+/// the refusal's reason and message.
+fn ask_json(args: AskJson) -> Result<Output, ToolError> {
+    if let Some(message) = &args.progress {
+        toolhost_guest::progress(1.0, None, Some(message));
+    }
+    let lines: Vec<String> = (0..args.times.unwrap_or(1))
+        .map(
+            |_| match toolhost_guest::ask_json(&args.question, &args.schema) {
+                Ok(answer) => format!("answer: {answer}"),
+                Err(refused) => format!("{:?}: {}", refused.reason, refused.message),
+            },
+        )
+        .collect();
+    Ok(Output::text(lines.join("\n")))
+}
+
+#[derive(Deserialize, JsonSchema)]
 struct Media {
     /// Put the `secret` config value into the image's bytes.
     #[serde(default)]
@@ -729,6 +760,7 @@ toolhost_guest::export_tools! {
     Tool::new("report_progress", "Report progress n times", report_progress),
     Tool::new("ask_confirm", "Ask the person to confirm", ask_confirm),
     Tool::new("ask_badly", "Ask with a schema no client can show", ask_badly),
+    Tool::new("ask_json", "Ask a question with a given answer schema, n times", ask_json),
     Tool::new("ask_cacheable", "Ask to confirm, declared read-only and idempotent", ask_confirm).read_only().idempotent(),
     Tool::new("media", "Return an image and a link", media),
     Tool::new("put", "Set a key in a store", put),
