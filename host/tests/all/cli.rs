@@ -91,6 +91,32 @@ fn batch_from_stdin_answers_every_id_in_order() {
     assert_eq!(messages[3]["is_error"], false);
 }
 
+/// Issue 24: the text and thinking blocks of an Anthropic
+/// `response.content` array given to `call --batch` are no calls, and get
+/// no answers.
+#[test]
+fn a_batch_of_anthropic_content_blocks_answers_its_tool_use_blocks_only() {
+    let content = r#"[
+        {"type":"thinking","thinking":"hm","signature":"s"},
+        {"type":"text","text":"Adding."},
+        {"type":"tool_use","id":"toolu_1","name":"calc","input":{"expression":"1+1"}},
+        {"type":"text","text":"And one more."},
+        {"name":"calc","arguments":{"expression":"2+2"}}
+    ]"#;
+    let output = toolhost(
+        &["call", "--config", EXAMPLES, "--format", "anthropic", "--batch", "-"],
+        Some(content),
+    );
+    let answers = stdout_json(&output);
+    assert_eq!(
+        answers,
+        serde_json::json!([
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "2", "is_error": false},
+            {"type": "tool_result", "tool_use_id": "call_2", "content": "4", "is_error": false},
+        ])
+    );
+}
+
 /// A batch is checked whole before any of its calls runs, wherever it
 /// comes from: a regular file, stdin, or a pipe named as a path.
 #[test]

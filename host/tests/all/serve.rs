@@ -551,6 +551,40 @@ async fn tool_calls_accept_whole_assistant_messages() {
     assert_eq!(got, [("call_x", "7"), ("call_y", "25")]);
 }
 
+/// Issue 24: an Anthropic `response.content` array posted as it is got an
+/// error answer under an invented id (`call_1`) for each text or thinking
+/// block, which the Messages API would refuse on the next request.
+#[tokio::test]
+async fn tool_calls_answer_only_the_tool_use_blocks_of_an_anthropic_content_array() {
+    let server = Server::start(&manifest(None), &[]);
+    let content = json!([
+        {"type": "thinking", "thinking": "two sums", "signature": "sig"},
+        {"type": "text", "text": "Let me compute both."},
+        {"type": "tool_use", "id": "toolu_a", "name": "calc", "input": {"expression": "1+1"}},
+        {"type": "redacted_thinking", "data": "opaque"},
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        {"type": "tool_use", "id": "toolu_b", "name": "calc", "input": {"expression": "2*3"}},
+    ]);
+    let answers = server.answers("?format=anthropic", &content).await;
+    assert_eq!(
+        answers,
+        [
+            json!({"type": "tool_result", "tool_use_id": "toolu_a", "content": "2", "is_error": false}),
+            json!({"type": "tool_result", "tool_use_id": "toolu_b", "content": "6", "is_error": false}),
+        ]
+    );
+    // A block of a type no reader knows is still refused, with an answer.
+    let answers = server
+        .answers("", &json!([{"type": "text", "text": "hi"}, {"type": "picture"}]))
+        .await;
+    assert_eq!(answers.len(), 1, "{answers:#?}");
+    assert_eq!(answers[0]["tool_call_id"], "call_1");
+    assert_eq!(answers[0]["error"]["type"], "invalid_arguments");
+    let message = answers[0]["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("tool call #2 "), "{message}");
+}
+
 // 2. Requests that cannot be read: 4xx with a JSON error that says the fix.
 
 #[tokio::test]
