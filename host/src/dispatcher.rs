@@ -36,7 +36,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
-use crate::arguments::{ArgumentSchema, ComponentSchemas, Invalid};
+use crate::arguments::{CompiledSchema, ComponentSchemas, Invalid};
 use crate::manifest::{Approval, ComponentConfig, Manifest};
 use crate::observe::{Asker, CallObserver, NobodyToAsk};
 use crate::outcome::{CallError, CallStats, ErrorType, Outcome, ToolOutput, clip};
@@ -232,11 +232,14 @@ const MAX_LOGGED_ARGUMENTS: usize = 2048;
 /// The most tools one component may provide.
 pub const MAX_TOOLS_PER_COMPONENT: usize = 256;
 
-/// A tool, its component and its compiled input schema.
+/// A tool, its component and its compiled schemas.
 struct Entry {
     spec: ToolSpec,
     component: usize,
-    schema: ArgumentSchema,
+    schema: CompiledSchema,
+    /// Its output schema, when it declares one: structured output is
+    /// checked against it before any client sees it.
+    output: Option<CompiledSchema>,
     /// Its results are cached: the component opted in, and the tool is
     /// read-only and idempotent.
     cached: bool,
@@ -719,7 +722,7 @@ impl ToolHost {
             .await
         {
             Ok(_) => {}
-            Err(Invalid::Arguments(message)) => {
+            Err(Invalid::Mismatch(message)) => {
                 return fail(CallError::new(ErrorType::InvalidArguments, message));
             }
             Err(Invalid::TimedOut) => {
@@ -781,10 +784,18 @@ impl ToolHost {
             .await
             .expect("semaphore open");
         let queue_wait = queued.elapsed();
-        let ran = slot
+        let running = Instant::now();
+        let mut ran = slot
             .loaded
             .call(&call.name, &text, &call.id, remaining, side)
             .await;
+        if let (Ok(output), Some(schema)) = (&mut ran.result, &entry.output) {
+            // What is left of the call's time.
+            let left = remaining.saturating_sub(running.elapsed());
+            if let Err(error) = checked_output(schema, output, left, limits.timeout).await {
+                ran.result = Err(error);
+            }
+        }
         // A result a person had a say in is that person's answer, not the
         // tool's for these arguments: never reused.
         if let (Some(cache), Ok(output), 0) = (cache, &ran.result, ran.questions) {
@@ -886,6 +897,59 @@ fn cacheable(config: &ComponentConfig, tools: &mut [Entry]) -> Result<(), String
         );
     }
     Ok(())
+}
+
+/// The `tool_kind` of a structured output that does not fit the tool's
+/// output schema.
+pub const INVALID_OUTPUT: &str = "invalid_output";
+
+/// Check `output`'s structured output against the tool's output `schema`
+/// within `left`, the rest of the call's time (of `timeout` in all).
+///
+/// A mismatch is the tool's fault, and calling again with the same
+/// arguments gives the same output: a `tool_error` of kind
+/// [`INVALID_OUTPUT`], not retryable, naming the first place that does not
+/// fit. It is never passed on as a success: MCP clients must be able to
+/// trust `structuredContent` to fit `outputSchema`, and the other formats
+/// carry the same outcome. A result without structured output is left to
+/// the edge (MCP answers it with an error; other formats need none).
+///
+/// # Errors
+///
+/// The typed error that replaces the result.
+async fn checked_output(
+    schema: &CompiledSchema,
+    output: &mut ToolOutput,
+    left: std::time::Duration,
+    timeout: std::time::Duration,
+) -> Result<(), CallError> {
+    let Some(structured) = output.structured.take() else {
+        return Ok(());
+    };
+    match schema.check_output(structured, left).await {
+        Ok(structured) => {
+            output.structured = Some(structured);
+            Ok(())
+        }
+        Err(Invalid::Mismatch(problem)) => {
+            tracing::warn!(problem = %problem, "the tool's structured output does not fit its output schema");
+            Err(CallError {
+                kind: ErrorType::ToolError,
+                message: format!(
+                    "its structured output does not fit its output schema ({problem}); the tool must be fixed"
+                ),
+                retryable: false,
+                tool_kind: Some(INVALID_OUTPUT.to_owned()),
+            })
+        }
+        Err(Invalid::TimedOut) => Err(CallError::new(
+            ErrorType::Timeout,
+            format!(
+                "timed out after {} while checking its structured output against its output schema",
+                humantime::format_duration(timeout)
+            ),
+        )),
+    }
 }
 
 /// A spawned call that is aborted if its batch is dropped before it ends.
@@ -994,24 +1058,40 @@ fn validate_spec(
         serde_json::from_str(text)
             .map_err(|e| format!("tool {:?}: its {what} is not JSON: {e}", raw.name))
     };
-    let input_schema = parse("input-schema", &raw.input_schema)?;
+    // Normalised once, here: every format that lists the tool, and the
+    // argument check, read the same schema (see crate::schema).
+    let mut input_schema = parse("input-schema", &raw.input_schema)?;
+    crate::schema::normalize_integer_formats(&mut input_schema);
     if input_schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err(format!(
             "tool {:?}: its input-schema must describe an object (\"type\": \"object\"): models send arguments as an object",
             raw.name
         ));
     }
-    let schema = ArgumentSchema::compile(&input_schema, schemas).map_err(|e| {
+    let schema = CompiledSchema::compile(&input_schema, schemas).map_err(|e| {
         format!(
             "tool {:?}: its input-schema is not valid JSON Schema: {e}",
             raw.name
         )
     })?;
-    let output_schema = raw
+    let mut output_schema = raw
         .output_schema
         .as_deref()
         .map(|text| parse("output-schema", text))
         .transpose()?;
+    let output = match &mut output_schema {
+        Some(output_schema) => {
+            crate::schema::normalize_integer_formats(output_schema);
+            let compiled = CompiledSchema::compile(output_schema, schemas).map_err(|e| {
+                format!(
+                    "tool {:?}: its output-schema is not valid JSON Schema: {e}",
+                    raw.name
+                )
+            })?;
+            Some(compiled)
+        }
+        None => None,
+    };
     let title = match raw.title {
         None => crate::wire::definitions::title(&raw.name),
         Some(title)
@@ -1042,13 +1122,160 @@ fn validate_spec(
         },
         component,
         schema,
+        output,
         cached: false,
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
     use super::*;
+
+    fn raw(input: Value, output: Option<Value>) -> RawSpec {
+        RawSpec {
+            name: "t".into(),
+            title: None,
+            description: "A tool for tests".into(),
+            input_schema: input.to_string(),
+            output_schema: output.map(|o| o.to_string()),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+            open_world: false,
+        }
+    }
+
+    /// Issue 24: integer formats clients do not know are replaced at load
+    /// by the bounds they stand for, in the schema every format lists and
+    /// the one arguments are checked against alike.
+    #[tokio::test]
+    async fn integer_formats_become_bounds_that_are_listed_and_checked() {
+        let input = json!({"type": "object", "properties": {
+            "port": {"type": "integer", "format": "uint16", "minimum": 0, "maximum": 65535},
+            "count": {"type": "integer", "format": "uint32", "minimum": 0},
+            "offset": {"type": "integer", "format": "int64"},
+        }});
+        let output =
+            json!({"type": "object", "properties": {"n": {"type": "integer", "format": "uint8"}}});
+        let entry = validate_spec(
+            raw(input, Some(output)),
+            0,
+            &mut ComponentSchemas::default(),
+        )
+        .unwrap();
+        let listed = crate::wire::definitions::tool_definition(
+            &entry.spec,
+            crate::wire::definitions::Format::Mcp,
+        );
+        assert_eq!(
+            listed["inputSchema"]["properties"]["count"],
+            json!({"type": "integer", "minimum": 0, "maximum": 4_294_967_295_u64})
+        );
+        assert!(
+            listed["inputSchema"]["properties"]["port"]
+                .get("format")
+                .is_none()
+        );
+        assert_eq!(
+            listed["inputSchema"]["properties"]["offset"]["format"],
+            "int64"
+        );
+        assert_eq!(listed["outputSchema"]["properties"]["n"]["maximum"], 255);
+        // What the model is shown is what is checked.
+        let over = json!({"count": 4_294_967_296_u64});
+        match entry.schema.check(over, 24, Duration::from_secs(5)).await {
+            Err(Invalid::Mismatch(message)) => assert!(message.contains("at /count"), "{message}"),
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_output_schema_that_is_no_json_schema_is_a_load_error() {
+        let error = validate_spec(
+            raw(json!({"type": "object"}), Some(json!({"type": 5}))),
+            0,
+            &mut ComponentSchemas::default(),
+        )
+        .err()
+        .unwrap();
+        assert!(
+            error.contains("its output-schema is not valid JSON Schema"),
+            "{error}"
+        );
+    }
+
+    fn output(structured: Value) -> ToolOutput {
+        ToolOutput {
+            structured: Some(structured),
+            ..ToolOutput::text("text")
+        }
+    }
+
+    fn compiled(schema: Value) -> CompiledSchema {
+        CompiledSchema::compile(&schema, &mut ComponentSchemas::default()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn structured_output_that_does_not_fit_is_a_tool_error_naming_where() {
+        let schema = compiled(
+            json!({"type": "object", "properties": {"port": {"type": "integer"}}, "required": ["port"]}),
+        );
+        let forever = Duration::from_secs(60);
+        let mut fits = output(json!({"port": 1}));
+        assert_eq!(
+            checked_output(&schema, &mut fits, forever, forever).await,
+            Ok(())
+        );
+        assert_eq!(fits.structured, Some(json!({"port": 1})), "kept as it was");
+        let mut wrong = output(json!({"port": "eighty", "extra": [1, 2]}));
+        let error = checked_output(&schema, &mut wrong, forever, forever)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ErrorType::ToolError);
+        assert_eq!(error.tool_kind.as_deref(), Some(INVALID_OUTPUT));
+        assert!(!error.retryable, "the same call gives the same output");
+        assert!(error.message.contains("at /port"), "{}", error.message);
+        // One problem named, briefly, of two.
+        let two = compiled(json!({"type": "object", "required": ["port", "name"]}));
+        let error = checked_output(&two, &mut output(json!({})), forever, forever)
+            .await
+            .unwrap_err();
+        assert!(
+            error.message.contains("\"port\"") != error.message.contains("\"name\""),
+            "{}",
+            error.message
+        );
+        // No structured output: nothing to check here (MCP's edge answers
+        // a tool that declares an output schema and gives none).
+        let mut none = ToolOutput::text("text");
+        assert_eq!(
+            checked_output(&schema, &mut none, forever, forever).await,
+            Ok(())
+        );
+    }
+
+    /// A costly schema is checked off the async workers under what is left
+    /// of the call's time: none left is a timeout, never a success.
+    #[tokio::test]
+    async fn checking_output_past_the_calls_deadline_is_a_timeout() {
+        let schema = compiled(json!({"$ref": "#/$defs/n", "$defs": {"n": {"type": "integer"}}}));
+        let mut late = output(json!(1));
+        let error = checked_output(&schema, &mut late, Duration::ZERO, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ErrorType::Timeout);
+        assert!(
+            error
+                .message
+                .contains("timed out after 2s while checking its structured output"),
+            "{}",
+            error.message
+        );
+    }
 
     #[test]
     fn names_follow_what_providers_accept() {

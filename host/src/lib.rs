@@ -52,6 +52,7 @@ pub mod observe;
 pub mod outcome;
 mod result_cache;
 pub mod sandbox;
+mod schema;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod stores;

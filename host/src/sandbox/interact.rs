@@ -208,8 +208,11 @@ fn answer_schema_of(text: &str) -> Result<Value, String> {
             "the answer schema is over {MAX_ANSWER_SCHEMA} bytes"
         ));
     }
-    let schema: Value =
+    let mut schema: Value =
         serde_json::from_str(text).map_err(|e| format!("the answer schema is not JSON: {e}"))?;
+    // Shown to MCP clients as the elicitation's schema: no integer format
+    // they do not know (see crate::schema).
+    crate::schema::normalize_integer_formats(&mut schema);
     let hint = r#"write e.g. {"type":"object","properties":{"confirm":{"type":"boolean"}},"required":["confirm"]}"#;
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err(format!(
