@@ -11,6 +11,7 @@ use super::{
     ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
 };
 use crate::wire::definitions::{Format, tool_definition};
+use crate::wire::providers::{self, Provider};
 
 /// The API version this client speaks.
 const API_VERSION: &str = "2023-06-01";
@@ -119,6 +120,7 @@ impl Wire for Anthropic {
 /// The conversation in Anthropic's shape: user and assistant messages
 /// alternate, tool results of a turn share one user message, before any text.
 fn messages(conversation: &[Message]) -> Vec<Value> {
+    let mut fitted = super::fitted_tool_results(conversation, Provider::Anthropic);
     let mut out: Vec<Value> = Vec::new();
     for message in conversation.iter().filter(|m| !m.is_empty_turn()) {
         match message {
@@ -155,13 +157,15 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
                 tool_call_id,
                 content,
                 is_error,
-                blocks,
                 ..
             } => {
+                // What Anthropic takes of the blocks is decided for the
+                // whole request; a text-only result has none.
+                let blocks = fitted.next().unwrap_or_default();
                 let content = if blocks.is_empty() {
-                    json!(content)
+                    providers::anthropic_text(content)
                 } else {
-                    crate::wire::results::anthropic_content(blocks)
+                    providers::anthropic_blocks(&blocks)
                 };
                 let block = json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content, "is_error": is_error});
                 match out.last_mut() {
@@ -365,6 +369,60 @@ async fn read_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outcome::ContentBlock;
+    use crate::wire::image::tests::png_of;
+
+    /// A tool's answer holding `blocks`, as the agent loop records it.
+    fn answer(id: &str, blocks: Vec<crate::outcome::ContentBlock>) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: "draw".into(),
+            content: crate::wire::providers::as_text(&blocks),
+            is_error: false,
+            blocks,
+        }
+    }
+
+    fn image(mime_type: &str, data: Vec<u8>) -> crate::outcome::ContentBlock {
+        crate::outcome::ContentBlock::Image(crate::outcome::Media {
+            mime_type: mime_type.into(),
+            data: data.into(),
+        })
+    }
+
+    /// Issue 24: what Anthropic refuses never goes out: empty text blocks,
+    /// an empty result, an image over its size limit.
+    #[test]
+    fn tool_results_hold_only_what_the_api_takes() {
+        let conversation = [
+            answer(
+                "a",
+                vec![
+                    ContentBlock::Text(String::new()),
+                    image("image/png", png_of(9000, 10, 0)),
+                    image("image/jpeg", png_of(10, 10, 0)),
+                ],
+            ),
+            Message::Tool {
+                tool_call_id: "b".into(),
+                name: "noop".into(),
+                content: String::new(),
+                is_error: false,
+                blocks: Vec::new(),
+            },
+        ];
+        let out = messages(&conversation);
+        let results = out[0]["content"].as_array().unwrap();
+        let first = results[0]["content"].as_array().unwrap();
+        assert_eq!(first.len(), 2, "{first:?}");
+        assert_eq!(
+            first[0]["text"],
+            "[image dropped: image/png, 9000x10 px; Anthropic takes images up to 8000x8000 px]"
+        );
+        // Sent under the type its bytes have.
+        assert_eq!(first[1]["source"]["media_type"], "image/png");
+        assert_eq!(results[1]["content"], "(no output)");
+    }
 
     #[test]
     fn tool_results_of_a_turn_share_one_user_message_first() {

@@ -551,6 +551,58 @@ async fn tool_calls_accept_whole_assistant_messages() {
     assert_eq!(got, [("call_x", "7"), ("call_y", "25")]);
 }
 
+/// Issue 24: `?format=openai` answers in OpenAI's own shapes: a `tool`
+/// message of text per call, exactly the fields the API takes, in order,
+/// then one `user` message carrying the images; and each provider's
+/// answers hold only the images it takes.
+#[tokio::test]
+async fn tool_calls_answer_in_openai_shapes_and_each_provider_gets_images_it_takes() {
+    let server = Server::start(&manifest(Some(LONG_PROBE)), &[]);
+    let batch = json!([
+        {"id": "m1", "name": "media", "args": {"size": 64}},
+        {"id": "c1", "name": "calc", "args": {"expression": "6*7"}},
+        {"id": "m2", "name": "media", "args": {"size": 100}},
+    ]);
+    let answers = server.answers("?format=openai", &batch).await;
+    assert_eq!(answers.len(), 4, "{answers:#?}");
+    assert_eq!(
+        answers[1],
+        json!({"role": "tool", "tool_call_id": "c1", "content": "42"})
+    );
+    assert_eq!(answers[0]["role"], "tool");
+    assert_eq!(answers[0]["tool_call_id"], "m1");
+    assert_eq!(
+        answers[0]["content"],
+        "a picture\n[image: image/png, 64 B]\n[resource r: https://example.org/r (a resource)]"
+    );
+    assert_eq!(answers[0].as_object().unwrap().len(), 3, "{}", answers[0]);
+    let images = &answers[3];
+    assert_eq!(images["role"], "user");
+    let parts = images["content"].as_array().unwrap();
+    let kinds: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["text", "image_url", "text", "image_url"]);
+    assert_eq!(parts[2]["text"], "Image returned by tool call m2:");
+    assert!(
+        parts[3]["image_url"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("data:image/png;base64,iVBORw0KGgo"),
+        "{}",
+        parts[3]
+    );
+    // An image over Anthropic's 5 MiB (as base64) reads as a line saying
+    // why; MCP clients, which have no such limit, get it whole.
+    let big = json!([{"type": "tool_use", "id": "toolu_big", "name": "media", "input": {"size": 4_000_000}}]);
+    let answers = server.answers("?format=anthropic", &big).await;
+    let content = answers[0]["content"].as_array().unwrap();
+    assert_eq!(
+        content[1],
+        json!({"type": "text", "text": "[image dropped: image/png, 3.8 MiB; Anthropic takes images up to 3.75 MiB (5 MiB as base64)]"})
+    );
+    let answers = server.answers("?format=mcp", &big).await;
+    assert_eq!(answers[0]["content"][1]["type"], "image");
+}
+
 /// Issue 24: an Anthropic `response.content` array posted as it is got an
 /// error answer under an invented id (`call_1`) for each text or thinking
 /// block, which the Messages API would refuse on the next request.
@@ -576,7 +628,10 @@ async fn tool_calls_answer_only_the_tool_use_blocks_of_an_anthropic_content_arra
     );
     // A block of a type no reader knows is still refused, with an answer.
     let answers = server
-        .answers("", &json!([{"type": "text", "text": "hi"}, {"type": "picture"}]))
+        .answers(
+            "",
+            &json!([{"type": "text", "text": "hi"}, {"type": "picture"}]),
+        )
         .await;
     assert_eq!(answers.len(), 1, "{answers:#?}");
     assert_eq!(answers[0]["tool_call_id"], "call_1");
