@@ -36,7 +36,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use crate::outcome::clip;
+use crate::outcome::{CallError, ErrorType, INVALID_OUTPUT, ToolOutput, clip};
 
 /// Arguments at most this long are checked inline against a plain schema.
 const INLINE_BYTES: usize = 4096;
@@ -213,6 +213,55 @@ impl CompiledSchema {
             )),
             Err(_) => Err(Invalid::TimedOut),
         }
+    }
+}
+
+/// Check `output`'s structured output against the tool's output `schema`
+/// within `left`, the rest of the call's time (of `timeout` in all).
+///
+/// A mismatch is the tool's fault, and calling again with the same
+/// arguments gives the same output: a `tool_error` of kind
+/// [`INVALID_OUTPUT`], not retryable, naming the first place that does not
+/// fit. It is never passed on as a success: MCP clients must be able to
+/// trust `structuredContent` to fit `outputSchema`, and the other formats
+/// carry the same outcome. A result without structured output is left to
+/// the edge (MCP answers it with an error; other formats need none).
+///
+/// # Errors
+///
+/// The typed error that replaces the result.
+pub(crate) async fn check_structured(
+    schema: &CompiledSchema,
+    output: &mut ToolOutput,
+    left: Duration,
+    timeout: Duration,
+) -> Result<(), CallError> {
+    let Some(structured) = output.structured.take() else {
+        return Ok(());
+    };
+    match schema.check_output(structured, left).await {
+        Ok(structured) => {
+            output.structured = Some(structured);
+            Ok(())
+        }
+        Err(Invalid::Mismatch(problem)) => {
+            tracing::warn!(problem = %problem, "the tool's structured output does not fit its output schema");
+            Err(CallError {
+                kind: ErrorType::ToolError,
+                message: format!(
+                    "its structured output does not fit its output schema ({problem}); the tool must be fixed"
+                ),
+                retryable: false,
+                tool_kind: Some(INVALID_OUTPUT.to_owned()),
+            })
+        }
+        Err(Invalid::TimedOut) => Err(CallError::new(
+            ErrorType::Timeout,
+            format!(
+                "timed out after {} while checking its structured output against its output schema",
+                humantime::format_duration(timeout)
+            ),
+        )),
     }
 }
 
@@ -481,6 +530,75 @@ mod tests {
             result,
             Err(Invalid::TimedOut | Invalid::Mismatch(_)) | Ok(_)
         ));
+    }
+
+    fn output(structured: Value) -> ToolOutput {
+        ToolOutput {
+            structured: Some(structured),
+            ..ToolOutput::text("text")
+        }
+    }
+
+    fn compiled(schema: Value) -> CompiledSchema {
+        CompiledSchema::compile(&schema, &mut ComponentSchemas::default()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn structured_output_that_does_not_fit_is_a_tool_error_naming_where() {
+        let schema = compiled(
+            json!({"type": "object", "properties": {"port": {"type": "integer"}}, "required": ["port"]}),
+        );
+        let forever = Duration::from_secs(60);
+        let mut fits = output(json!({"port": 1}));
+        assert_eq!(
+            check_structured(&schema, &mut fits, forever, forever).await,
+            Ok(())
+        );
+        assert_eq!(fits.structured, Some(json!({"port": 1})), "kept as it was");
+        let mut wrong = output(json!({"port": "eighty", "extra": [1, 2]}));
+        let error = check_structured(&schema, &mut wrong, forever, forever)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ErrorType::ToolError);
+        assert_eq!(error.tool_kind.as_deref(), Some(INVALID_OUTPUT));
+        assert!(!error.retryable, "the same call gives the same output");
+        assert!(error.message.contains("at /port"), "{}", error.message);
+        // One problem named, briefly, of two.
+        let two = compiled(json!({"type": "object", "required": ["port", "name"]}));
+        let error = check_structured(&two, &mut output(json!({})), forever, forever)
+            .await
+            .unwrap_err();
+        assert!(
+            error.message.contains("\"port\"") != error.message.contains("\"name\""),
+            "{}",
+            error.message
+        );
+        // No structured output: nothing to check here (MCP's edge answers
+        // a tool that declares an output schema and gives none).
+        let mut none = ToolOutput::text("text");
+        assert_eq!(
+            check_structured(&schema, &mut none, forever, forever).await,
+            Ok(())
+        );
+    }
+
+    /// A costly schema is checked off the async workers under what is left
+    /// of the call's time: none left is a timeout, never a success.
+    #[tokio::test]
+    async fn checking_output_past_the_calls_deadline_is_a_timeout() {
+        let schema = compiled(json!({"$ref": "#/$defs/n", "$defs": {"n": {"type": "integer"}}}));
+        let mut late = output(json!(1));
+        let error = check_structured(&schema, &mut late, Duration::ZERO, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ErrorType::Timeout);
+        assert!(
+            error
+                .message
+                .contains("timed out after 2s while checking its structured output"),
+            "{}",
+            error.message
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
-use crate::arguments::{CompiledSchema, ComponentSchemas, Invalid};
+use crate::arguments::{CompiledSchema, ComponentSchemas, Invalid, check_structured};
 use crate::manifest::{Approval, ComponentConfig, Manifest};
 use crate::observe::{Asker, CallObserver, NobodyToAsk};
 use crate::outcome::{CallError, CallStats, ErrorType, Outcome, ToolOutput, clip};
@@ -711,91 +711,36 @@ impl ToolHost {
         let entry = &self.inner.entries[index];
         let slot = &self.inner.slots[entry.component];
         let limits = &slot.config.limits;
-        let started = Instant::now();
-        let (arguments, text) = match self.arguments(call, limits.max_arguments) {
-            Ok(parsed) => parsed,
-            Err(message) => return fail(CallError::new(ErrorType::InvalidArguments, message)),
+        let (text, remaining) = match self.checked_arguments(call, entry, limits).await {
+            Ok(checked) => checked,
+            Err(error) => return fail(error),
         };
-        match entry
-            .schema
-            .check(arguments, text.len(), limits.timeout)
-            .await
-        {
-            Ok(_) => {}
-            Err(Invalid::Mismatch(message)) => {
-                return fail(CallError::new(ErrorType::InvalidArguments, message));
-            }
-            Err(Invalid::TimedOut) => {
-                return fail(CallError::new(
-                    ErrorType::Timeout,
-                    format!(
-                        "timed out after {} while checking its arguments against its input schema",
-                        humantime::format_duration(limits.timeout)
-                    ),
-                ));
-            }
-        };
-        // Checking the arguments spent part of the call's time.
-        let Some(remaining) = limits.timeout.checked_sub(started.elapsed()) else {
-            return fail(CallError::new(
-                ErrorType::Timeout,
-                format!(
-                    "timed out after {}",
-                    humantime::format_duration(limits.timeout)
-                ),
-            ));
-        };
-        let mut approval_wait = std::time::Duration::ZERO;
-        if self.needs_approval(&call.name) {
-            let asked = Instant::now();
-            let answer = approver.approve(call, &entry.spec).await;
-            approval_wait = asked.elapsed();
-            if let Err(reason) = answer {
+        let approval_wait = match self.approval(call, entry, approver).await {
+            Ok(waited) => waited,
+            Err((reason, waited)) => {
                 let mut outcome = fail(CallError::new(ErrorType::DeniedByUser, reason));
-                outcome.stats.approval_wait = approval_wait;
+                outcome.stats.approval_wait = waited;
                 return outcome;
             }
-        }
+        };
         let context = side.context.clone();
         let cache = slot.cache.as_ref().filter(|_| entry.cached);
         if let Some(output) =
             cache.and_then(|cache| cache.get(&call.name, &text, context.as_deref()))
         {
+            let stats = CallStats {
+                approval_wait,
+                cached: true,
+                ..CallStats::default()
+            };
             return Outcome {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 result: Ok(ToolOutput::clone(&output)),
-                stats: CallStats {
-                    approval_wait,
-                    cached: true,
-                    ..CallStats::default()
-                },
+                stats,
             };
         }
-        // Semaphores are never closed, so acquiring cannot fail.
-        // The component's own permit first: calls queued behind one busy
-        // tool must not hold global permits that other tools could use.
-        let queued = Instant::now();
-        let _local = slot.permits.acquire().await.expect("semaphore open");
-        let _global = self
-            .inner
-            .in_flight
-            .acquire()
-            .await
-            .expect("semaphore open");
-        let queue_wait = queued.elapsed();
-        let running = Instant::now();
-        let mut ran = slot
-            .loaded
-            .call(&call.name, &text, &call.id, remaining, side)
-            .await;
-        if let (Ok(output), Some(schema)) = (&mut ran.result, &entry.output) {
-            // What is left of the call's time.
-            let left = remaining.saturating_sub(running.elapsed());
-            if let Err(error) = checked_output(schema, output, left, limits.timeout).await {
-                ran.result = Err(error);
-            }
-        }
+        let (ran, queue_wait) = self.in_instance(call, entry, &text, remaining, side).await;
         // A result a person had a say in is that person's answer, not the
         // tool's for these arguments: never reused.
         if let (Some(cache), Ok(output), 0) = (cache, &ran.result, ran.questions) {
@@ -814,6 +759,112 @@ impl ToolHost {
                 ..CallStats::default()
             },
         }
+    }
+
+    /// Run the call in a fresh instance, once the component and the host
+    /// have room for one (how long that took is returned too); its
+    /// structured output checked against the tool's output schema in what
+    /// is left of `remaining`.
+    async fn in_instance(
+        &self,
+        call: &ToolCall,
+        entry: &Entry,
+        text: &str,
+        remaining: std::time::Duration,
+        side: CallSide,
+    ) -> (crate::sandbox::Ran, std::time::Duration) {
+        let slot = &self.inner.slots[entry.component];
+        // Semaphores are never closed, so acquiring cannot fail.
+        // The component's own permit first: calls queued behind one busy
+        // tool must not hold global permits that other tools could use.
+        let queued = Instant::now();
+        let _local = slot.permits.acquire().await.expect("semaphore open");
+        let _global = self
+            .inner
+            .in_flight
+            .acquire()
+            .await
+            .expect("semaphore open");
+        let queue_wait = queued.elapsed();
+        let running = Instant::now();
+        let mut ran = slot
+            .loaded
+            .call(&call.name, text, &call.id, remaining, side)
+            .await;
+        if let (Ok(output), Some(schema)) = (&mut ran.result, &entry.output) {
+            // What is left of the call's time.
+            let left = remaining.saturating_sub(running.elapsed());
+            let timeout = slot.config.limits.timeout;
+            if let Err(error) = check_structured(schema, output, left, timeout).await {
+                ran.result = Err(error);
+            }
+        }
+        (ran, queue_wait)
+    }
+
+    /// Ask `approver` when the tool needs approval: how long that took, or
+    /// why the call was refused and how long that took.
+    async fn approval(
+        &self,
+        call: &ToolCall,
+        entry: &Entry,
+        approver: &dyn Approver,
+    ) -> Result<std::time::Duration, (String, std::time::Duration)> {
+        if !self.needs_approval(&call.name) {
+            return Ok(std::time::Duration::ZERO);
+        }
+        let asked = Instant::now();
+        let answer = approver.approve(call, &entry.spec).await;
+        let waited = asked.elapsed();
+        answer.map(|()| waited).map_err(|reason| (reason, waited))
+    }
+
+    /// The JSON text of the call's arguments, checked against the tool's
+    /// input schema, and what is left of the call's time after checking.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_arguments` naming what does not fit, or `timeout`.
+    async fn checked_arguments(
+        &self,
+        call: &ToolCall,
+        entry: &Entry,
+        limits: &crate::limits::Limits,
+    ) -> Result<(String, std::time::Duration), CallError> {
+        let started = Instant::now();
+        let (arguments, text) = self
+            .arguments(call, limits.max_arguments)
+            .map_err(|message| CallError::new(ErrorType::InvalidArguments, message))?;
+        let timed_out = |doing: &str| {
+            CallError::new(
+                ErrorType::Timeout,
+                format!(
+                    "timed out after {}{doing}",
+                    humantime::format_duration(limits.timeout)
+                ),
+            )
+        };
+        match entry
+            .schema
+            .check(arguments, text.len(), limits.timeout)
+            .await
+        {
+            Ok(_) => {}
+            Err(Invalid::Mismatch(message)) => {
+                return Err(CallError::new(ErrorType::InvalidArguments, message));
+            }
+            Err(Invalid::TimedOut) => {
+                return Err(timed_out(
+                    " while checking its arguments against its input schema",
+                ));
+            }
+        };
+        // Checking the arguments spent part of the call's time.
+        let remaining = limits
+            .timeout
+            .checked_sub(started.elapsed())
+            .ok_or_else(|| timed_out(""))?;
+        Ok((text, remaining))
     }
 
     /// The call's arguments parsed, and the JSON text the tool is given
@@ -897,59 +948,6 @@ fn cacheable(config: &ComponentConfig, tools: &mut [Entry]) -> Result<(), String
         );
     }
     Ok(())
-}
-
-/// The `tool_kind` of a structured output that does not fit the tool's
-/// output schema.
-pub const INVALID_OUTPUT: &str = "invalid_output";
-
-/// Check `output`'s structured output against the tool's output `schema`
-/// within `left`, the rest of the call's time (of `timeout` in all).
-///
-/// A mismatch is the tool's fault, and calling again with the same
-/// arguments gives the same output: a `tool_error` of kind
-/// [`INVALID_OUTPUT`], not retryable, naming the first place that does not
-/// fit. It is never passed on as a success: MCP clients must be able to
-/// trust `structuredContent` to fit `outputSchema`, and the other formats
-/// carry the same outcome. A result without structured output is left to
-/// the edge (MCP answers it with an error; other formats need none).
-///
-/// # Errors
-///
-/// The typed error that replaces the result.
-async fn checked_output(
-    schema: &CompiledSchema,
-    output: &mut ToolOutput,
-    left: std::time::Duration,
-    timeout: std::time::Duration,
-) -> Result<(), CallError> {
-    let Some(structured) = output.structured.take() else {
-        return Ok(());
-    };
-    match schema.check_output(structured, left).await {
-        Ok(structured) => {
-            output.structured = Some(structured);
-            Ok(())
-        }
-        Err(Invalid::Mismatch(problem)) => {
-            tracing::warn!(problem = %problem, "the tool's structured output does not fit its output schema");
-            Err(CallError {
-                kind: ErrorType::ToolError,
-                message: format!(
-                    "its structured output does not fit its output schema ({problem}); the tool must be fixed"
-                ),
-                retryable: false,
-                tool_kind: Some(INVALID_OUTPUT.to_owned()),
-            })
-        }
-        Err(Invalid::TimedOut) => Err(CallError::new(
-            ErrorType::Timeout,
-            format!(
-                "timed out after {} while checking its structured output against its output schema",
-                humantime::format_duration(timeout)
-            ),
-        )),
-    }
 }
 
 /// A spawned call that is aborted if its batch is dropped before it ends.
@@ -1205,75 +1203,6 @@ mod tests {
         assert!(
             error.contains("its output-schema is not valid JSON Schema"),
             "{error}"
-        );
-    }
-
-    fn output(structured: Value) -> ToolOutput {
-        ToolOutput {
-            structured: Some(structured),
-            ..ToolOutput::text("text")
-        }
-    }
-
-    fn compiled(schema: Value) -> CompiledSchema {
-        CompiledSchema::compile(&schema, &mut ComponentSchemas::default()).unwrap()
-    }
-
-    #[tokio::test]
-    async fn structured_output_that_does_not_fit_is_a_tool_error_naming_where() {
-        let schema = compiled(
-            json!({"type": "object", "properties": {"port": {"type": "integer"}}, "required": ["port"]}),
-        );
-        let forever = Duration::from_secs(60);
-        let mut fits = output(json!({"port": 1}));
-        assert_eq!(
-            checked_output(&schema, &mut fits, forever, forever).await,
-            Ok(())
-        );
-        assert_eq!(fits.structured, Some(json!({"port": 1})), "kept as it was");
-        let mut wrong = output(json!({"port": "eighty", "extra": [1, 2]}));
-        let error = checked_output(&schema, &mut wrong, forever, forever)
-            .await
-            .unwrap_err();
-        assert_eq!(error.kind, ErrorType::ToolError);
-        assert_eq!(error.tool_kind.as_deref(), Some(INVALID_OUTPUT));
-        assert!(!error.retryable, "the same call gives the same output");
-        assert!(error.message.contains("at /port"), "{}", error.message);
-        // One problem named, briefly, of two.
-        let two = compiled(json!({"type": "object", "required": ["port", "name"]}));
-        let error = checked_output(&two, &mut output(json!({})), forever, forever)
-            .await
-            .unwrap_err();
-        assert!(
-            error.message.contains("\"port\"") != error.message.contains("\"name\""),
-            "{}",
-            error.message
-        );
-        // No structured output: nothing to check here (MCP's edge answers
-        // a tool that declares an output schema and gives none).
-        let mut none = ToolOutput::text("text");
-        assert_eq!(
-            checked_output(&schema, &mut none, forever, forever).await,
-            Ok(())
-        );
-    }
-
-    /// A costly schema is checked off the async workers under what is left
-    /// of the call's time: none left is a timeout, never a success.
-    #[tokio::test]
-    async fn checking_output_past_the_calls_deadline_is_a_timeout() {
-        let schema = compiled(json!({"$ref": "#/$defs/n", "$defs": {"n": {"type": "integer"}}}));
-        let mut late = output(json!(1));
-        let error = checked_output(&schema, &mut late, Duration::ZERO, Duration::from_secs(2))
-            .await
-            .unwrap_err();
-        assert_eq!(error.kind, ErrorType::Timeout);
-        assert!(
-            error
-                .message
-                .contains("timed out after 2s while checking its structured output"),
-            "{}",
-            error.message
         );
     }
 
