@@ -55,10 +55,11 @@ use crate::tool_call::{Arguments, IdSet, ToolCall};
 /// one assistant message (see the [module docs](self) for the shapes).
 ///
 /// Returns one call per element of an array (per entry of `tool_calls`),
-/// in order; content blocks that are no call for this host (text,
-/// thinking, the tools Anthropic runs itself and their results: see
-/// [`not_for_the_host`]) are skipped, in an array as in a message's
-/// `content`, and get no answer. An element that fits no accepted shape
+/// in order; content blocks that are no call for this host (`text`,
+/// `thinking`, `redacted_thinking`, and the tools Anthropic runs itself
+/// and their results: `server_tool_use`, `mcp_tool_use`, `container_upload`,
+/// `*_tool_result`)
+/// are skipped, in an array as in a message's `content`, and get no answer. An element that fits no accepted shape
 /// becomes a call with [`Arguments::Malformed`], keeping its own id and
 /// name when they can be read from it; its message names the element by
 /// its place in the input (`tool call #3`, `content block #3`). Calls
