@@ -11,7 +11,7 @@ use super::{
     ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
 };
 use crate::wire::definitions::{Format, tool_definition};
-use crate::wire::providers::{self, Provider};
+use crate::wire::providers::{self, Vendor};
 
 /// The API version this client speaks.
 const API_VERSION: &str = "2023-06-01";
@@ -120,7 +120,7 @@ impl Wire for Anthropic {
 /// The conversation in Anthropic's shape: user and assistant messages
 /// alternate, tool results of a turn share one user message, before any text.
 fn messages(conversation: &[Message]) -> Vec<Value> {
-    let mut fitted = super::fitted_tool_results(conversation, Provider::Anthropic);
+    let mut fitted = super::fitted_tool_results(conversation, Vendor::Anthropic);
     let mut out: Vec<Value> = Vec::new();
     for message in conversation.iter().filter(|m| !m.is_empty_turn()) {
         match message {

@@ -105,11 +105,11 @@ impl Message {
 }
 
 /// The blocks of every tool result in `conversation`, in order, as
-/// `provider` takes them in one request (see
+/// `vendor` takes them in one request (see
 /// [`crate::wire::providers::fit_request`]); a text-only result has none.
 pub(crate) fn fitted_tool_results(
     conversation: &[Message],
-    provider: crate::wire::providers::Provider,
+    vendor: crate::wire::providers::Vendor,
 ) -> std::vec::IntoIter<Vec<crate::outcome::ContentBlock>> {
     let results: Vec<&[crate::outcome::ContentBlock]> = conversation
         .iter()
@@ -118,7 +118,7 @@ pub(crate) fn fitted_tool_results(
             _ => None,
         })
         .collect();
-    crate::wire::providers::fit_request(provider, &results).into_iter()
+    crate::wire::providers::fit_request(vendor, &results).into_iter()
 }
 
 /// A tool call as the model wrote it.

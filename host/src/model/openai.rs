@@ -8,7 +8,7 @@ use super::{
     ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
 };
 use crate::wire::definitions::{Format, tool_definition};
-use crate::wire::providers::{self, Provider};
+use crate::wire::providers::{self, Vendor};
 
 /// The OpenAI chat-completions wire format: `POST {base_url}/chat/completions`.
 #[derive(Debug)]
@@ -87,7 +87,7 @@ impl Wire for OpenAI {
 /// message, each after a line naming its call. What OpenAI takes of them
 /// is decided in [`crate::wire::providers`], for the whole request.
 fn messages(conversation: &[Message]) -> Vec<Value> {
-    let mut fitted = super::fitted_tool_results(conversation, Provider::OpenAI);
+    let mut fitted = super::fitted_tool_results(conversation, Vendor::OpenAI);
     let mut out = Vec::with_capacity(conversation.len());
     let mut images: Vec<Value> = Vec::new();
     for m in conversation.iter().filter(|m| !m.is_empty_turn()) {

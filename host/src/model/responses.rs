@@ -21,7 +21,7 @@ use super::{
     ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
 };
 use crate::outcome::ContentBlock;
-use crate::wire::providers::{self, Provider};
+use crate::wire::providers::{self, Vendor};
 
 /// The Responses API wire format.
 #[derive(Debug)]
@@ -109,7 +109,7 @@ impl Wire for OpenAIResponses {
 
 /// The conversation as input items.
 fn input(conversation: &[Message]) -> Vec<Value> {
-    let mut fitted = super::fitted_tool_results(conversation, Provider::OpenAI);
+    let mut fitted = super::fitted_tool_results(conversation, Vendor::OpenAI);
     let mut items = Vec::with_capacity(conversation.len());
     for message in conversation.iter().filter(|m| !m.is_empty_turn()) {
         match message {

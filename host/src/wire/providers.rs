@@ -1,4 +1,4 @@
-//! What each model provider takes in a tool result, in one place: the
+//! What each model vendor takes in a tool result, in one place: the
 //! answers `toolhost call --format` and `POST /v1/tool_calls?format=` give,
 //! and the requests the agent loop sends, are both filtered here.
 //!
@@ -15,7 +15,7 @@
 //! the older, lower count holds for all.)
 //!
 //! An image's type is read from its bytes ([`super::image`]), so one sent
-//! under the wrong media type goes under its own. A block a provider cannot
+//! under the wrong media type goes under its own. A block a vendor cannot
 //! take is never lost silently: it is replaced by a line of text saying
 //! what was dropped and why, e.g. `[image dropped: image/svg+xml, 2 KiB;
 //! OpenAI takes PNG, JPEG, WebP and still GIF images]`. Other blocks
@@ -29,10 +29,10 @@ use serde_json::{Value, json};
 use super::image::{ImageInfo, sniff};
 use crate::outcome::{ContentBlock, Media, ResourceContents};
 
-/// A model provider's API, for what a tool result sent to it may hold.
+/// A model vendor's API, for what a tool result sent to it may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Provider {
+pub enum Vendor {
     /// OpenAI chat completions and the Responses API (and the servers
     /// compatible with them).
     OpenAI,
@@ -40,7 +40,7 @@ pub enum Provider {
     Anthropic,
 }
 
-/// One provider's limits on images.
+/// One vendor's limits on images.
 struct Rules {
     name: &'static str,
     /// Media types it takes.
@@ -95,7 +95,7 @@ const ANTHROPIC: Rules = Rules {
     crowded: Some((20, 2000)),
 };
 
-impl Provider {
+impl Vendor {
     fn rules(self) -> &'static Rules {
         match self {
             Self::OpenAI => &OPENAI,
@@ -104,20 +104,20 @@ impl Provider {
     }
 }
 
-/// The images of one request counted so far against its provider's
+/// The images of one request counted so far against its vendor's
 /// limits on images per request.
 #[derive(Debug, Clone)]
 pub struct ImageBudget {
-    provider: Provider,
+    vendor: Vendor,
     images: usize,
     bytes: usize,
 }
 
 impl ImageBudget {
     /// Nothing counted yet.
-    pub fn new(provider: Provider) -> Self {
+    pub fn new(vendor: Vendor) -> Self {
         Self {
-            provider,
+            vendor,
             images: 0,
             bytes: 0,
         }
@@ -126,7 +126,7 @@ impl ImageBudget {
     /// Count one more image of `bytes`, or say why the request has no room
     /// for it.
     fn admit(&mut self, bytes: usize) -> Result<(), String> {
-        let rules = self.provider.rules();
+        let rules = self.vendor.rules();
         if self.images >= rules.max_images {
             return Err(format!(
                 "a request to {} carries at most {} images",
@@ -145,26 +145,20 @@ impl ImageBudget {
     }
 }
 
-/// `blocks`, one tool result's content, as `provider` takes them: each
+/// `blocks`, one tool result's content, as `vendor` takes them: each
 /// image checked on its own (its type read from its bytes, its size) and
 /// counted against the request's `budget`; an image that does not pass is
 /// a line of text saying why. For Anthropic, text blocks that are empty or
 /// blank are left out (the API refuses them; they say nothing).
-pub fn fit(
-    provider: Provider,
-    blocks: &[ContentBlock],
-    budget: &mut ImageBudget,
-) -> Vec<ContentBlock> {
+pub fn fit(vendor: Vendor, blocks: &[ContentBlock], budget: &mut ImageBudget) -> Vec<ContentBlock> {
     blocks
         .iter()
         .filter_map(|block| match block {
-            ContentBlock::Text(text)
-                if provider == Provider::Anthropic && text.trim().is_empty() =>
-            {
+            ContentBlock::Text(text) if vendor == Vendor::Anthropic && text.trim().is_empty() => {
                 None
             }
             ContentBlock::Image(media) => Some(
-                match image(provider.rules(), media).and_then(|info| {
+                match image(vendor.rules(), media).and_then(|info| {
                     budget
                         .admit(media.data.len())
                         .map(|()| info)
@@ -183,20 +177,20 @@ pub fn fit(
 }
 
 /// The tool results of one request (in the conversation's order), as
-/// `provider` takes them: each as [`fit`] makes it, newest first against
+/// `vendor` takes them: each as [`fit`] makes it, newest first against
 /// one budget for the whole request, so that a long conversation keeps
 /// its latest images when it has more than a request may carry. For
 /// Anthropic, a request of more than 20 images then takes none over
 /// 2000×2000 px.
-pub fn fit_request(provider: Provider, results: &[&[ContentBlock]]) -> Vec<Vec<ContentBlock>> {
-    let mut budget = ImageBudget::new(provider);
+pub fn fit_request(vendor: Vendor, results: &[&[ContentBlock]]) -> Vec<Vec<ContentBlock>> {
+    let mut budget = ImageBudget::new(vendor);
     let mut fitted: Vec<Vec<ContentBlock>> = results
         .iter()
         .rev()
-        .map(|blocks| fit(provider, blocks, &mut budget))
+        .map(|blocks| fit(vendor, blocks, &mut budget))
         .collect();
     fitted.reverse();
-    let rules = provider.rules();
+    let rules = vendor.rules();
     if let Some((most, side)) = rules.crowded
         && budget.images > most
     {
@@ -276,7 +270,7 @@ pub const NO_OUTPUT: &str = "(no output)";
 /// `tool_result`, fitted first ([`fit`]): text, image and document blocks,
 /// and a line of text for what the API cannot take; never empty.
 pub fn anthropic_content(blocks: &[ContentBlock], budget: &mut ImageBudget) -> Value {
-    anthropic_blocks(&fit(Provider::Anthropic, blocks, budget))
+    anthropic_blocks(&fit(Vendor::Anthropic, blocks, budget))
 }
 
 /// Blocks already fitted for Anthropic, in its shapes.
@@ -396,8 +390,8 @@ mod tests {
         }
     }
 
-    fn fit_one(provider: Provider, block: ContentBlock) -> ContentBlock {
-        let mut fitted = fit(provider, &[block], &mut ImageBudget::new(provider));
+    fn fit_one(vendor: Vendor, block: ContentBlock) -> ContentBlock {
+        let mut fitted = fit(vendor, &[block], &mut ImageBudget::new(vendor));
         assert_eq!(fitted.len(), 1);
         fitted.remove(0)
     }
@@ -408,28 +402,28 @@ mod tests {
             "image/svg+xml",
             &b"<svg xmlns='http://www.w3.org/2000/svg'/>"[..],
         );
-        for provider in [Provider::OpenAI, Provider::Anthropic] {
-            let note = dropped(&fit_one(provider, svg.clone())).to_owned();
+        for vendor in [Vendor::OpenAI, Vendor::Anthropic] {
+            let note = dropped(&fit_one(vendor, svg.clone())).to_owned();
             assert!(
                 note.contains("image/svg+xml") && note.contains("is not a PNG, JPEG, GIF or WebP"),
                 "{note}"
             );
             // A still GIF goes to both.
             assert!(matches!(
-                fit_one(provider, image("image/gif", gif_of(1))),
+                fit_one(vendor, image("image/gif", gif_of(1))),
                 ContentBlock::Image(_)
             ));
         }
         // An animated GIF: OpenAI takes only still ones, Anthropic takes
         // it (and reads its first frame).
-        let note = dropped(&fit_one(Provider::OpenAI, image("image/gif", gif_of(2)))).to_owned();
+        let note = dropped(&fit_one(Vendor::OpenAI, image("image/gif", gif_of(2)))).to_owned();
         assert!(
             note.contains("an animated GIF")
                 && note.contains("OpenAI takes PNG, JPEG, WebP and still GIF images"),
             "{note}"
         );
         assert!(matches!(
-            fit_one(Provider::Anthropic, image("image/gif", gif_of(2))),
+            fit_one(Vendor::Anthropic, image("image/gif", gif_of(2))),
             ContentBlock::Image(_)
         ));
     }
@@ -438,8 +432,8 @@ mod tests {
     /// under the type its bytes have.
     #[test]
     fn an_image_goes_under_the_type_its_bytes_have() {
-        for provider in [Provider::OpenAI, Provider::Anthropic] {
-            match fit_one(provider, image("image/jpeg", png_of(4, 4, 0))) {
+        for vendor in [Vendor::OpenAI, Vendor::Anthropic] {
+            match fit_one(vendor, image("image/jpeg", png_of(4, 4, 0))) {
                 ContentBlock::Image(media) => assert_eq!(media.mime_type, "image/png"),
                 other => panic!("{other:?}"),
             }
@@ -451,11 +445,11 @@ mod tests {
         let largest = png_of(100, 100, ANTHROPIC.max_bytes - 33);
         assert_eq!(BASE64.encode(&largest).len(), 5 << 20);
         assert!(matches!(
-            fit_one(Provider::Anthropic, image("image/png", largest)),
+            fit_one(Vendor::Anthropic, image("image/png", largest)),
             ContentBlock::Image(_)
         ));
         let note = dropped(&fit_one(
-            Provider::Anthropic,
+            Vendor::Anthropic,
             image("image/png", png_of(100, 100, ANTHROPIC.max_bytes - 32)),
         ))
         .to_owned();
@@ -466,13 +460,13 @@ mod tests {
         // OpenAI takes that one.
         assert!(matches!(
             fit_one(
-                Provider::OpenAI,
+                Vendor::OpenAI,
                 image("image/png", png_of(100, 100, ANTHROPIC.max_bytes))
             ),
             ContentBlock::Image(_)
         ));
         let note = dropped(&fit_one(
-            Provider::Anthropic,
+            Vendor::Anthropic,
             image("image/png", png_of(8001, 10, 0)),
         ))
         .to_owned();
@@ -481,10 +475,7 @@ mod tests {
             "{note}"
         );
         assert!(matches!(
-            fit_one(
-                Provider::Anthropic,
-                image("image/png", png_of(8000, 8000, 0))
-            ),
+            fit_one(Vendor::Anthropic, image("image/png", png_of(8000, 8000, 0))),
             ContentBlock::Image(_)
         ));
     }
@@ -492,7 +483,7 @@ mod tests {
     #[test]
     fn openai_takes_images_up_to_20_mb() {
         let note = dropped(&fit_one(
-            Provider::OpenAI,
+            Vendor::OpenAI,
             image("image/png", png_of(10, 10, 20_000_000)),
         ))
         .to_owned();
@@ -505,9 +496,9 @@ mod tests {
         let small = image("image/png", png_of(1, 1, 0));
         let blocks = vec![small.clone(); 101];
         let fitted = fit(
-            Provider::Anthropic,
+            Vendor::Anthropic,
             &blocks,
-            &mut ImageBudget::new(Provider::Anthropic),
+            &mut ImageBudget::new(Vendor::Anthropic),
         );
         assert!(
             fitted[..100]
@@ -521,9 +512,9 @@ mod tests {
         // after it may still fit.
         let big = image("image/png", Bytes::from(png_of(10, 10, 19_000_000)));
         let fitted = fit(
-            Provider::OpenAI,
+            Vendor::OpenAI,
             &[big.clone(), big.clone(), big, small],
-            &mut ImageBudget::new(Provider::OpenAI),
+            &mut ImageBudget::new(Vendor::OpenAI),
         );
         assert!(
             dropped(&fitted[2]).contains("a request to OpenAI carries at most 50 MB of images")
@@ -539,7 +530,7 @@ mod tests {
         let small = image("image/png", png_of(1, 1, 0));
         let results: Vec<Vec<ContentBlock>> = (0..101).map(|_| vec![small.clone()]).collect();
         let borrowed: Vec<&[ContentBlock]> = results.iter().map(Vec::as_slice).collect();
-        let fitted = fit_request(Provider::Anthropic, &borrowed);
+        let fitted = fit_request(Vendor::Anthropic, &borrowed);
         assert!(
             dropped(&fitted[0][0]).contains("at most 100 images"),
             "the oldest gives way"
@@ -554,13 +545,13 @@ mod tests {
         let mut results: Vec<Vec<ContentBlock>> = (0..20).map(|_| vec![small.clone()]).collect();
         results.push(vec![wide.clone()]);
         let borrowed: Vec<&[ContentBlock]> = results.iter().map(Vec::as_slice).collect();
-        let fitted = fit_request(Provider::Anthropic, &borrowed);
+        let fitted = fit_request(Vendor::Anthropic, &borrowed);
         let note = dropped(&fitted[20][0]);
         assert!(note.contains("2500x100 px; a request to Anthropic of more than 20 images takes none over 2000x2000 px"), "{note}");
         // Twenty images in all: the wide one stays; OpenAI has no such rule.
-        let fitted = fit_request(Provider::Anthropic, &borrowed[1..]);
+        let fitted = fit_request(Vendor::Anthropic, &borrowed[1..]);
         assert!(matches!(fitted[19][0], ContentBlock::Image(_)));
-        let fitted = fit_request(Provider::OpenAI, &borrowed);
+        let fitted = fit_request(Vendor::OpenAI, &borrowed);
         assert!(matches!(fitted[20][0], ContentBlock::Image(_)));
     }
 
@@ -571,7 +562,7 @@ mod tests {
             ContentBlock::Text(" \n\t".into()),
             ContentBlock::Text("kept".into()),
         ];
-        let mut budget = ImageBudget::new(Provider::Anthropic);
+        let mut budget = ImageBudget::new(Vendor::Anthropic);
         assert_eq!(
             anthropic_content(&blocks, &mut budget),
             json!([{"type": "text", "text": "kept"}])
@@ -584,9 +575,9 @@ mod tests {
         assert_eq!(anthropic_text("0"), json!("0"));
         // OpenAI keeps text as it is.
         let fitted = fit(
-            Provider::OpenAI,
+            Vendor::OpenAI,
             &blocks,
-            &mut ImageBudget::new(Provider::OpenAI),
+            &mut ImageBudget::new(Vendor::OpenAI),
         );
         assert_eq!(fitted.len(), 3);
     }

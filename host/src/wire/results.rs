@@ -30,7 +30,7 @@ use serde_json::{Map, Value, json};
 use crate::dispatcher::ToolSpec;
 use crate::outcome::{CallError, ContentBlock, Outcome, ResourceContents};
 use crate::wire::definitions::mcp_structured;
-use crate::wire::providers::{self, ImageBudget, Provider};
+use crate::wire::providers::{self, ImageBudget, Vendor};
 
 /// A wire format for results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -110,8 +110,8 @@ impl Answers {
     /// No answer given yet.
     pub fn new(format: Format) -> Self {
         let budget = match format {
-            Format::OpenAI => Some(ImageBudget::new(Provider::OpenAI)),
-            Format::Anthropic => Some(ImageBudget::new(Provider::Anthropic)),
+            Format::OpenAI => Some(ImageBudget::new(Vendor::OpenAI)),
+            Format::Anthropic => Some(ImageBudget::new(Vendor::Anthropic)),
             Format::ToolMessage | Format::Mcp => None,
         };
         Self {
@@ -186,7 +186,7 @@ pub fn anthropic_tool_result(outcome: &Outcome, budget: &mut ImageBudget) -> Val
 fn openai_messages(outcome: &Outcome, budget: &mut ImageBudget) -> (Value, Vec<Value>) {
     match &outcome.result {
         Ok(output) if !output.is_text_only() => {
-            let fitted = providers::fit(Provider::OpenAI, &output.content, budget);
+            let fitted = providers::fit(Vendor::OpenAI, &output.content, budget);
             let message =
                 providers::openai_tool_message(&outcome.call_id, &providers::as_text(&fitted));
             (
