@@ -125,6 +125,9 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
     for message in conversation.iter().filter(|m| !m.is_empty_turn()) {
         match message {
             Message::System { .. } => {}
+            // The API refuses a text block that is empty or blank: such a
+            // message says nothing, and is left out.
+            Message::User { content } if content.trim().is_empty() => {}
             Message::User { content } => {
                 let block = json!({"type": "text", "text": content});
                 match out.last_mut() {
@@ -139,7 +142,9 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
                 ..
             } => {
                 let mut blocks = Vec::new();
-                if !content.is_empty() {
+                // Models often write a blank line before their tool calls;
+                // the API refuses it sent back as a text block.
+                if !content.trim().is_empty() {
                     blocks.push(json!({"type": "text", "text": content}));
                 }
                 for call in tool_calls {
@@ -151,7 +156,9 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
                         .unwrap_or_else(|| json!({}));
                     blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
                 }
-                out.push(json!({"role": "assistant", "content": blocks}));
+                if !blocks.is_empty() {
+                    out.push(json!({"role": "assistant", "content": blocks}));
+                }
             }
             Message::Tool {
                 tool_call_id,
@@ -388,6 +395,56 @@ mod tests {
             mime_type: mime_type.into(),
             data: data.into(),
         })
+    }
+
+    /// Issue 24: a blank line before a tool call, or a blank turn, is no
+    /// text block the API would refuse.
+    #[test]
+    fn blank_text_never_becomes_a_text_block() {
+        let conversation = [
+            Message::user("go"),
+            Message::Assistant {
+                content: "\n\n".into(),
+                tool_calls: vec![AssistantToolCall {
+                    id: "a".into(),
+                    name: "calc".into(),
+                    arguments: "{}".into(),
+                }],
+                provider_items: vec![],
+            },
+            Message::Tool {
+                tool_call_id: "a".into(),
+                name: "calc".into(),
+                content: "1".into(),
+                is_error: false,
+                blocks: Vec::new(),
+            },
+            Message::Assistant {
+                content: " ".into(),
+                tool_calls: vec![],
+                provider_items: vec![],
+            },
+            Message::user("  "),
+            Message::user("and now?"),
+        ];
+        let out = messages(&conversation);
+        let roles: Vec<&str> = out.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "user"]);
+        assert_eq!(out[1]["content"].as_array().unwrap().len(), 1);
+        assert_eq!(out[1]["content"][0]["type"], "tool_use");
+        let last = out[2]["content"].as_array().unwrap();
+        assert_eq!(last[0]["type"], "tool_result");
+        assert_eq!(last[1], json!({"type": "text", "text": "and now?"}));
+        for message in &out {
+            for block in message["content"].as_array().unwrap() {
+                if block["type"] == "text" {
+                    assert!(
+                        !block["text"].as_str().unwrap().trim().is_empty(),
+                        "{out:?}"
+                    );
+                }
+            }
+        }
     }
 
     /// Issue 24: what Anthropic refuses never goes out: empty text blocks,
