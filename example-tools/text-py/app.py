@@ -53,14 +53,14 @@ def word_count(text: str) -> Output:
 
 
 @tool(read_only=True, idempotent=True)
-def slugify(text: str, separator: Annotated[str, Schema(maxLength=1)] = "-") -> str:
+def slugify(text: str, separator: Annotated[str, Schema(maxLength=1)]) -> str:
     """Turn a text into a URL-safe slug: lowercase ASCII letters and digits
     joined by a separator, e.g. "Hello, World!" -> "hello-world".
 
     Args:
         text: The text to turn into a slug.
-        separator: Placed between words; empty joins them directly. "-" when
-            not given.
+        separator: Placed between words, usually "-"; empty joins them
+            directly.
     """
     # Fold accents to their base letters ("café" -> "cafe") and drop whatever
     # has no ASCII form, so slugs are safe in URLs and file names.

@@ -828,7 +828,7 @@ impl Agent {
 /// The structured answer in `text`, if it satisfies `schema`: JSON,
 /// possibly inside a Markdown code fence (small models add one).
 async fn check_answer(
-    schema: &crate::arguments::ArgumentSchema,
+    schema: &crate::arguments::CompiledSchema,
     text: &str,
 ) -> Result<Value, String> {
     let trimmed = text.trim();
@@ -841,7 +841,7 @@ async fn check_answer(
         serde_json::from_str(unfenced).map_err(|e| format!("it is not JSON ({e})"))?;
     match schema.check(value, unfenced.len(), ANSWER_CHECK_TIME).await {
         Ok(value) => Ok(value),
-        Err(crate::arguments::Invalid::Arguments(problem)) => Err(problem),
+        Err(crate::arguments::Invalid::Mismatch(problem)) => Err(problem),
         Err(crate::arguments::Invalid::TimedOut) => {
             Err("checking it against the schema took too long".into())
         }

@@ -1,8 +1,10 @@
-//! Checking a call's arguments against its tool's input schema, at a cost
-//! the host can bound.
+//! Checking a call's arguments against its tool's input schema, and a
+//! tool's structured output against its output schema, at a cost the host
+//! can bound.
 //!
 //! Both sides are untrusted: the schema comes from the component (which may
-//! be hostile) and the arguments from the model. So:
+//! be hostile), the arguments from the model and the output from the
+//! component. So (for outputs as for arguments):
 //! - arguments over the tool's `max_arguments` are refused before they are
 //!   parsed;
 //! - they must be a JSON object, whatever the schema says (a schema with
@@ -34,7 +36,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use crate::outcome::clip;
+use crate::outcome::{CallError, ErrorType, INVALID_OUTPUT, ToolOutput, clip};
 
 /// Arguments at most this long are checked inline against a plain schema.
 const INLINE_BYTES: usize = 4096;
@@ -77,8 +79,8 @@ const COSTLY: &[&str] = &[
     "contentSchema",
 ];
 
-/// A tool's compiled input schema.
-pub(crate) struct ArgumentSchema {
+/// A tool's compiled input or output schema.
+pub(crate) struct CompiledSchema {
     validator: Arc<jsonschema::Validator>,
     /// No keyword in [`COSTLY`]: validation is linear in schema and input.
     plain: bool,
@@ -103,7 +105,7 @@ impl Default for ComponentSchemas {
     }
 }
 
-impl ArgumentSchema {
+impl CompiledSchema {
     /// Compile `schema` with the bounded regex engine.
     ///
     /// # Errors
@@ -140,7 +142,7 @@ impl ArgumentSchema {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Arguments`] with a message for the model, or
+    /// [`Invalid::Mismatch`] with a message for the model, or
     /// [`Invalid::TimedOut`] when checking took longer than the call may.
     pub(crate) async fn check(
         &self,
@@ -149,13 +151,47 @@ impl ArgumentSchema {
         timeout: Duration,
     ) -> Result<Value, Invalid> {
         if !arguments.is_object() {
-            return Err(Invalid::Arguments(format!(
+            return Err(Invalid::Mismatch(format!(
                 "arguments must be a JSON object, not {}",
                 kind(&arguments)
             )));
         }
+        self.validate(arguments, size, MAX_LISTED, timeout).await
+    }
+
+    /// Check a tool's structured `output` within `timeout`; a mismatch names
+    /// only the first problem (a tool's fault, for its author to fix from
+    /// the log).
+    ///
+    /// # Errors
+    ///
+    /// As [`CompiledSchema::check`].
+    pub(crate) async fn check_output(
+        &self,
+        output: Value,
+        timeout: Duration,
+    ) -> Result<Value, Invalid> {
+        let size = json_size(&output, INLINE_BYTES + 1);
+        self.validate(output, size, 1, timeout).await
+    }
+
+    /// Check `value` (whose JSON text is `size` bytes), listing at most
+    /// `most` problems: inline when the schema is plain and the value
+    /// small, otherwise on the blocking pool, one check per component at a
+    /// time, within `timeout`.
+    async fn validate(
+        &self,
+        value: Value,
+        size: usize,
+        most: usize,
+        timeout: Duration,
+    ) -> Result<Value, Invalid> {
         if self.plain && size <= INLINE_BYTES {
-            return problems(&self.validator, &arguments, true).map(|()| arguments);
+            return problems(&self.validator, &value, true, most).map(|()| value);
+        }
+        // With no time left, a costly check is not started at all.
+        if timeout.is_zero() {
+            return Err(Invalid::TimedOut);
         }
         let validator = self.validator.clone();
         let turn = self.turn.clone();
@@ -166,32 +202,109 @@ impl ArgumentSchema {
             let turn = turn.acquire_owned().await;
             tokio::task::spawn_blocking(move || {
                 let _turn = turn;
-                problems(&validator, &arguments, plain).map(|()| arguments)
+                problems(&validator, &value, plain, most).map(|()| value)
             })
             .await
         };
         match tokio::time::timeout(timeout, checked).await {
             Ok(Ok(result)) => result,
-            Ok(Err(_panicked)) => Err(Invalid::Arguments(
-                "the host could not check these arguments".into(),
+            Ok(Err(_panicked)) => Err(Invalid::Mismatch(
+                "the host could not check this value against its schema".into(),
             )),
             Err(_) => Err(Invalid::TimedOut),
         }
     }
 }
 
-/// Why arguments were not accepted.
+/// Check `output`'s structured output against the tool's output `schema`
+/// within `left`, the rest of the call's time (of `timeout` in all).
+///
+/// A mismatch is the tool's fault, and calling again with the same
+/// arguments gives the same output: a `tool_error` of kind
+/// [`INVALID_OUTPUT`], not retryable, naming the first place that does not
+/// fit. It is never passed on as a success: MCP clients must be able to
+/// trust `structuredContent` to fit `outputSchema`, and the other formats
+/// carry the same outcome. A result without structured output is left to
+/// the edge (MCP answers it with an error; other formats need none).
+///
+/// # Errors
+///
+/// The typed error that replaces the result.
+pub(crate) async fn check_structured(
+    schema: &CompiledSchema,
+    output: &mut ToolOutput,
+    left: Duration,
+    timeout: Duration,
+) -> Result<(), CallError> {
+    let Some(structured) = output.structured.take() else {
+        return Ok(());
+    };
+    match schema.check_output(structured, left).await {
+        Ok(structured) => {
+            output.structured = Some(structured);
+            Ok(())
+        }
+        Err(Invalid::Mismatch(problem)) => {
+            tracing::warn!(problem = %problem, "the tool's structured output does not fit its output schema");
+            Err(CallError {
+                kind: ErrorType::ToolError,
+                message: format!(
+                    "its structured output does not fit its output schema ({problem}); the tool must be fixed"
+                ),
+                retryable: false,
+                tool_kind: Some(INVALID_OUTPUT.to_owned()),
+            })
+        }
+        Err(Invalid::TimedOut) => Err(CallError::new(
+            ErrorType::Timeout,
+            format!(
+                "timed out after {} while checking its structured output against its output schema",
+                humantime::format_duration(timeout)
+            ),
+        )),
+    }
+}
+
+/// How many problems a mismatch of arguments lists.
+const MAX_LISTED: usize = 5;
+
+/// The length of `value`'s JSON text, counted up to `limit` bytes (writing
+/// stops there: the text is never built).
+fn json_size(value: &Value, limit: usize) -> usize {
+    struct Counter {
+        bytes: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.bytes += buf.len();
+            if self.bytes > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter { bytes: 0, limit };
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.bytes
+}
+
+/// Why a value (arguments, a structured output, an answer) was not
+/// accepted.
 #[derive(Debug)]
 pub(crate) enum Invalid {
-    /// They do not fit the schema: the message says where and why.
-    Arguments(String),
-    /// Checking them took longer than the call's deadline.
+    /// It does not fit the schema: the message says where and why.
+    Mismatch(String),
+    /// Checking it took longer than the call's deadline.
     TimedOut,
 }
 
-/// Each field that is wrong and why (at most five, each cut short).
+/// Each field that is wrong and why (at most `most`, each cut short).
 ///
-/// A plain schema lists every problem (up to five). A costly one is first
+/// A plain schema lists every problem (up to `most`). A costly one is first
 /// checked with `is_valid`, which memoises references, and then reports
 /// only the first problem, which `validate` finds without exploring every
 /// branch: listing all of them is exponential for some recursive schemas.
@@ -199,6 +312,7 @@ fn problems(
     validator: &jsonschema::Validator,
     arguments: &Value,
     plain: bool,
+    most: usize,
 ) -> Result<(), Invalid> {
     let describe = |e: jsonschema::ValidationError<'_>| {
         let path = clip(&e.instance_path().to_string(), 80);
@@ -212,21 +326,21 @@ fn problems(
     let errors: Vec<String> = if plain {
         validator
             .iter_errors(arguments)
-            .take(5)
+            .take(most)
             .map(describe)
             .collect()
     } else if validator.is_valid(arguments) {
         Vec::new()
     } else {
         match validator.validate(arguments) {
-            Ok(()) => vec!["the arguments do not match the input schema".to_owned()],
+            Ok(()) => vec!["it does not match the schema".to_owned()],
             Err(e) => vec![describe(e)],
         }
     };
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(Invalid::Arguments(errors.join("; ")))
+        Err(Invalid::Mismatch(errors.join("; ")))
     }
 }
 
@@ -292,14 +406,14 @@ mod tests {
 
     fn message(result: Result<Value, Invalid>) -> String {
         match result {
-            Err(Invalid::Arguments(message)) => message,
+            Err(Invalid::Mismatch(message)) => message,
             other => panic!("expected invalid arguments, got {other:?}"),
         }
     }
 
     #[tokio::test]
     async fn errors_name_the_field_and_the_reason() {
-        let schema = ArgumentSchema::compile(&json!({
+        let schema = CompiledSchema::compile(&json!({
             "type": "object",
             "properties": {"expression": {"type": "string"}, "times": {"type": "integer", "minimum": 1}},
             "required": ["expression"],
@@ -320,7 +434,7 @@ mod tests {
 
     #[tokio::test]
     async fn arguments_are_an_object_whatever_the_schema_says() {
-        let schema = ArgumentSchema::compile(
+        let schema = CompiledSchema::compile(
             &json!({
                 "$ref": "#/$defs/a", "type": "object", "$defs": {"a": {}}
             }),
@@ -335,7 +449,7 @@ mod tests {
 
     #[tokio::test]
     async fn long_values_are_not_echoed_back() {
-        let schema = ArgumentSchema::compile(
+        let schema = CompiledSchema::compile(
             &json!({
                 "type": "object", "properties": {"n": {"type": "integer"}}
             }),
@@ -350,7 +464,7 @@ mod tests {
     #[tokio::test]
     async fn a_backtracking_pattern_is_linear() {
         // Catastrophic for a backtracking engine on "aaaa…!".
-        let schema = ArgumentSchema::compile(
+        let schema = CompiledSchema::compile(
             &json!({
                 "type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}
             }),
@@ -379,8 +493,8 @@ mod tests {
             })
             .collect();
         let schema = json!({"type": "object", "properties": properties});
-        assert!(ArgumentSchema::compile(&schema, &mut component).is_ok());
-        let error = ArgumentSchema::compile(&schema, &mut component)
+        assert!(CompiledSchema::compile(&schema, &mut component).is_ok());
+        let error = CompiledSchema::compile(&schema, &mut component)
             .err()
             .unwrap();
         assert!(error.contains("more than 256 patterns"), "{error}");
@@ -390,7 +504,7 @@ mod tests {
     async fn a_recursive_schema_is_checked_off_the_workers_under_the_deadline() {
         // `$ref` beside `properties`, recursing: each level is validated
         // twice by the error iterator, so 2^depth steps.
-        let schema = ArgumentSchema::compile(
+        let schema = CompiledSchema::compile(
             &json!({"type": "object", "$ref": "#/$defs/x",
                 "properties": {"a": {"$ref": "#"}},
                 "$defs": {"x": {"properties": {"a": {"$ref": "#"}}}}}),
@@ -414,8 +528,77 @@ mod tests {
         // caller past the deadline.
         assert!(matches!(
             result,
-            Err(Invalid::TimedOut | Invalid::Arguments(_)) | Ok(_)
+            Err(Invalid::TimedOut | Invalid::Mismatch(_)) | Ok(_)
         ));
+    }
+
+    fn output(structured: Value) -> ToolOutput {
+        ToolOutput {
+            structured: Some(structured),
+            ..ToolOutput::text("text")
+        }
+    }
+
+    fn compiled(schema: Value) -> CompiledSchema {
+        CompiledSchema::compile(&schema, &mut ComponentSchemas::default()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn structured_output_that_does_not_fit_is_a_tool_error_naming_where() {
+        let schema = compiled(
+            json!({"type": "object", "properties": {"port": {"type": "integer"}}, "required": ["port"]}),
+        );
+        let forever = Duration::from_secs(60);
+        let mut fits = output(json!({"port": 1}));
+        assert_eq!(
+            check_structured(&schema, &mut fits, forever, forever).await,
+            Ok(())
+        );
+        assert_eq!(fits.structured, Some(json!({"port": 1})), "kept as it was");
+        let mut wrong = output(json!({"port": "eighty", "extra": [1, 2]}));
+        let error = check_structured(&schema, &mut wrong, forever, forever)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ErrorType::ToolError);
+        assert_eq!(error.tool_kind.as_deref(), Some(INVALID_OUTPUT));
+        assert!(!error.retryable, "the same call gives the same output");
+        assert!(error.message.contains("at /port"), "{}", error.message);
+        // One problem named, briefly, of two.
+        let two = compiled(json!({"type": "object", "required": ["port", "name"]}));
+        let error = check_structured(&two, &mut output(json!({})), forever, forever)
+            .await
+            .unwrap_err();
+        assert!(
+            error.message.contains("\"port\"") != error.message.contains("\"name\""),
+            "{}",
+            error.message
+        );
+        // No structured output: nothing to check here (MCP's edge answers
+        // a tool that declares an output schema and gives none).
+        let mut none = ToolOutput::text("text");
+        assert_eq!(
+            check_structured(&schema, &mut none, forever, forever).await,
+            Ok(())
+        );
+    }
+
+    /// A costly schema is checked off the async workers under what is left
+    /// of the call's time: none left is a timeout, never a success.
+    #[tokio::test]
+    async fn checking_output_past_the_calls_deadline_is_a_timeout() {
+        let schema = compiled(json!({"$ref": "#/$defs/n", "$defs": {"n": {"type": "integer"}}}));
+        let mut late = output(json!(1));
+        let error = check_structured(&schema, &mut late, Duration::ZERO, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ErrorType::Timeout);
+        assert!(
+            error
+                .message
+                .contains("timed out after 2s while checking its structured output"),
+            "{}",
+            error.message
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
-use crate::arguments::{ArgumentSchema, ComponentSchemas, Invalid};
+use crate::arguments::{CompiledSchema, ComponentSchemas, Invalid, check_structured};
 use crate::manifest::{Approval, ComponentConfig, Manifest};
 use crate::observe::{Asker, CallObserver, NobodyToAsk};
 use crate::outcome::{CallError, CallStats, ErrorType, Outcome, ToolOutput, clip};
@@ -243,11 +243,14 @@ const MAX_LOGGED_ARGUMENTS: usize = 2048;
 /// The most tools one component may provide.
 pub const MAX_TOOLS_PER_COMPONENT: usize = 256;
 
-/// A tool, its component and its compiled input schema.
+/// A tool, its component and its compiled schemas.
 struct Entry {
     spec: ToolSpec,
     component: usize,
-    schema: ArgumentSchema,
+    schema: CompiledSchema,
+    /// Its output schema, when it declares one: structured output is
+    /// checked against it before any client sees it.
+    output: Option<CompiledSchema>,
     /// Its results are cached: the component opted in, and the tool is
     /// read-only and idempotent.
     cached: bool,
@@ -742,83 +745,36 @@ impl ToolHost {
         let entry = &self.inner.entries[index];
         let slot = &self.inner.slots[entry.component];
         let limits = &slot.config.limits;
-        let started = Instant::now();
-        let (arguments, text) = match self.arguments(call, limits.max_arguments) {
-            Ok(parsed) => parsed,
-            Err(message) => return fail(CallError::new(ErrorType::InvalidArguments, message)),
+        let (text, remaining) = match self.checked_arguments(call, entry, limits).await {
+            Ok(checked) => checked,
+            Err(error) => return fail(error),
         };
-        match entry
-            .schema
-            .check(arguments, text.len(), limits.timeout)
-            .await
-        {
-            Ok(_) => {}
-            Err(Invalid::Arguments(message)) => {
-                return fail(CallError::new(ErrorType::InvalidArguments, message));
-            }
-            Err(Invalid::TimedOut) => {
-                return fail(CallError::new(
-                    ErrorType::Timeout,
-                    format!(
-                        "timed out after {} while checking its arguments against its input schema",
-                        humantime::format_duration(limits.timeout)
-                    ),
-                ));
-            }
-        };
-        // Checking the arguments spent part of the call's time.
-        let Some(remaining) = limits.timeout.checked_sub(started.elapsed()) else {
-            return fail(CallError::new(
-                ErrorType::Timeout,
-                format!(
-                    "timed out after {}",
-                    humantime::format_duration(limits.timeout)
-                ),
-            ));
-        };
-        let mut approval_wait = std::time::Duration::ZERO;
-        if self.needs_approval(&call.name) {
-            let asked = Instant::now();
-            let answer = approver.approve(call, &entry.spec).await;
-            approval_wait = asked.elapsed();
-            if let Err(reason) = answer {
+        let approval_wait = match self.approval(call, entry, approver).await {
+            Ok(waited) => waited,
+            Err((reason, waited)) => {
                 let mut outcome = fail(CallError::new(ErrorType::DeniedByUser, reason));
-                outcome.stats.approval_wait = approval_wait;
+                outcome.stats.approval_wait = waited;
                 return outcome;
             }
-        }
+        };
         let context = side.context.clone();
         let cache = slot.cache.as_ref().filter(|_| entry.cached);
         if let Some(output) =
             cache.and_then(|cache| cache.get(&call.name, &text, context.as_deref()))
         {
+            let stats = CallStats {
+                approval_wait,
+                cached: true,
+                ..CallStats::default()
+            };
             return Outcome {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 result: Ok(ToolOutput::clone(&output)),
-                stats: CallStats {
-                    approval_wait,
-                    cached: true,
-                    ..CallStats::default()
-                },
+                stats,
             };
         }
-        // Semaphores are never closed, so acquiring cannot fail.
-        // The component's own permit first: calls queued behind one busy
-        // tool must not hold global permits that other tools could use.
-        let queued = Instant::now();
-        let _local = slot.permits.acquire().await.expect("semaphore open");
-        let _global = self
-            .inner
-            .in_flight
-            .acquire()
-            .await
-            .expect("semaphore open");
-        let queue_wait = queued.elapsed();
-        let ran = slot
-            .loaded
-            .call(&call.name, &text, &call.id, remaining, side)
-            .await;
+        let (ran, queue_wait) = self.in_instance(call, entry, &text, remaining, side).await;
         // A result a person had a say in is that person's answer, not the
         // tool's for these arguments: never reused.
         if let (Some(cache), Ok(output), 0) = (cache, &ran.result, ran.questions) {
@@ -837,6 +793,112 @@ impl ToolHost {
                 ..CallStats::default()
             },
         }
+    }
+
+    /// Run the call in a fresh instance, once the component and the host
+    /// have room for one (how long that took is returned too); its
+    /// structured output checked against the tool's output schema in what
+    /// is left of `remaining`.
+    async fn in_instance(
+        &self,
+        call: &ToolCall,
+        entry: &Entry,
+        text: &str,
+        remaining: std::time::Duration,
+        side: CallSide,
+    ) -> (crate::sandbox::Ran, std::time::Duration) {
+        let slot = &self.inner.slots[entry.component];
+        // Semaphores are never closed, so acquiring cannot fail.
+        // The component's own permit first: calls queued behind one busy
+        // tool must not hold global permits that other tools could use.
+        let queued = Instant::now();
+        let _local = slot.permits.acquire().await.expect("semaphore open");
+        let _global = self
+            .inner
+            .in_flight
+            .acquire()
+            .await
+            .expect("semaphore open");
+        let queue_wait = queued.elapsed();
+        let running = Instant::now();
+        let mut ran = slot
+            .loaded
+            .call(&call.name, text, &call.id, remaining, side)
+            .await;
+        if let (Ok(output), Some(schema)) = (&mut ran.result, &entry.output) {
+            // What is left of the call's time.
+            let left = remaining.saturating_sub(running.elapsed());
+            let timeout = slot.config.limits.timeout;
+            if let Err(error) = check_structured(schema, output, left, timeout).await {
+                ran.result = Err(error);
+            }
+        }
+        (ran, queue_wait)
+    }
+
+    /// Ask `approver` when the tool needs approval: how long that took, or
+    /// why the call was refused and how long that took.
+    async fn approval(
+        &self,
+        call: &ToolCall,
+        entry: &Entry,
+        approver: &dyn Approver,
+    ) -> Result<std::time::Duration, (String, std::time::Duration)> {
+        if !self.needs_approval(&call.name) {
+            return Ok(std::time::Duration::ZERO);
+        }
+        let asked = Instant::now();
+        let answer = approver.approve(call, &entry.spec).await;
+        let waited = asked.elapsed();
+        answer.map(|()| waited).map_err(|reason| (reason, waited))
+    }
+
+    /// The JSON text of the call's arguments, checked against the tool's
+    /// input schema, and what is left of the call's time after checking.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_arguments` naming what does not fit, or `timeout`.
+    async fn checked_arguments(
+        &self,
+        call: &ToolCall,
+        entry: &Entry,
+        limits: &crate::limits::Limits,
+    ) -> Result<(String, std::time::Duration), CallError> {
+        let started = Instant::now();
+        let (arguments, text) = self
+            .arguments(call, limits.max_arguments)
+            .map_err(|message| CallError::new(ErrorType::InvalidArguments, message))?;
+        let timed_out = |doing: &str| {
+            CallError::new(
+                ErrorType::Timeout,
+                format!(
+                    "timed out after {}{doing}",
+                    humantime::format_duration(limits.timeout)
+                ),
+            )
+        };
+        match entry
+            .schema
+            .check(arguments, text.len(), limits.timeout)
+            .await
+        {
+            Ok(_) => {}
+            Err(Invalid::Mismatch(message)) => {
+                return Err(CallError::new(ErrorType::InvalidArguments, message));
+            }
+            Err(Invalid::TimedOut) => {
+                return Err(timed_out(
+                    " while checking its arguments against its input schema",
+                ));
+            }
+        };
+        // Checking the arguments spent part of the call's time.
+        let remaining = limits
+            .timeout
+            .checked_sub(started.elapsed())
+            .ok_or_else(|| timed_out(""))?;
+        Ok((text, remaining))
     }
 
     /// The call's arguments parsed, and the JSON text the tool is given
@@ -1028,24 +1090,40 @@ fn validate_spec(
         serde_json::from_str(text)
             .map_err(|e| format!("tool {:?}: its {what} is not JSON: {e}", raw.name))
     };
-    let input_schema = parse("input-schema", &raw.input_schema)?;
+    // Normalised once, here: every format that lists the tool, and the
+    // argument check, read the same schema (see crate::schema).
+    let mut input_schema = parse("input-schema", &raw.input_schema)?;
+    crate::schema::normalize_integer_formats(&mut input_schema);
     if input_schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err(format!(
             "tool {:?}: its input-schema must describe an object (\"type\": \"object\"): models send arguments as an object",
             raw.name
         ));
     }
-    let schema = ArgumentSchema::compile(&input_schema, schemas).map_err(|e| {
+    let schema = CompiledSchema::compile(&input_schema, schemas).map_err(|e| {
         format!(
             "tool {:?}: its input-schema is not valid JSON Schema: {e}",
             raw.name
         )
     })?;
-    let output_schema = raw
+    let mut output_schema = raw
         .output_schema
         .as_deref()
         .map(|text| parse("output-schema", text))
         .transpose()?;
+    let output = match &mut output_schema {
+        Some(output_schema) => {
+            crate::schema::normalize_integer_formats(output_schema);
+            let compiled = CompiledSchema::compile(output_schema, schemas).map_err(|e| {
+                format!(
+                    "tool {:?}: its output-schema is not valid JSON Schema: {e}",
+                    raw.name
+                )
+            })?;
+            Some(compiled)
+        }
+        None => None,
+    };
     let title = match raw.title {
         None => crate::wire::definitions::title(&raw.name),
         Some(title)
@@ -1076,13 +1154,91 @@ fn validate_spec(
         },
         component,
         schema,
+        output,
         cached: false,
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
     use super::*;
+
+    fn raw(input: Value, output: Option<Value>) -> RawSpec {
+        RawSpec {
+            name: "t".into(),
+            title: None,
+            description: "A tool for tests".into(),
+            input_schema: input.to_string(),
+            output_schema: output.map(|o| o.to_string()),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+            open_world: false,
+        }
+    }
+
+    /// Issue 24: integer formats clients do not know are replaced at load
+    /// by the bounds they stand for, in the schema every format lists and
+    /// the one arguments are checked against alike.
+    #[tokio::test]
+    async fn integer_formats_become_bounds_that_are_listed_and_checked() {
+        let input = json!({"type": "object", "properties": {
+            "port": {"type": "integer", "format": "uint16", "minimum": 0, "maximum": 65535},
+            "count": {"type": "integer", "format": "uint32", "minimum": 0},
+            "offset": {"type": "integer", "format": "int64"},
+        }});
+        let output =
+            json!({"type": "object", "properties": {"n": {"type": "integer", "format": "uint8"}}});
+        let entry = validate_spec(
+            raw(input, Some(output)),
+            0,
+            &mut ComponentSchemas::default(),
+        )
+        .unwrap();
+        let listed = crate::wire::definitions::tool_definition(
+            &entry.spec,
+            crate::wire::definitions::Format::Mcp,
+        );
+        assert_eq!(
+            listed["inputSchema"]["properties"]["count"],
+            json!({"type": "integer", "minimum": 0, "maximum": 4_294_967_295_u64})
+        );
+        assert!(
+            listed["inputSchema"]["properties"]["port"]
+                .get("format")
+                .is_none()
+        );
+        assert_eq!(
+            listed["inputSchema"]["properties"]["offset"]["format"],
+            "int64"
+        );
+        assert_eq!(listed["outputSchema"]["properties"]["n"]["maximum"], 255);
+        // What the model is shown is what is checked.
+        let over = json!({"count": 4_294_967_296_u64});
+        match entry.schema.check(over, 24, Duration::from_secs(5)).await {
+            Err(Invalid::Mismatch(message)) => assert!(message.contains("at /count"), "{message}"),
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_output_schema_that_is_no_json_schema_is_a_load_error() {
+        let error = validate_spec(
+            raw(json!({"type": "object"}), Some(json!({"type": 5}))),
+            0,
+            &mut ComponentSchemas::default(),
+        )
+        .err()
+        .unwrap();
+        assert!(
+            error.contains("its output-schema is not valid JSON Schema"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn names_follow_what_providers_accept() {

@@ -54,6 +54,7 @@ pub mod outcome;
 pub mod printable;
 mod result_cache;
 pub mod sandbox;
+mod schema;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod stores;

@@ -73,7 +73,9 @@ enum Command {
         /// Approve calls whose manifest entry requires approval.
         #[arg(long)]
         yes: bool,
-        /// Answer format: ToolMessages, Anthropic tool_result blocks, or MCP CallToolResults.
+        /// Answer format: ToolMessages, OpenAI chat-completions messages (tool messages,
+        /// then one user message with their images), Anthropic tool_result blocks, or
+        /// MCP CallToolResults.
         #[arg(long, value_enum, default_value_t = ResultFormatArg::Toolmessage)]
         format: ResultFormatArg,
         /// Context for the tools as a JSON object (e.g. '{"user":"ada"}'): tools
@@ -449,6 +451,7 @@ impl From<FormatArg> for Format {
 #[derive(Clone, Copy, ValueEnum)]
 enum ResultFormatArg {
     Toolmessage,
+    Openai,
     Anthropic,
     Mcp,
 }
@@ -457,6 +460,7 @@ impl From<ResultFormatArg> for results::Format {
     fn from(format: ResultFormatArg) -> Self {
         match format {
             ResultFormatArg::Toolmessage => results::Format::ToolMessage,
+            ResultFormatArg::Openai => results::Format::OpenAI,
             ResultFormatArg::Anthropic => results::Format::Anthropic,
             ResultFormatArg::Mcp => results::Format::Mcp,
         }
@@ -727,9 +731,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             component,
         } => {
             let format = results::Format::from(format);
-            let render = |outcome: &toolhost::Outcome| {
-                results::render(outcome, host.spec(&outcome.tool), format)
-            };
             let approver: Arc<dyn Approver> = if yes {
                 Arc::new(ApproveAll)
             } else {
@@ -746,7 +747,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (Some(name), None) => {
                     let call = ToolCall::with_raw_arguments("call_1", name, args);
                     let outcome = host.call_in(call, &env).await;
-                    print_json(&render(&outcome))?;
+                    print_json(&results::render(&outcome, host.spec(&outcome.tool), format))?;
                     if component.verbose {
                         let stats = &outcome.stats;
                         eprintln!(
@@ -788,7 +789,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let window = host.batch_window();
                     let (calls, reading) = batch.calls(window);
                     let outcomes = host.call_stream(calls, env, window);
-                    print_json_array(outcomes.map(|outcome| render(&outcome))).await?;
+                    let answers = results::answer_stream(outcomes, |name| host.spec(name), format);
+                    print_json_array(answers).await?;
                     reading.finished().await.map_err(|e| {
                         anyhow::anyhow!(
                             "{e}; the answers written are those of the calls before that point"

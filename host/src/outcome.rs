@@ -108,6 +108,11 @@ impl CallError {
     }
 }
 
+/// The `tool_kind` of a `tool_error` whose structured output does not fit
+/// the tool's output schema: the host checked it, and the tool must be
+/// fixed (not retryable).
+pub const INVALID_OUTPUT: &str = "invalid_output";
+
 /// One part of a result: what the tool returned, in order.
 ///
 /// Binary data is [`Bytes`], so cloning an outcome (into a transcript, to

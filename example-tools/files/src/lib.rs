@@ -33,9 +33,11 @@ struct WriteArgs {
     path: String,
     /// Text to write.
     content: String,
-    /// Append instead of replacing the file.
-    #[serde(default)]
-    append: bool,
+    /// True to append to the file; false or null to replace it.
+    // Listed in `required` yet nullable, as OpenAI's strict mode wants every
+    // argument (`required` alone would leave out the null).
+    #[schemars(required, extend("type" = ["boolean", "null"]))]
+    append: Option<bool>,
 }
 
 /// `list_dir`'s structured result: an object, as MCP requires of
@@ -103,11 +105,12 @@ fn list_dir(args: PathArgs) -> Result<Output, ToolError> {
 
 fn write_file(args: WriteArgs) -> Result<Output, ToolError> {
     let path = &args.path;
+    let append = args.append.unwrap_or(false);
     let mut file = fs::OpenOptions::new()
         .create(true)
         .write(true)
-        .append(args.append)
-        .truncate(!args.append)
+        .append(append)
+        .truncate(!append)
         .open(path)
         .map_err(|e| ToolError::file(e, path))?;
     file.write_all(args.content.as_bytes())

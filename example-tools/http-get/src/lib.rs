@@ -16,15 +16,15 @@ struct GetArgs {
     /// Absolute http:// or https:// URL.
     #[schemars(length(min = 8, max = 2048))]
     url: String,
-    /// Return at most this many characters of the body (default 4000).
-    #[serde(default = "default_max_chars")]
-    #[schemars(range(min = 1, max = 100_000))]
-    max_chars: usize,
+    /// Return at most this many characters of the body; null for 4000.
+    // Listed in `required` yet nullable, as OpenAI's strict mode wants every
+    // argument (`required` alone would leave out the null).
+    #[schemars(required, range(min = 1, max = 100_000), extend("type" = ["integer", "null"]))]
+    max_chars: Option<usize>,
 }
 
-fn default_max_chars() -> usize {
-    4000
-}
+/// The characters of the body returned when `max_chars` is null.
+const DEFAULT_MAX_CHARS: usize = 4000;
 
 /// Structured result of `http_get`.
 #[derive(Serialize, JsonSchema)]
@@ -41,8 +41,9 @@ fn http_get(args: GetArgs, cx: &Context) -> Result<Output, ToolError> {
     let budget = Duration::from_millis(cx.deadline_ms().saturating_sub(100).max(100));
     let response = http::Request::get(&args.url).timeout(budget).send()?;
     let text = response.text();
-    let truncated = text.chars().count() > args.max_chars;
-    let body: String = text.chars().take(args.max_chars).collect();
+    let max_chars = args.max_chars.unwrap_or(DEFAULT_MAX_CHARS);
+    let truncated = text.chars().count() > max_chars;
+    let body: String = text.chars().take(max_chars).collect();
     let result = GetResult {
         status: response.status(),
         content_type: response.header("content-type").map(str::to_owned),

@@ -225,8 +225,18 @@ fn strict_problems(schema: &Value, at: &str, depth: usize, problems: &mut Vec<St
     if let Some(format) = schema.get("format").and_then(Value::as_str)
         && !STRICT_FORMATS.contains(&format)
     {
+        // Strict mode takes `format` on strings only; a number's range is
+        // said with `minimum` and `maximum` (the host already writes an
+        // integer format clients do not know, such as schemars' `uint16`,
+        // that way).
+        let fix = if has_type(schema.get("type"), "string") {
+            "drop it, or use `pattern`"
+        } else {
+            "drop it, and say a number's range with `minimum` and `maximum`"
+        };
         problems.push(format!(
-            "has format {format:?} at {here}, not one of {}: drop it, or use `pattern`",
+            "has format {:?} at {here}, not one of {}: {fix}",
+            printable(format),
             STRICT_FORMATS.join(", ")
         ));
     }
@@ -354,6 +364,26 @@ mod tests {
         ] {
             assert!(all.contains(expected), "missing {expected:?} in:\n{all}");
         }
+    }
+
+    #[test]
+    fn a_format_on_a_number_is_named_with_the_fix_for_numbers() {
+        let input = json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer", "format": "int64"}},
+            "required": ["n"],
+            "additionalProperties": false
+        });
+        let warnings = lint([&spec("t", input, None)]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0]
+                .message
+                .contains("format \"int64\" at /properties/n, not one of")
+                && warnings[0].message.contains("`minimum` and `maximum`"),
+            "{}",
+            warnings[0]
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::{
     ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
 };
 use crate::wire::definitions::{Format, tool_definition};
+use crate::wire::providers::{self, Vendor};
 
 /// The API version this client speaks.
 const API_VERSION: &str = "2023-06-01";
@@ -119,10 +120,14 @@ impl Wire for Anthropic {
 /// The conversation in Anthropic's shape: user and assistant messages
 /// alternate, tool results of a turn share one user message, before any text.
 fn messages(conversation: &[Message]) -> Vec<Value> {
+    let mut fitted = super::fitted_tool_results(conversation, Vendor::Anthropic);
     let mut out: Vec<Value> = Vec::new();
     for message in conversation.iter().filter(|m| !m.is_empty_turn()) {
         match message {
             Message::System { .. } => {}
+            // The API refuses a text block that is empty or blank: such a
+            // message says nothing, and is left out.
+            Message::User { content } if content.trim().is_empty() => {}
             Message::User { content } => {
                 let block = json!({"type": "text", "text": content});
                 match out.last_mut() {
@@ -137,7 +142,9 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
                 ..
             } => {
                 let mut blocks = Vec::new();
-                if !content.is_empty() {
+                // Models often write a blank line before their tool calls;
+                // the API refuses it sent back as a text block.
+                if !content.trim().is_empty() {
                     blocks.push(json!({"type": "text", "text": content}));
                 }
                 for call in tool_calls {
@@ -149,19 +156,23 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
                         .unwrap_or_else(|| json!({}));
                     blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
                 }
-                out.push(json!({"role": "assistant", "content": blocks}));
+                if !blocks.is_empty() {
+                    out.push(json!({"role": "assistant", "content": blocks}));
+                }
             }
             Message::Tool {
                 tool_call_id,
                 content,
                 is_error,
-                blocks,
                 ..
             } => {
+                // What Anthropic takes of the blocks is decided for the
+                // whole request; a text-only result has none.
+                let blocks = fitted.next().unwrap_or_default();
                 let content = if blocks.is_empty() {
-                    json!(content)
+                    providers::anthropic_text(content)
                 } else {
-                    crate::wire::results::anthropic_content(blocks)
+                    providers::anthropic_blocks(&blocks)
                 };
                 let block = json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content, "is_error": is_error});
                 match out.last_mut() {
@@ -365,6 +376,110 @@ async fn read_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outcome::ContentBlock;
+    use crate::wire::image::tests::png_of;
+
+    /// A tool's answer holding `blocks`, as the agent loop records it.
+    fn answer(id: &str, blocks: Vec<crate::outcome::ContentBlock>) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: "draw".into(),
+            content: crate::wire::providers::as_text(&blocks),
+            is_error: false,
+            blocks,
+        }
+    }
+
+    fn image(mime_type: &str, data: Vec<u8>) -> crate::outcome::ContentBlock {
+        crate::outcome::ContentBlock::Image(crate::outcome::Media {
+            mime_type: mime_type.into(),
+            data: data.into(),
+        })
+    }
+
+    /// Issue 24: a blank line before a tool call, or a blank turn, is no
+    /// text block the API would refuse.
+    #[test]
+    fn blank_text_never_becomes_a_text_block() {
+        let conversation = [
+            Message::user("go"),
+            Message::Assistant {
+                content: "\n\n".into(),
+                tool_calls: vec![AssistantToolCall {
+                    id: "a".into(),
+                    name: "calc".into(),
+                    arguments: "{}".into(),
+                }],
+                provider_items: vec![],
+            },
+            Message::Tool {
+                tool_call_id: "a".into(),
+                name: "calc".into(),
+                content: "1".into(),
+                is_error: false,
+                blocks: Vec::new(),
+            },
+            Message::Assistant {
+                content: " ".into(),
+                tool_calls: vec![],
+                provider_items: vec![],
+            },
+            Message::user("  "),
+            Message::user("and now?"),
+        ];
+        let out = messages(&conversation);
+        let roles: Vec<&str> = out.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "user"]);
+        assert_eq!(out[1]["content"].as_array().unwrap().len(), 1);
+        assert_eq!(out[1]["content"][0]["type"], "tool_use");
+        let last = out[2]["content"].as_array().unwrap();
+        assert_eq!(last[0]["type"], "tool_result");
+        assert_eq!(last[1], json!({"type": "text", "text": "and now?"}));
+        for message in &out {
+            for block in message["content"].as_array().unwrap() {
+                if block["type"] == "text" {
+                    assert!(
+                        !block["text"].as_str().unwrap().trim().is_empty(),
+                        "{out:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Issue 24: what Anthropic refuses never goes out: empty text blocks,
+    /// an empty result, an image over its size limit.
+    #[test]
+    fn tool_results_hold_only_what_the_api_takes() {
+        let conversation = [
+            answer(
+                "a",
+                vec![
+                    ContentBlock::Text(String::new()),
+                    image("image/png", png_of(9000, 10, 0)),
+                    image("image/jpeg", png_of(10, 10, 0)),
+                ],
+            ),
+            Message::Tool {
+                tool_call_id: "b".into(),
+                name: "noop".into(),
+                content: String::new(),
+                is_error: false,
+                blocks: Vec::new(),
+            },
+        ];
+        let out = messages(&conversation);
+        let results = out[0]["content"].as_array().unwrap();
+        let first = results[0]["content"].as_array().unwrap();
+        assert_eq!(first.len(), 2, "{first:?}");
+        assert_eq!(
+            first[0]["text"],
+            "[image dropped: image/png, 9000x10 px; Anthropic takes images up to 8000x8000 px]"
+        );
+        // Sent under the type its bytes have.
+        assert_eq!(first[1]["source"]["media_type"], "image/png");
+        assert_eq!(results[1]["content"], "(no output)");
+    }
 
     #[test]
     fn tool_results_of_a_turn_share_one_user_message_first() {

@@ -264,8 +264,8 @@ impl ResponseFormat {
     }
 
     /// The compiled schema, for checking answers.
-    pub(crate) fn compile(&self) -> Result<crate::arguments::ArgumentSchema, String> {
-        crate::arguments::ArgumentSchema::compile(&self.schema, &mut Default::default())
+    pub(crate) fn compile(&self) -> Result<crate::arguments::CompiledSchema, String> {
+        crate::arguments::CompiledSchema::compile(&self.schema, &mut Default::default())
             .map_err(|e| format!("is not valid JSON Schema: {e}"))
     }
 }

@@ -104,6 +104,23 @@ impl Message {
     }
 }
 
+/// The blocks of every tool result in `conversation`, in order, as
+/// `vendor` takes them in one request (see
+/// [`crate::wire::providers::fit_request`]); a text-only result has none.
+pub(crate) fn fitted_tool_results(
+    conversation: &[Message],
+    vendor: crate::wire::providers::Vendor,
+) -> std::vec::IntoIter<Vec<crate::outcome::ContentBlock>> {
+    let results: Vec<&[crate::outcome::ContentBlock]> = conversation
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { blocks, .. } => Some(blocks.as_slice()),
+            _ => None,
+        })
+        .collect();
+    crate::wire::providers::fit_request(vendor, &results).into_iter()
+}
+
 /// A tool call as the model wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AssistantToolCall {

@@ -8,6 +8,7 @@ use super::{
     ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
 };
 use crate::wire::definitions::{Format, tool_definition};
+use crate::wire::providers::{self, Vendor};
 
 /// The OpenAI chat-completions wire format: `POST {base_url}/chat/completions`.
 #[derive(Debug)]
@@ -83,33 +84,36 @@ impl Wire for OpenAI {
 
 /// The conversation in OpenAI's shape. Tool messages carry text only, so
 /// the images tools returned follow the turn's tool messages in one user
-/// message, each after a line naming its call.
+/// message, each after a line naming its call. What OpenAI takes of them
+/// is decided in [`crate::wire::providers`], for the whole request.
 fn messages(conversation: &[Message]) -> Vec<Value> {
-    use base64::Engine as _;
+    let mut fitted = super::fitted_tool_results(conversation, Vendor::OpenAI);
     let mut out = Vec::with_capacity(conversation.len());
     let mut images: Vec<Value> = Vec::new();
     for m in conversation.iter().filter(|m| !m.is_empty_turn()) {
         if let Message::Tool {
             tool_call_id,
-            blocks,
+            content,
             ..
         } = m
         {
-            for block in blocks {
-                if let crate::outcome::ContentBlock::Image(media) = block {
-                    images.push(json!({"type": "text", "text": format!("Image returned by tool call {tool_call_id}:")}));
-                    let data = base64::engine::general_purpose::STANDARD.encode(&media.data);
-                    images.push(json!({"type": "image_url", "image_url": {"url": format!("data:{};base64,{data}", media.mime_type)}}));
-                }
+            // A text-only result has no blocks: its text is `content`.
+            let blocks = fitted.next().unwrap_or_default();
+            if blocks.is_empty() {
+                out.push(providers::openai_tool_message(tool_call_id, content));
+            } else {
+                let text = providers::as_text(&blocks);
+                out.push(providers::openai_tool_message(tool_call_id, &text));
+                images.extend(providers::openai_image_parts(tool_call_id, &blocks));
             }
-        } else if !images.is_empty() {
-            out.push(json!({"role": "user", "content": std::mem::take(&mut images)}));
+            continue;
         }
+        out.extend(providers::openai_images_message(std::mem::take(
+            &mut images,
+        )));
         out.push(message(m));
     }
-    if !images.is_empty() {
-        out.push(json!({"role": "user", "content": images}));
-    }
+    out.extend(providers::openai_images_message(images));
     out
 }
 
@@ -136,7 +140,7 @@ fn message(message: &Message) -> Value {
             tool_call_id,
             content,
             ..
-        } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+        } => providers::openai_tool_message(tool_call_id, content),
     }
 }
 
@@ -333,6 +337,48 @@ async fn read_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::image::tests::{gif_of, png_of};
+
+    /// A tool's answer holding `blocks`, as the agent loop records it.
+    fn answer(id: &str, blocks: Vec<crate::outcome::ContentBlock>) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: "draw".into(),
+            content: crate::wire::providers::as_text(&blocks),
+            is_error: false,
+            blocks,
+        }
+    }
+
+    fn image(mime_type: &str, data: Vec<u8>) -> crate::outcome::ContentBlock {
+        crate::outcome::ContentBlock::Image(crate::outcome::Media {
+            mime_type: mime_type.into(),
+            data: data.into(),
+        })
+    }
+
+    /// Issue 24: OpenAI takes PNG, JPEG, WebP and still GIF images: an
+    /// animated one reads as a line in the tool message, the others follow
+    /// the turn's tool messages in one user message.
+    #[test]
+    fn images_openai_cannot_take_are_lines_in_the_tool_message() {
+        let conversation = [
+            answer("a", vec![image("image/gif", gif_of(2))]),
+            answer("b", vec![image("image/png", png_of(2, 2, 0))]),
+            Message::user("and now?"),
+        ];
+        let out = messages(&conversation);
+        let roles: Vec<&str> = out.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["tool", "tool", "user", "user"]);
+        assert_eq!(
+            out[0],
+            json!({"role": "tool", "tool_call_id": "a",
+                   "content": "[image dropped: an animated GIF, 85 B; OpenAI takes PNG, JPEG, WebP and still GIF images]"})
+        );
+        let parts = out[2]["content"].as_array().unwrap();
+        assert_eq!(parts.len(), 2, "only b's image: {parts:?}");
+        assert_eq!(parts[0]["text"], "Image returned by tool call b:");
+    }
 
     fn assemble(deltas: &[Value]) -> Vec<AssistantToolCall> {
         let mut assembler = Assembler::default();

@@ -21,6 +21,7 @@ use super::{
     ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
 };
 use crate::outcome::ContentBlock;
+use crate::wire::providers::{self, Vendor};
 
 /// The Responses API wire format.
 #[derive(Debug)]
@@ -108,6 +109,7 @@ impl Wire for OpenAIResponses {
 
 /// The conversation as input items.
 fn input(conversation: &[Message]) -> Vec<Value> {
+    let mut fitted = super::fitted_tool_results(conversation, Vendor::OpenAI);
     let mut items = Vec::with_capacity(conversation.len());
     for message in conversation.iter().filter(|m| !m.is_empty_turn()) {
         match message {
@@ -121,9 +123,11 @@ fn input(conversation: &[Message]) -> Vec<Value> {
             Message::Tool {
                 tool_call_id,
                 content,
-                blocks,
                 ..
-            } => items.push(call_output(tool_call_id, content, blocks)),
+            } => {
+                let blocks = fitted.next().unwrap_or_default();
+                items.push(call_output(tool_call_id, content, &blocks));
+            }
         }
     }
     items
@@ -162,26 +166,25 @@ fn assistant_items(
 }
 
 /// The answer to one call, images included as `input_image` parts.
+/// `blocks` are the result's, fitted for OpenAI (empty for a text-only
+/// result, whose text is `content`).
 fn call_output(call_id: &str, content: &str, blocks: &[ContentBlock]) -> Value {
-    use base64::Engine as _;
     let images: Vec<Value> = blocks
         .iter()
         .filter_map(|block| match block {
             ContentBlock::Image(media) => Some(json!({
                 "type": "input_image",
-                "image_url": format!(
-                    "data:{};base64,{}",
-                    media.mime_type,
-                    base64::engine::general_purpose::STANDARD.encode(&media.data)
-                ),
+                "image_url": providers::data_url(media),
             })),
             _ => None,
         })
         .collect();
-    let output = if images.is_empty() {
+    let output = if blocks.is_empty() {
         json!(content)
+    } else if images.is_empty() {
+        json!(providers::as_text(blocks))
     } else {
-        let mut parts = vec![json!({"type": "input_text", "text": content})];
+        let mut parts = vec![json!({"type": "input_text", "text": providers::as_text(blocks)})];
         parts.extend(images);
         Value::Array(parts)
     };
@@ -660,6 +663,41 @@ async fn read_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::image::tests::png_of;
+
+    /// A tool's answer holding `blocks`, as the agent loop records it.
+    fn answer(id: &str, blocks: Vec<crate::outcome::ContentBlock>) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: "draw".into(),
+            content: crate::wire::providers::as_text(&blocks),
+            is_error: false,
+            blocks,
+        }
+    }
+
+    fn image(mime_type: &str, data: Vec<u8>) -> crate::outcome::ContentBlock {
+        crate::outcome::ContentBlock::Image(crate::outcome::Media {
+            mime_type: mime_type.into(),
+            data: data.into(),
+        })
+    }
+
+    #[test]
+    fn function_call_outputs_carry_only_the_images_openai_takes() {
+        let svg = image("image/svg+xml", b"<svg/>".to_vec());
+        let png = image("image/png", png_of(2, 2, 0));
+        let input = input(&[answer("a", vec![svg, png])]);
+        let output = input[0]["output"].as_array().unwrap();
+        assert_eq!(output.len(), 2, "{output:?}");
+        assert!(
+            output[0]["text"].as_str().unwrap().starts_with(
+                "[image dropped: image/svg+xml, 6 B, is not a PNG, JPEG, GIF or WebP image]"
+            ),
+            "{output:?}"
+        );
+        assert_eq!(output[1]["type"], "input_image");
+    }
 
     fn call(id: &str) -> AssistantToolCall {
         AssistantToolCall {

@@ -51,8 +51,12 @@ fn askable(text: &str) -> Result<Value, String> {
             "the answer schema is over {MAX_ANSWER_SCHEMA} bytes"
         ));
     }
-    let schema: Value =
+    let mut schema: Value =
         serde_json::from_str(text).map_err(|e| format!("the answer schema is not JSON: {e}"))?;
+    // An integer format clients do not know (`uint16`) becomes the bounds it
+    // stands for, in the form shown and the answer checked alike (see
+    // crate::schema).
+    crate::schema::normalize_integer_formats(&mut schema);
     let hint = r#"write e.g. {"type":"object","properties":{"confirm":{"type":"boolean"}},"required":["confirm"]}"#;
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err(format!(

@@ -759,11 +759,14 @@ async fn tool_calls(
     let host = shared.host();
     // Dropping this future (a client that hung up) aborts the calls.
     let outcomes = shared.call_batch(&host, calls, env, "http").await;
-    let answers: Vec<Value> = outcomes
+    let mut answers = wire::results::Answers::new(format);
+    let mut body: Vec<Value> = outcomes
         .iter()
-        .map(|outcome| wire::results::render(outcome, host.spec(&outcome.tool), format))
+        .map(|outcome| answers.answer(outcome, host.spec(&outcome.tool)))
         .collect();
-    axum::Json(answers).into_response()
+    // OpenAI's answers end with the user message carrying their images.
+    body.extend(answers.finish());
+    axum::Json(body).into_response()
 }
 
 #[cfg(test)]

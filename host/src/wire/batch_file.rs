@@ -27,7 +27,7 @@ use serde::de::{self, Deserializer as _, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
-use super::calls::{BatchError, Element, given_id, parse_batch_at_most};
+use super::calls::{BatchError, array_element, given_id, parse_batch_at_most};
 use crate::tool_call::{IdSet, ToolCall};
 
 /// A batch, checked whole and read a call at a time.
@@ -107,7 +107,14 @@ impl BatchFile {
         }
         let mut given = IdSet::new();
         let mut unnamed = 0usize;
-        let count = each_element(&file, |_, raw| {
+        // Blocks that are no call are skipped here as in the second pass:
+        // their ids are not the batch's, and they are not counted.
+        let mut count = 0usize;
+        each_element(&file, |position, raw| {
+            if array_element(position, raw).is_none() {
+                return Ok(());
+            }
+            count += 1;
             match given_id(raw) {
                 Some(id) => {
                     given.insert(&id);
@@ -171,8 +178,10 @@ impl BatchFile {
 }
 
 /// The second pass: each element read as a call and sent, in order, until
-/// the end or until the receiver is gone. Never more calls than the first
-/// pass counted.
+/// the end or until the receiver is gone; blocks that are no call skipped,
+/// as [`parse_batch`](super::parse_batch) skips them, so that a call's
+/// generated id is its position among the calls. Never more calls than the
+/// first pass counted.
 fn read_calls(
     file: &File,
     count: usize,
@@ -181,12 +190,16 @@ fn read_calls(
 ) -> Result<(), BatchError> {
     let given = given.unwrap_or_else(IdSet::new);
     let mut receiver_gone = false;
+    let mut calls = 0usize;
     let read = each_element(file, |position, raw| {
-        if position > count {
+        let Some(element) = array_element(position, raw) else {
+            return Ok(());
+        };
+        calls += 1;
+        if calls > count {
             return Err(format!("it had {count} tool calls when checked"));
         }
-        let label = format!("tool call #{position}");
-        let call = Element::call(label, raw).read().with_id(position, &given);
+        let call = element.read().with_id(calls, &given);
         if sender.blocking_send(call).is_err() {
             receiver_gone = true;
             return Err("nobody takes the calls any more".to_owned());
@@ -195,10 +208,10 @@ fn read_calls(
     });
     match read {
         _ if receiver_gone => Ok(()),
-        Ok(read) if read == count => Ok(()),
+        Ok(_) if calls == count => Ok(()),
         // The copy is the host's own: only a fault of the disk gets here.
-        Ok(read) => Err(BatchError::Unreadable(format!(
-            "the copy of the batch read differently the second time: {count} tool calls, then {read}"
+        Ok(_) => Err(BatchError::Unreadable(format!(
+            "the copy of the batch read differently the second time: {count} tool calls, then {calls}"
         ))),
         Err(e) => Err(BatchError::Unreadable(format!(
             "the copy of the batch read differently the second time: {e}"
@@ -309,6 +322,11 @@ mod tests {
             r#"{"role":"assistant","tool_calls":[{"id":"m1","type":"function","function":{"name":"calc","arguments":"{}"}}]}"#,
             r#"[{"id":"a","id":"b","name":"calc"}, {"id":17,"name":"calc"}, {"id":null,"name":"calc"}, {"id":"x\"y","name":"calc","args":{}}]"#,
             r#"[{"\u0069d":"escaped key","name":"calc"}, {"id":"mcp","name":"calc","arguments":{}}, {"type":"tool_use","name":"calc","input":{}}]"#,
+            // An Anthropic response's content array: only tool_use blocks
+            // are calls; a skipped block's id is not the batch's.
+            r#"[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"text","id":"call_1","text":"hi"},{"name":"calc"},{"type":"tool_use","id":"toolu_1","name":"calc","input":{}},{"type":"server_tool_use","id":"srv","name":"web_search","input":{}},{"name":"calc"},{"type":"image"}]"#,
+            r#"{"type":"text","text":"only text"}"#,
+            r#"[{"type":"text","text":"only text"}]"#,
         ] {
             assert_eq!(
                 read(text).await.unwrap(),
@@ -362,6 +380,16 @@ mod tests {
             error.to_string(),
             "the batch is not JSON: it is not UTF-8 text"
         );
+    }
+
+    #[tokio::test]
+    async fn blocks_that_are_no_call_are_skipped_and_not_counted() {
+        let text = r#"[{"type":"text","text":"a"},{"name":"calc"},{"type":"thinking","thinking":"b"},{"name":"calc"}]"#;
+        let batch = BatchFile::open(text.as_bytes()).unwrap();
+        assert_eq!(batch.len(), 2);
+        let calls = read(text).await.unwrap();
+        let ids: Vec<_> = calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["call_1", "call_2"]);
     }
 
     #[tokio::test]

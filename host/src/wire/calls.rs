@@ -16,7 +16,12 @@
 //! - OpenAI (or LangChain) `{"role":"assistant","tool_calls":[...]}`: its
 //!   calls; `content` is the model's text and is not read.
 //! - Anthropic `{"role":"assistant","content":[...]}`: its `tool_use` blocks;
-//!   `text`, `thinking` and `redacted_thinking` blocks are skipped.
+//!   `text`, `thinking` and `redacted_thinking` blocks, and the blocks of
+//!   tools Anthropic runs itself, are skipped.
+//!
+//! The same blocks are skipped in a batch array, so that an Anthropic
+//! `response.content` array given as it is gets answers for its `tool_use`
+//! blocks only. Any other element is a call, or is refused as one.
 //!
 //! Each call shape is a typed serde struct that refuses unknown fields. The
 //! shape is read from `type` when the call has one, otherwise from the key
@@ -49,13 +54,20 @@ use crate::tool_call::{Arguments, IdSet, ToolCall};
 /// Parse a batch of tool calls: a JSON array of calls, one call object, or
 /// one assistant message (see the [module docs](self) for the shapes).
 ///
-/// Returns one call per element of an array (per entry of `tool_calls`; per
-/// content block other than text and thinking), in order. An element that
-/// fits no accepted shape becomes a call with [`Arguments::Malformed`],
-/// keeping its own id and name when they can be read from it. Calls without an id get `call_N` (N its position from 1),
-/// or `call_N_K` when that is taken: a generated id never equals an id given
-/// in the batch, nor another generated one. Given ids are kept as they are,
-/// duplicates included; the dispatcher deals with those.
+/// Returns one call per element of an array (per entry of `tool_calls`),
+/// in order; content blocks that are no call for this host (`text`,
+/// `thinking`, `redacted_thinking`, and the tools Anthropic runs itself
+/// and their results: `server_tool_use`, `mcp_tool_use`, `container_upload`,
+/// `*_tool_result`)
+/// are skipped, in an array as in a message's `content`, and get no answer. An element that fits no accepted shape
+/// becomes a call with [`Arguments::Malformed`], keeping its own id and
+/// name when they can be read from it; its message names the element by
+/// its place in the input (`tool call #3`, `content block #3`). Calls
+/// without an id get `call_N`, N the call's position among the calls
+/// answered (from 1, skipped blocks not counted: the position of its
+/// answer), or `call_N_K` when that is taken: a generated id never equals
+/// an id given in the batch, nor another generated one. Given ids are kept
+/// as they are, duplicates included; the dispatcher deals with those.
 ///
 /// Nesting is never a reason to fail the batch: the batch and each element
 /// are first scanned without recursion, at any depth. An element nested
@@ -104,14 +116,19 @@ pub fn parse_batch_at_most(json: &str, max: usize) -> Result<Vec<ToolCall>, Batc
         Some(b'[') => {
             let raws = serde_json::from_str::<Vec<&RawValue>>(batch.get())
                 .map_err(|e| BatchError::Unreadable(format!("the batch is not JSON: {e}")))?;
-            at_most(raws.len(), max)?;
-            raws.into_iter()
+            let elements: Vec<Element<'_>> = raws
+                .into_iter()
                 .enumerate()
-                .map(|(i, raw)| Element::call(format!("tool call #{}", i + 1), raw))
-                .collect()
+                .filter_map(|(i, raw)| array_element(i + 1, raw))
+                .collect();
+            // Only the elements that are answered count, as in a message.
+            at_most(elements.len(), max)?;
+            elements
         }
         Some(b'{') if has_key_role(batch.get()) => message_elements(batch.get(), max)?,
-        Some(b'{') => vec![Element::call("tool call #1".to_owned(), batch)],
+        // One block that is no call is answered as it would be in an array:
+        // with nothing.
+        Some(b'{') => array_element(1, batch).into_iter().collect(),
         _ => {
             return Err(BatchError::Unreadable(format!(
                 "the batch must be a JSON array of tool calls, one tool call object, or an assistant message, not {}",
@@ -132,6 +149,20 @@ fn at_most(count: usize, max: usize) -> Result<(), BatchError> {
 
 /// The call shapes the host reads, for messages that say what to send.
 const CALL_SHAPES: &str = r#"send it as OpenAI {"id","type":"function","function":{"name","arguments"}}, LangChain {"id","name","args"}, Anthropic {"type":"tool_use","id","name","input"} or MCP {"name","arguments"}"#;
+
+/// The element at `position` (from 1) of a batch array: a call to read, or
+/// `None` for a content block that is no call for this host (see
+/// [`not_for_the_host`]), which gets no answer. An Anthropic
+/// `response.content` array given as it is holds the model's text and
+/// thinking beside its `tool_use` blocks; answering those would invent
+/// `tool_result`s for ids the API never asked about. Everything else is a
+/// call, or is refused as one.
+pub(super) fn array_element(position: usize, raw: &RawValue) -> Option<Element<'_>> {
+    match parse_object::<Block>(raw.get()) {
+        Ok(block) if not_for_the_host(&block.kind) => None,
+        _ => Some(Element::call(format!("tool call #{position}"), raw)),
+    }
+}
 
 /// One place in the batch where a call is expected.
 pub(super) enum Element<'a> {
@@ -515,8 +546,8 @@ fn message_elements(raw: &str, max: usize) -> Result<Vec<Element<'_>>, BatchErro
         .filter_map(|(i, raw)| {
             let label = format!("content block #{}", i + 1);
             match parse_object::<Block>(raw.get()) {
-                Ok(block) if block.kind == "tool_use" => Some(Element::call(label, raw)),
                 Ok(block) if not_for_the_host(&block.kind) => None,
+                Ok(block) if block.kind == "tool_use" => Some(Element::call(label, raw)),
                 Ok(block) => Some(Element::Refused(format!(
                     "{label} is not a tool call: its type is {:?}; only tool_use blocks are calls (text, thinking and server tool blocks are skipped)",
                     crate::outcome::clip(&block.kind, 64)
@@ -533,12 +564,14 @@ fn message_elements(raw: &str, max: usize) -> Result<Vec<Element<'_>>, BatchErro
     Ok(elements)
 }
 
-/// Blocks of an assistant message that are no call for this host: the
-/// model's text and thinking, and the tools Anthropic's servers run
-/// themselves (`server_tool_use`, `mcp_tool_use`, and their `*_tool_result`
-/// blocks), which are answered already. Answering them here would invent
-/// `tool_result`s for ids the API never asked about.
-fn not_for_the_host(kind: &str) -> bool {
+/// Content blocks that are no call for this host, skipped wherever they
+/// appear (a message's `content`, or a batch array): the model's text and
+/// thinking, and the tools Anthropic's servers run themselves
+/// (`server_tool_use`, `mcp_tool_use`, and their `*_tool_result` blocks),
+/// which are answered already. Answering them here would invent
+/// `tool_result`s for ids the API never asked about. The one list: every
+/// reader asks here.
+pub(crate) fn not_for_the_host(kind: &str) -> bool {
     matches!(
         kind,
         "text"
@@ -1003,6 +1036,56 @@ pub(super) mod tests {
         assert_eq!(calls[0].id, "t1");
     }
 
+    /// Issue 24: an Anthropic `response.content` array sent as the batch
+    /// once had each text or thinking block answered under an invented id
+    /// (`call_1`), which the API would refuse on the next request.
+    #[test]
+    fn an_anthropic_content_array_yields_answers_for_its_tool_use_blocks_only() {
+        let calls = parse_batch(
+            r#"[{"type":"thinking","thinking":"hm","signature":"s"},
+                {"type":"redacted_thinking","data":"x"},
+                {"type":"text","text":"Let me add."},
+                {"type":"tool_use","id":"toolu_1","name":"calc","input":{"x":1}},
+                {"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}},
+                {"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]},
+                {"type":"mcp_tool_use","id":"mcptoolu_1","name":"x","server_name":"s","input":{}},
+                {"type":"mcp_tool_result","tool_use_id":"mcptoolu_1","content":[]},
+                {"name":"calc","arguments":{"x":2}},
+                {"type":"image","source":{}}]"#,
+        )
+        .unwrap();
+        let ids: Vec<_> = calls.iter().map(|c| c.id.as_str()).collect();
+        // Generated ids count the calls, not the skipped blocks: the second
+        // call is `call_2`, the third `call_3`, whatever stood between.
+        assert_eq!(ids, ["toolu_1", "call_2", "call_3"]);
+        assert_eq!(calls[0].arguments, Arguments::Json(json!({"x":1})));
+        assert_eq!(calls[1].arguments, Arguments::Json(json!({"x":2})));
+        // A block of a type this host does not know is refused, named by
+        // its place in the input.
+        let refused = malformed(&calls[2]);
+        assert!(refused.starts_with("tool call #10 "), "{refused}");
+        assert!(refused.contains("\"image\""), "{refused}");
+        // One block alone, as the whole batch: no call at all.
+        assert!(
+            parse_batch(r#"{"type":"text","text":"just text"}"#)
+                .unwrap()
+                .is_empty()
+        );
+        // Only the calls count against a limit on the batch.
+        let chatty = format!(
+            "[{}{{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"calc\",\"input\":{{}}}}]",
+            r#"{"type":"text","text":"a"},"#.repeat(10)
+        );
+        assert_eq!(parse_batch_at_most(&chatty, 1).unwrap().len(), 1);
+    }
+
+    /// Whether `item` is a block [`parse_batch`] skips in an array.
+    pub(in crate::wire) fn skipped(item: &Value) -> bool {
+        item.get("type")
+            .and_then(Value::as_str)
+            .is_some_and(not_for_the_host)
+    }
+
     pub(in crate::wire) mod properties {
         use super::*;
         use proptest::prelude::*;
@@ -1091,9 +1174,29 @@ pub(super) mod tests {
             })
         }
 
+        /// A content block that is no call, with or without an id.
+        fn not_a_call() -> impl Strategy<Value = Value> {
+            let kind = prop::sample::select(vec![
+                "text",
+                "thinking",
+                "redacted_thinking",
+                "server_tool_use",
+                "web_search_tool_result",
+                "mcp_tool_result",
+            ]);
+            (kind, prop::option::of(prop::sample::select(WORDS))).prop_map(|(kind, id)| {
+                let mut block = json!({"type": kind, "text": "t"});
+                if let Some(id) = id {
+                    block["id"] = json!(id);
+                }
+                block
+            })
+        }
+
         pub(in crate::wire) fn element() -> impl Strategy<Value = Value> {
             prop_oneof![
                 2 => call(),
+                1 => not_a_call(),
                 1 => prop::collection::btree_map(key(), json(), 0..5)
                     .prop_map(|map| Value::Object(map.into_iter().collect())),
                 1 => json(),
@@ -1118,7 +1221,8 @@ pub(super) mod tests {
                 match parse_batch(&value.to_string()) {
                     Ok(calls) => {
                         if let Value::Array(items) = &value {
-                            prop_assert_eq!(calls.len(), items.len());
+                            let answered = items.iter().filter(|item| !skipped(item)).count();
+                            prop_assert_eq!(calls.len(), answered);
                         }
                     }
                     Err(_) => prop_assert!(!value.is_array() && !value.is_object()),
@@ -1130,16 +1234,23 @@ pub(super) mod tests {
                 items in prop::collection::vec(element(), 0..10)
             ) {
                 let calls = parse_batch(&Value::Array(items.clone()).to_string()).unwrap();
+                let items: Vec<Value> = items.into_iter().filter(|item| !skipped(item)).collect();
                 prop_assert_eq!(calls.len(), items.len());
                 let given: HashSet<&str> = items
                     .iter()
                     .filter_map(|item| item.get("id")?.as_str())
                     .collect();
                 let mut generated = HashSet::new();
-                for (item, call) in items.iter().zip(&calls) {
+                for (position, (item, call)) in items.iter().zip(&calls).enumerate() {
                     match item.get("id").and_then(Value::as_str) {
                         Some(id) => prop_assert_eq!(&call.id, id),
                         None => {
+                            // The position of its answer, skipped blocks not counted.
+                            let own = format!("call_{}", position + 1);
+                            prop_assert!(
+                                call.id == own || call.id.starts_with(&format!("{own}_")),
+                                "{} at {}", call.id, position + 1
+                            );
                             prop_assert!(!given.contains(call.id.as_str()), "{} is given", call.id);
                             prop_assert!(generated.insert(call.id.clone()), "{} twice", call.id);
                         }

@@ -7,8 +7,12 @@
 //!   and then read a call at a time, so that a batch of any length holds
 //!   only its calls in flight and a hash per id.
 //! - [`definitions`]: tool definitions for OpenAI, Anthropic and MCP.
-//! - [`results`]: outcomes as ToolMessages, Anthropic `tool_result` blocks
-//!   and MCP `CallToolResult`s.
+//! - [`results`]: outcomes as ToolMessages, OpenAI chat completions'
+//!   messages, Anthropic `tool_result` blocks and MCP `CallToolResult`s.
+//! - [`providers`]: what each model provider takes in a tool result (image
+//!   types, sizes and counts, no empty text), for those answers and for the
+//!   agent loop's requests alike; [`image`] reads an image's type and size
+//!   from its bytes for it.
 //!
 //! Everything behind the edge (the dispatcher, the sandbox) sees only
 //! [`ToolCall`](crate::ToolCall), [`ToolSpec`](crate::ToolSpec) and
@@ -18,6 +22,8 @@
 pub mod batch_file;
 pub mod calls;
 pub mod definitions;
+pub mod image;
+pub mod providers;
 pub mod results;
 
 pub use batch_file::BatchFile;

@@ -1,25 +1,26 @@
-//! Outcomes in each wire format: the ToolMessage (LangChain's shape, which
-//! OpenAI's `role: "tool"` message is a subset of), Anthropic's
-//! `tool_result` block, and MCP's `CallToolResult`.
+//! Outcomes in each wire format: the ToolMessage (LangChain's shape),
+//! OpenAI chat completions' messages, Anthropic's `tool_result` block, and
+//! MCP's `CallToolResult`.
 //!
 //! Every front end answers through these functions, so a call reads the
 //! same, and carries the same typed error, wherever it came from.
 //!
 //! Content blocks map once per format:
 //!
-//! | block | ToolMessage (LangChain) | Anthropic `tool_result` | MCP |
-//! |---|---|---|---|
-//! | text | `text` | `text` | `text` |
-//! | image | `image` (`base64`, `mime_type`) | `image` (base64 source) for PNG, JPEG, GIF, WebP; else a line of text | `image` |
-//! | audio | `audio` | a line of text (the API takes no audio) | `audio` |
-//! | resource link | `file` with `url` | a line of text | `resource_link` |
-//! | embedded text | `text-plain` (or `file`) | `document` with a text source | `resource` with `text` |
-//! | embedded bytes | `file` (`base64`) | `document` for PDF; else a line of text | `resource` with `blob` |
+//! | block | ToolMessage (LangChain) | OpenAI | Anthropic `tool_result` | MCP |
+//! |---|---|---|---|---|
+//! | text | `text` | the tool message's text | `text` (none empty) | `text` |
+//! | image | `image` (`base64`, `mime_type`) | a line of text, and the image in the user message after the tool messages | `image` (base64 source) | `image` |
+//! | audio | `audio` | a line of text | a line of text (the API takes no audio) | `audio` |
+//! | resource link | `file` with `url` | a line of text | a line of text | `resource_link` |
+//! | embedded text | `text-plain` (or `file`) | the text, after a line naming it | `document` with a text source | `resource` with `text` |
+//! | embedded bytes | `file` (`base64`) | a line of text | `document` for PDF; else a line of text | `resource` with `blob` |
 //!
-//! A text-only result keeps `content` a string in the ToolMessage and in
-//! Anthropic's block, as before contract 0.2. OpenAI's chat completions
-//! carry text only in tool messages: the agent loop sends images in a
-//! user message after them (see [`crate::model`]).
+//! What OpenAI and Anthropic take of images (types, sizes, counts) is
+//! decided in [`super::providers`], for these answers and for the agent
+//! loop's requests alike; an image they cannot take is a line of text
+//! saying why. A text-only result keeps `content` a string in the
+//! ToolMessage and in Anthropic's block, as before contract 0.2.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -29,13 +30,20 @@ use serde_json::{Map, Value, json};
 use crate::dispatcher::ToolSpec;
 use crate::outcome::{CallError, ContentBlock, Outcome, ResourceContents};
 use crate::wire::definitions::mcp_structured;
+use crate::wire::providers::{self, ImageBudget, Vendor};
 
 /// A wire format for results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Format {
     /// The [`ToolMessage`]: LangChain's shape plus the typed error.
     #[default]
     ToolMessage,
+    /// OpenAI chat completions' messages, exactly as the API takes them:
+    /// a `tool` message of text per call, then one `user` message carrying
+    /// the images (tool messages take text only), as the agent loop sends
+    /// them.
+    OpenAI,
     /// Anthropic's `tool_result` content block, exactly as the Messages API
     /// takes it (no other fields: the API refuses unknown ones).
     Anthropic,
@@ -48,11 +56,12 @@ impl std::str::FromStr for Format {
 
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "toolmessage" | "openai" | "langchain" => Ok(Self::ToolMessage),
+            "toolmessage" | "langchain" => Ok(Self::ToolMessage),
+            "openai" => Ok(Self::OpenAI),
             "anthropic" => Ok(Self::Anthropic),
             "mcp" => Ok(Self::Mcp),
             other => Err(format!(
-                "unknown result format {:?}; use toolmessage, anthropic or mcp",
+                "unknown result format {:?}; use toolmessage, openai, anthropic or mcp",
                 crate::outcome::clip(other, 32)
             )),
         }
@@ -65,23 +74,104 @@ pub const MCP_ERROR_KEY: &str = "toolhost/error";
 /// the application and never for the model.
 pub const MCP_ARTIFACT_KEY: &str = "toolhost/artifact";
 
-/// `outcome` in `format`. `spec` is the called tool's, when it exists: MCP
-/// wraps structured output to match the tool's advertised output schema.
+/// One call's answer in `format`. `spec` is the called tool's, when it
+/// exists: MCP wraps structured output to match the tool's advertised
+/// output schema. For [`Format::OpenAI`], a JSON array of messages: the
+/// tool message, then the user message carrying its images when it has
+/// any. A batch is answered through [`Answers`], whose images share one
+/// user message and one request's limits.
 pub fn render(outcome: &Outcome, spec: Option<&ToolSpec>, format: Format) -> Value {
-    match format {
-        Format::ToolMessage => {
-            serde_json::to_value(outcome.to_message()).expect("a ToolMessage is JSON")
-        }
-        Format::Anthropic => anthropic_tool_result(outcome),
-        Format::Mcp => mcp_call_result(outcome, spec),
+    let mut answers = Answers::new(format);
+    let answer = answers.answer(outcome, spec);
+    match answers.finish() {
+        _ if format != Format::OpenAI => answer,
+        Some(images) => json!([answer, images]),
+        None => json!([answer]),
     }
 }
 
-/// Anthropic's `tool_result` block.
-pub fn anthropic_tool_result(outcome: &Outcome) -> Value {
+/// A batch's answers in one format, given one at a time, in order, as the
+/// outcomes come: one value per call, and for [`Format::OpenAI`] one more
+/// at the end, the user message carrying the images ([`Answers::finish`]).
+///
+/// The answers to a batch go back to the model in one request, so its
+/// images are counted against that request's limits (OpenAI: 500 images,
+/// 50 MB; Anthropic: 100, 20 MiB) in the order they come; those past them
+/// read as a line of text saying so. That also bounds what an OpenAI
+/// batch holds until its end, whatever its length.
+#[derive(Debug)]
+pub struct Answers {
+    format: Format,
+    budget: Option<ImageBudget>,
+    images: Vec<Value>,
+}
+
+impl Answers {
+    /// No answer given yet.
+    pub fn new(format: Format) -> Self {
+        let budget = match format {
+            Format::OpenAI => Some(ImageBudget::new(Vendor::OpenAI)),
+            Format::Anthropic => Some(ImageBudget::new(Vendor::Anthropic)),
+            Format::ToolMessage | Format::Mcp => None,
+        };
+        Self {
+            format,
+            budget,
+            images: Vec::new(),
+        }
+    }
+
+    /// The answer to `outcome`; `spec` as for [`render`].
+    pub fn answer(&mut self, outcome: &Outcome, spec: Option<&ToolSpec>) -> Value {
+        match (self.format, &mut self.budget) {
+            (Format::Anthropic, Some(budget)) => anthropic_tool_result(outcome, budget),
+            (Format::OpenAI, Some(budget)) => {
+                let (message, images) = openai_messages(outcome, budget);
+                self.images.extend(images);
+                message
+            }
+            (Format::Mcp, _) => mcp_call_result(outcome, spec),
+            _ => serde_json::to_value(outcome.to_message()).expect("a ToolMessage is JSON"),
+        }
+    }
+
+    /// What follows the answers: for [`Format::OpenAI`], the user message
+    /// carrying every image of the batch, each after a line naming its
+    /// call; `None` when there is none, and for the other formats.
+    pub fn finish(self) -> Option<Value> {
+        providers::openai_images_message(self.images)
+    }
+}
+
+/// `outcomes` answered in `format` as they come (see [`Answers`]): one
+/// value per outcome, in order, then for [`Format::OpenAI`] the user
+/// message carrying the batch's images. `spec` finds a called tool's spec.
+pub fn answer_stream<'a>(
+    outcomes: impl futures::Stream<Item = Outcome> + 'a,
+    spec: impl Fn(&str) -> Option<&'a ToolSpec> + 'a,
+    format: Format,
+) -> impl futures::Stream<Item = Value> + 'a {
+    use futures::StreamExt as _;
+    let state = (Box::pin(outcomes), Some(Answers::new(format)), spec);
+    futures::stream::unfold(state, |(mut outcomes, answers, spec)| async move {
+        let mut answers = answers?;
+        match outcomes.next().await {
+            Some(outcome) => {
+                let answer = answers.answer(&outcome, spec(&outcome.tool));
+                Some((answer, (outcomes, Some(answers), spec)))
+            }
+            None => answers.finish().map(|last| (last, (outcomes, None, spec))),
+        }
+    })
+}
+
+/// Anthropic's `tool_result` block, its images counted against `budget`.
+pub fn anthropic_tool_result(outcome: &Outcome, budget: &mut ImageBudget) -> Value {
     let content = match &outcome.result {
-        Ok(output) if !output.is_text_only() => anthropic_content(&output.content),
-        _ => json!(outcome.content()),
+        Ok(output) if !output.is_text_only() => {
+            providers::anthropic_content(&output.content, budget)
+        }
+        _ => providers::anthropic_text(&outcome.content()),
     };
     json!({
         "type": "tool_result",
@@ -91,37 +181,24 @@ pub fn anthropic_tool_result(outcome: &Outcome) -> Value {
     })
 }
 
-/// The image types the Messages API takes.
-const ANTHROPIC_IMAGES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
-
-/// Blocks as the content of Anthropic's `tool_result`: text, image and
-/// document blocks, and a line of text for what the API cannot take.
-pub fn anthropic_content(blocks: &[ContentBlock]) -> Value {
-    let text = |block: &ContentBlock| json!({"type": "text", "text": block.as_text()});
-    blocks
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text(t) => json!({"type": "text", "text": t}),
-            ContentBlock::Image(media) if ANTHROPIC_IMAGES.contains(&media.mime_type.as_str()) => json!({
-                "type": "image",
-                "source": {"type": "base64", "media_type": media.mime_type, "data": BASE64.encode(&media.data)},
-            }),
-            ContentBlock::Resource(resource) => match &resource.contents {
-                ResourceContents::Text(t) => json!({
-                    "type": "document",
-                    "source": {"type": "text", "media_type": "text/plain", "data": t},
-                    "title": resource.uri,
-                }),
-                ResourceContents::Blob(data) if resource.mime_type.as_deref() == Some("application/pdf") => json!({
-                    "type": "document",
-                    "source": {"type": "base64", "media_type": "application/pdf", "data": BASE64.encode(data)},
-                    "title": resource.uri,
-                }),
-                ResourceContents::Blob(_) => text(block),
-            },
-            _ => text(block),
-        })
-        .collect()
+/// OpenAI's tool message for `outcome`, and the parts that carry its images
+/// in the user message after the turn's tool messages.
+fn openai_messages(outcome: &Outcome, budget: &mut ImageBudget) -> (Value, Vec<Value>) {
+    match &outcome.result {
+        Ok(output) if !output.is_text_only() => {
+            let fitted = providers::fit(Vendor::OpenAI, &output.content, budget);
+            let message =
+                providers::openai_tool_message(&outcome.call_id, &providers::as_text(&fitted));
+            (
+                message,
+                providers::openai_image_parts(&outcome.call_id, &fitted),
+            )
+        }
+        _ => (
+            providers::openai_tool_message(&outcome.call_id, &outcome.content()),
+            Vec::new(),
+        ),
+    }
 }
 
 /// Blocks as MCP content.
@@ -358,8 +435,13 @@ mod tests {
     use super::*;
     use crate::outcome::{CallStats, EmbeddedResource, ErrorType, Media, ResourceLink, ToolOutput};
 
+    /// A 2×1 PNG's header: 33 bytes, `iVBORw0KGgo…` in base64.
+    fn png() -> bytes::Bytes {
+        bytes::Bytes::from(crate::wire::image::tests::png_of(2, 1, 0))
+    }
+
     fn mixed() -> Outcome {
-        let png = bytes::Bytes::from_static(b"\x89PNG");
+        let png = png();
         Outcome {
             call_id: "c".into(),
             tool: "chart".into(),
@@ -395,11 +477,12 @@ mod tests {
     #[test]
     fn each_block_maps_once_to_each_format() {
         let outcome = mixed();
+        let png = BASE64.encode(png());
         assert_eq!(
             render(&outcome, None, Format::Mcp)["content"],
             json!([
                 {"type": "text", "text": "a chart"},
-                {"type": "image", "data": "iVBORw==", "mimeType": "image/png"},
+                {"type": "image", "data": png, "mimeType": "image/png"},
                 {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
                 {"type": "resource_link", "uri": "file:///r.csv", "name": "r.csv", "mimeType": "text/csv"},
                 {"type": "resource", "resource": {"uri": "mem://notes", "text": "hi"}},
@@ -408,7 +491,7 @@ mod tests {
         let anthropic = render(&outcome, None, Format::Anthropic)["content"].clone();
         assert_eq!(
             anthropic[1],
-            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}})
+            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}})
         );
         assert_eq!(
             anthropic[2],
@@ -419,13 +502,133 @@ mod tests {
         let message = render(&outcome, None, Format::ToolMessage);
         assert_eq!(
             message["content"][1],
-            json!({"type": "image", "base64": "iVBORw==", "mime_type": "image/png"})
+            json!({"type": "image", "base64": png, "mime_type": "image/png"})
         );
         assert_eq!(message["content"][3]["type"], "file");
         assert_eq!(message["content"][4]["type"], "text-plain");
+        let text = "a chart\n[image: image/png, 33 B]\n[audio: audio/wav, 4 B]\n[resource r.csv: file:///r.csv]\n[resource mem://notes]\nhi";
+        assert_eq!(outcome.content(), text);
+        // OpenAI: the tool message in text, its image in a user message.
         assert_eq!(
-            outcome.content(),
-            "a chart\n[image: image/png, 4 B]\n[audio: audio/wav, 4 B]\n[resource r.csv: file:///r.csv]\n[resource mem://notes]\nhi"
+            render(&outcome, None, Format::OpenAI),
+            json!([
+                {"role": "tool", "tool_call_id": "c", "content": text},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Image returned by tool call c:"},
+                    {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{png}")}},
+                ]},
+            ])
+        );
+    }
+
+    /// Two results with images and one without, answered as a batch: the
+    /// tool messages in order, then one user message with every image.
+    #[test]
+    fn an_openai_batch_ends_with_one_user_message_carrying_its_images() {
+        let mut answers = Answers::new(Format::OpenAI);
+        let mut first = mixed();
+        first.call_id = "a".into();
+        let mut second = mixed();
+        second.call_id = "b".into();
+        let out: Vec<Value> = [first, timeout(), second]
+            .iter()
+            .map(|outcome| answers.answer(outcome, None))
+            .collect();
+        let roles: Vec<&Value> = out.iter().map(|m| &m["role"]).collect();
+        assert_eq!(roles, ["tool", "tool", "tool"]);
+        assert_eq!(
+            out[1],
+            json!({"role": "tool", "tool_call_id": "call_7",
+                                   "content": "Error: tool 'fetch' timed out after 2s"})
+        );
+        let images = answers.finish().unwrap();
+        assert_eq!(images["role"], "user");
+        let texts: Vec<&Value> = images["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|part| part.get("text"))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "Image returned by tool call a:",
+                "Image returned by tool call b:"
+            ]
+        );
+        // Text only: no user message at all.
+        let mut answers = Answers::new(Format::OpenAI);
+        answers.answer(&success(), None);
+        assert_eq!(answers.finish(), None);
+    }
+
+    /// An image a provider cannot take reads as a line saying why, in the
+    /// answer the model gets, never silently dropped.
+    #[test]
+    fn images_a_provider_cannot_take_are_a_line_saying_why() {
+        let svg = Outcome {
+            call_id: "s".into(),
+            tool: "draw".into(),
+            result: Ok(ToolOutput {
+                content: vec![
+                    ContentBlock::Text(String::new()),
+                    ContentBlock::Image(Media {
+                        mime_type: "image/svg+xml".into(),
+                        data: bytes::Bytes::from_static(b"<svg/>"),
+                    }),
+                    ContentBlock::Text("  ".into()),
+                ],
+                ..ToolOutput::default()
+            }),
+            stats: CallStats::default(),
+        };
+        let note = "[image dropped: image/svg+xml, 6 B, is not a PNG, JPEG, GIF or WebP image]";
+        // Anthropic: the blank text blocks go (the API refuses them).
+        assert_eq!(
+            render(&svg, None, Format::Anthropic)["content"],
+            json!([{"type": "text", "text": note}])
+        );
+        let openai = render(&svg, None, Format::OpenAI);
+        assert_eq!(
+            openai.as_array().unwrap().len(),
+            1,
+            "no image to carry: {openai}"
+        );
+        assert!(
+            openai[0]["content"].as_str().unwrap().contains(note),
+            "{openai}"
+        );
+        // The formats that are no provider's keep the block as it is.
+        assert_eq!(
+            render(&svg, None, Format::Mcp)["content"][1]["type"],
+            "image"
+        );
+    }
+
+    /// Anthropic refuses an empty text block, and a string content that is
+    /// one: an empty result reads `(no output)`.
+    #[test]
+    fn an_empty_result_is_never_an_empty_anthropic_text_block() {
+        let mut empty = success();
+        if let Ok(output) = &mut empty.result {
+            output.content = vec![ContentBlock::Text(" \n".into())];
+        }
+        assert_eq!(
+            render(&empty, None, Format::Anthropic)["content"],
+            "(no output)"
+        );
+        if let Ok(output) = &mut empty.result {
+            output.content.push(ContentBlock::Text(String::new()));
+        }
+        assert_eq!(
+            render(&empty, None, Format::Anthropic)["content"],
+            "(no output)",
+            "two blank text blocks are text only"
+        );
+        // The other formats keep what the tool said.
+        assert_eq!(
+            render(&empty, None, Format::ToolMessage)["content"],
+            " \n\n"
         );
     }
 
@@ -530,11 +733,13 @@ mod tests {
     #[test]
     fn result_formats_parse_from_their_names() {
         assert_eq!("anthropic".parse::<Format>(), Ok(Format::Anthropic));
+        assert_eq!("openai".parse::<Format>(), Ok(Format::OpenAI));
+        assert_eq!("langchain".parse::<Format>(), Ok(Format::ToolMessage));
         assert!(
             "csv"
                 .parse::<Format>()
                 .unwrap_err()
-                .contains("toolmessage, anthropic or mcp")
+                .contains("toolmessage, openai, anthropic or mcp")
         );
     }
 }

@@ -833,7 +833,7 @@ async fn openai_gets_images_in_a_user_message_after_all_of_the_turns_tool_messag
         false,
         vec![
             oa_calls(&[
-                ("call_1", "media", r#"{"size": 8}"#),
+                ("call_1", "media", r#"{"size": 64}"#),
                 ("call_2", "calc", r#"{"expression": "1+1"}"#),
             ]),
             oa_text("A picture and 2."),
@@ -851,7 +851,7 @@ async fn openai_gets_images_in_a_user_message_after_all_of_the_turns_tool_messag
     // The tool message carries text only, naming what follows.
     assert_eq!(
         messages[2]["content"],
-        "a picture\n[image: image/png, 8 B]\n[resource r: https://example.org/r (a resource)]"
+        "a picture\n[image: image/png, 64 B]\n[resource r: https://example.org/r (a resource)]"
     );
     let parts = messages[4]["content"].as_array().unwrap();
     assert_eq!(parts[0]["text"], "Image returned by tool call call_1:");
@@ -874,7 +874,7 @@ async fn anthropic_gets_images_inside_the_tool_result() {
         Provider::Anthropic,
         false,
         vec![
-            an_tool_uses(&[("toolu_1", "media", json!({"size": 8}))]),
+            an_tool_uses(&[("toolu_1", "media", json!({"size": 64}))]),
             an_text("A picture."),
         ],
         "go",

@@ -91,6 +91,93 @@ fn batch_from_stdin_answers_every_id_in_order() {
     assert_eq!(messages[3]["is_error"], false);
 }
 
+/// Issue 24: the text and thinking blocks of an Anthropic
+/// `response.content` array given to `call --batch` are no calls, and get
+/// no answers.
+#[test]
+fn a_batch_of_anthropic_content_blocks_answers_its_tool_use_blocks_only() {
+    let content = r#"[
+        {"type":"thinking","thinking":"hm","signature":"s"},
+        {"type":"text","text":"Adding."},
+        {"type":"tool_use","id":"toolu_1","name":"calc","input":{"expression":"1+1"}},
+        {"type":"text","text":"And one more."},
+        {"name":"calc","arguments":{"expression":"2+2"}}
+    ]"#;
+    let output = toolhost(
+        &[
+            "call",
+            "--config",
+            EXAMPLES,
+            "--format",
+            "anthropic",
+            "--batch",
+            "-",
+        ],
+        Some(content),
+    );
+    let answers = stdout_json(&output);
+    assert_eq!(
+        answers,
+        serde_json::json!([
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "2", "is_error": false},
+            {"type": "tool_result", "tool_use_id": "call_2", "content": "4", "is_error": false},
+        ])
+    );
+}
+
+/// Issue 24: `call --format openai` answers with OpenAI chat-completions
+/// messages: one call is an array of its tool message (and the user
+/// message with its images, if any); a batch is its tool messages, in
+/// order, then one user message with every image.
+#[test]
+fn call_format_openai_answers_with_tool_messages_then_one_user_message() {
+    let dir = probe_manifest();
+    let config = dir.path().join("toolhost.toml");
+    let config = config.to_str().unwrap();
+    let one = stdout_json(&toolhost(
+        &[
+            "call",
+            "--config",
+            config,
+            "--format",
+            "openai",
+            "echo",
+            r#"{"text":"ab","times":2}"#,
+        ],
+        None,
+    ));
+    assert_eq!(
+        one,
+        serde_json::json!([{"role": "tool", "tool_call_id": "call_1", "content": "abab"}])
+    );
+    let batch = r#"[
+        {"id":"m","name":"media","args":{"size":64}},
+        {"id":"e","name":"echo","args":{"text":"x","times":1}},
+        {"id":"n","name":"media","args":{"size":64}}
+    ]"#;
+    let answers = stdout_json(&toolhost(
+        &[
+            "call", "--config", config, "--format", "openai", "--batch", "-",
+        ],
+        Some(batch),
+    ));
+    let answers = answers.as_array().unwrap();
+    let who: Vec<(&str, Option<&str>)> = answers
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["tool_call_id"].as_str()))
+        .collect();
+    assert_eq!(
+        who,
+        [
+            ("tool", Some("m")),
+            ("tool", Some("e")),
+            ("tool", Some("n")),
+            ("user", None)
+        ]
+    );
+    assert_eq!(answers[3]["content"].as_array().unwrap().len(), 4);
+}
+
 /// A batch is checked whole before any of its calls runs, wherever it
 /// comes from: a regular file, stdin, or a pipe named as a path.
 #[test]
@@ -111,7 +198,7 @@ fn a_batch_with_an_error_anywhere_runs_none_of_its_calls() {
     let config = config.to_str().unwrap();
     let write = |name: &str| {
         format!(
-            r#"{{"id":"{name}","name":"write_file","args":{{"path":"/data/{name}","content":"x"}}}}"#
+            r#"{{"id":"{name}","name":"write_file","args":{{"path":"/data/{name}","content":"x","append":null}}}}"#
         )
     };
     let broken = format!("[{}, {}, {{oops]", write("first"), write("second"));
@@ -236,21 +323,67 @@ fn a_bad_manifest_exits_one_naming_file_tool_and_key() {
     );
 }
 
+/// Issue 24: every example tool passes `check --strict`; integer formats
+/// clients do not know (`uint`, from schemars) are gone from what is
+/// listed, replaced by their bounds.
+#[test]
+fn every_example_passes_check_strict_with_no_unknown_integer_format() {
+    for manifest in [
+        EXAMPLES,
+        "example-tools/state.toml",
+        "example-tools/demo.toml",
+    ] {
+        let strict = toolhost(&["check", "--strict", "--config", manifest], None);
+        let stderr = String::from_utf8_lossy(&strict.stderr);
+        assert!(strict.status.success(), "{manifest}:\n{stderr}");
+        assert!(!stderr.contains("warning:"), "{manifest}:\n{stderr}");
+    }
+    let mcp = stdout_json(&toolhost(
+        &["tools", "--config", EXAMPLES, "--format", "mcp"],
+        None,
+    ));
+    let text = mcp.to_string();
+    for format in ["uint", "int8", "int16", "int128"] {
+        assert!(
+            !text.contains(&format!(r#""format":"{format}"#)),
+            "{format} in {text}"
+        );
+    }
+    let http_get = mcp
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "http_get")
+        .unwrap();
+    let max_chars = &http_get["inputSchema"]["properties"]["max_chars"];
+    assert_eq!(max_chars["minimum"], 1, "{max_chars}");
+    assert_eq!(max_chars["maximum"], 100_000, "{max_chars}");
+    let status = &http_get["outputSchema"]["properties"]["status"];
+    assert_eq!(
+        (&status["minimum"], &status["maximum"]),
+        (&serde_json::json!(0), &serde_json::json!(65535)),
+        "{status}"
+    );
+}
+
 #[test]
 fn check_warns_of_what_models_and_clients_trip_on_and_strict_fails() {
-    let output = toolhost(&["check", "--config", EXAMPLES], None);
+    let dir = probe_manifest();
+    let config = dir.path().join("toolhost.toml");
+    let config = config.to_str().unwrap();
+    let output = toolhost(&["check", "--config", config], None);
     assert!(output.status.success(), "warnings alone do not fail");
     let stderr = String::from_utf8(output.stderr).unwrap();
-    // Optional arguments with defaults, which strict mode refuses.
+    // The probe's optional arguments with defaults, which strict mode
+    // refuses.
     for expected in [
-        "warning: tool http_get: input schema has optional properties at / (max_chars)",
-        "warning: tool http_get: input schema has `default` at /properties/max_chars",
-        "warning: tool write_file: input schema has optional properties at / (append)",
+        "warning: tool put: input schema has optional properties at / (",
+        "warning: tool put: input schema has `default` at /properties/size",
+        "warning: tool panic: description \"Panic\" is too short",
     ] {
         assert!(stderr.contains(expected), "no {expected:?} in:\n{stderr}");
     }
-    assert!(!stderr.contains("tool list_dir: output schema"), "{stderr}");
-    let strict = toolhost(&["check", "--strict", "--config", EXAMPLES], None);
+    let strict = toolhost(&["check", "--strict", "--config", config], None);
     assert_eq!(strict.status.code(), Some(1));
     let stderr = String::from_utf8(strict.stderr).unwrap();
     assert!(stderr.contains("--strict makes them errors"), "{stderr}");
@@ -568,7 +701,7 @@ async fn a_saved_transcript_replays_exactly_as_the_run_showed_it() {
             (
                 "c2",
                 "http_get",
-                r#"{"url":"http://169.254.169.254/latest/meta-data/"}"#,
+                r#"{"url":"http://169.254.169.254/latest/meta-data/","max_chars":null}"#,
             ),
         ]),
         oa_text("The product is 42, and the fetch was refused."),

@@ -154,7 +154,7 @@ async fn destructive_tools_need_approval_when_the_manifest_says_so() {
         ToolCall::new(
             "w",
             "write_file",
-            json!({"path": "/data/a.txt", "content": "x"}),
+            json!({"path": "/data/a.txt", "content": "x", "append": null}),
         )
     };
     let refused = host.call(write()).await;
@@ -187,9 +187,14 @@ async fn python_and_javascript_tools_speak_the_same_contract() {
         .structured
         .clone();
     assert_eq!(structured.unwrap()["words"], 4);
-    let slug = call(&host, "slugify", json!({"text": "Hello, World!"})).await;
+    let slug = call(
+        &host,
+        "slugify",
+        json!({"text": "Hello, World!", "separator": "-"}),
+    )
+    .await;
     assert_eq!(ok(&slug), "hello-world");
-    let empty = call(&host, "slugify", json!({"text": "!!!"})).await;
+    let empty = call(&host, "slugify", json!({"text": "!!!", "separator": "-"})).await;
     assert_eq!(err(&empty), ErrorType::ToolError);
     let km = ok(&call(
         &host,
@@ -287,4 +292,56 @@ async fn time_waiting_for_approval_is_not_counted_as_tool_time() {
         "{:?}",
         outcome.stats
     );
+}
+
+/// Issue 24: structured output that does not fit the tool's output schema
+/// never reaches a client as a success: MCP clients must be able to trust
+/// `structuredContent` to fit `outputSchema`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_output_that_does_not_fit_its_output_schema_is_a_tool_error() {
+    use toolhost::wire::results::{Format, render};
+
+    let host = probe_host(Grants::none(), quick_limits()).await;
+    let spec = host.spec("structured").expect("the probe declares it");
+    // The declared `u16` is listed by its bounds, not an unknown format.
+    let port = &spec.output_schema.as_ref().unwrap()["properties"]["port"];
+    assert_eq!(
+        port,
+        &json!({"type": "integer", "minimum": 0, "maximum": 65535})
+    );
+
+    let fits = call(
+        &host,
+        "structured",
+        json!({"value": {"port": 8080, "name": "web"}}),
+    )
+    .await;
+    let structured = fits.result.as_ref().expect("fits").structured.clone();
+    assert_eq!(structured, Some(json!({"port": 8080, "name": "web"})));
+    assert_eq!(render(&fits, Some(spec), Format::Mcp)["isError"], false);
+
+    for (value, place) in [
+        (json!({"port": 70000, "name": "web"}), "at /port"),
+        (json!({"port": "80", "name": "web"}), "at /port"),
+        (json!({"port": 80}), "\"name\" is a required property"),
+        (json!([80, "web"]), "not of type \"object\""),
+    ] {
+        let outcome = call(&host, "structured", json!({ "value": value })).await;
+        let error = outcome.result.as_ref().expect_err("does not fit");
+        assert_eq!(error.kind, ErrorType::ToolError, "{value}");
+        assert_eq!(
+            error.tool_kind.as_deref(),
+            Some("invalid_output"),
+            "{value}"
+        );
+        assert!(!error.retryable);
+        assert!(error.message.contains(place), "{value}: {}", error.message);
+        let mcp = render(&outcome, Some(spec), Format::Mcp);
+        assert_eq!(mcp["isError"], true, "{mcp}");
+        assert!(mcp.get("structuredContent").is_none(), "{mcp}");
+        assert_eq!(
+            mcp["_meta"]["toolhost/error"]["tool_kind"],
+            "invalid_output"
+        );
+    }
 }

@@ -128,7 +128,7 @@ async fn read_write_grant_allows_writes() {
     let call = toolhost::ToolCall::new(
         "w",
         "write_file",
-        json!({"path": "/data/out.txt", "content": "written"}),
+        json!({"path": "/data/out.txt", "content": "written", "append": null}),
     );
     let outcome = host.call_with(call, &toolhost::ApproveAll).await;
     assert_eq!(ok(&outcome), "wrote 7 bytes to /data/out.txt");

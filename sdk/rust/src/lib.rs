@@ -698,8 +698,99 @@ impl Tool {
     }
 }
 
+/// `T`'s JSON Schema, as the host and every client can read it: schemars'
+/// defaults (draft 2020-12), with its integer `format`s that clients do not
+/// know replaced by the bounds they stand for ([`IntegerFormats`]).
 fn schema_of<T: JsonSchema>() -> serde_json::Value {
-    schemars::schema_for!(T).to_value()
+    schemars::generate::SchemaSettings::default()
+        .with_transform(IntegerFormats)
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value()
+}
+
+/// Replaces the integer `format`s schemars writes for Rust's integer types
+/// (`uint8`, `uint16`, `uint32`, `uint64`, `uint128`, `uint`, `int8`,
+/// `int16`, `int128`, `int`) by the `minimum` and `maximum` they stand for,
+/// keeping a tighter bound of the schema's own (from `range(…)`). Clients
+/// do not know those formats: the MCP TypeScript SDK warns on every
+/// listing, and strict validators refuse the schema. `int32` and `int64`
+/// (OpenAPI's, which clients know) are kept. The host does the same to
+/// every component's schemas when it loads them; doing it here keeps the
+/// schemas a tool describes itself with exactly what the host shows.
+#[derive(Debug, Clone, Copy)]
+struct IntegerFormats;
+
+impl schemars::transform::Transform for IntegerFormats {
+    fn transform(&mut self, schema: &mut schemars::Schema) {
+        if let Some(object) = schema.as_object_mut()
+            && let Some((minimum, maximum)) = object
+                .get("format")
+                .and_then(serde_json::Value::as_str)
+                .and_then(integer_bounds)
+        {
+            object.remove("format");
+            if let Some(minimum) = minimum {
+                tighten(object, "minimum", minimum, std::cmp::Ordering::Greater);
+            }
+            if let Some(maximum) = maximum {
+                tighten(object, "maximum", maximum, std::cmp::Ordering::Less);
+            }
+        }
+        schemars::transform::transform_subschemas(self, schema);
+    }
+}
+
+/// The bounds of the integer type schemars names `format`; a 128-bit type's
+/// bounds beyond 64 bits are left out (JSON numbers do not carry them
+/// exactly), and its deserialization checks them.
+fn integer_bounds(format: &str) -> Option<(Option<i128>, Option<i128>)> {
+    let range = |min: i128, max: i128| Some((Some(min), Some(max)));
+    match format {
+        "int8" => range(i8::MIN.into(), i8::MAX.into()),
+        "int16" => range(i16::MIN.into(), i16::MAX.into()),
+        "int" => range(isize::MIN as i128, isize::MAX as i128),
+        "uint8" => range(0, u8::MAX.into()),
+        "uint16" => range(0, u16::MAX.into()),
+        "uint32" => range(0, u32::MAX.into()),
+        "uint64" => range(0, u64::MAX.into()),
+        "uint" => range(0, usize::MAX as i128),
+        "uint128" => Some((Some(0), None)),
+        "int128" => Some((None, None)),
+        _ => None,
+    }
+}
+
+/// Set `keyword` to `bound` unless the schema's own bound is tighter
+/// (compares as `tighter` against it).
+fn tighten(
+    object: &mut serde_json::Map<String, serde_json::Value>,
+    keyword: &str,
+    bound: i128,
+    tighter: std::cmp::Ordering,
+) {
+    // Exactly for integers, as `f64` for other numbers; anything else (a
+    // schema error) is left for the host to report.
+    let keep_own = object.get(keyword).is_some_and(|own| {
+        match own
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| own.as_u64().map(i128::from))
+        {
+            Some(own) => bound.cmp(&own) != tighter,
+            None => own
+                .as_f64()
+                .is_none_or(|own| (bound as f64).partial_cmp(&own) != Some(tighter)),
+        }
+    });
+    if !keep_own {
+        let number = i64::try_from(bound)
+            .map(serde_json::Number::from)
+            .or_else(|_| u64::try_from(bound).map(serde_json::Number::from));
+        if let Ok(number) = number {
+            object.insert(keyword.to_owned(), number.into());
+        }
+    }
 }
 
 /// A function that can handle a tool call: `fn(A) -> Result<O, E>` or
@@ -806,5 +897,66 @@ impl<P: __private::Provider> wit_tool::Guest for P {
                 message: e.message,
                 retryable: e.retryable,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Every Rust integer type, as a tool's arguments may hold them.
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Integers {
+        a: u8,
+        b: u16,
+        c: u32,
+        d: u64,
+        e: usize,
+        f: u128,
+        g: i8,
+        h: i16,
+        i: i32,
+        j: i64,
+        k: isize,
+        l: i128,
+        m: Option<u16>,
+        #[schemars(range(min = 1, max = 100))]
+        n: u32,
+        o: Vec<u8>,
+        p: f64,
+    }
+
+    /// Issue 24: schemars' `uint16`, `uint64` … made the MCP TypeScript
+    /// SDK warn on every listing.
+    #[test]
+    fn schemas_carry_no_integer_format_clients_do_not_know() {
+        let schema = schema_of::<Integers>();
+        let property = |name: &str| schema["properties"][name].clone();
+        let bounded = |min: serde_json::Value, max: serde_json::Value| json!({"type": "integer", "minimum": min, "maximum": max});
+        assert_eq!(property("a"), bounded(json!(0), json!(255)));
+        assert_eq!(property("b"), bounded(json!(0), json!(65535)));
+        assert_eq!(property("c"), bounded(json!(0), json!(u32::MAX)));
+        assert_eq!(property("d"), bounded(json!(0), json!(u64::MAX)));
+        assert_eq!(property("e"), bounded(json!(0), json!(usize::MAX)));
+        assert_eq!(property("f"), json!({"type": "integer", "minimum": 0}));
+        assert_eq!(property("g"), bounded(json!(-128), json!(127)));
+        assert_eq!(property("h"), bounded(json!(-32768), json!(32767)));
+        assert_eq!(property("k"), bounded(json!(isize::MIN), json!(isize::MAX)));
+        assert_eq!(property("l"), json!({"type": "integer"}));
+        assert_eq!(
+            property("m"),
+            json!({"type": ["integer", "null"], "minimum": 0, "maximum": 65535})
+        );
+        // A tighter range of the field's own is kept.
+        assert_eq!(property("n"), bounded(json!(1), json!(100)));
+        assert_eq!(property("o")["items"], bounded(json!(0), json!(255)));
+        // What clients know stays: OpenAPI's int32 and int64, and number
+        // formats.
+        assert_eq!(property("i")["format"], "int32");
+        assert_eq!(property("j")["format"], "int64");
+        assert_eq!(property("p")["format"], "double");
     }
 }

@@ -300,7 +300,11 @@ struct Media {
 
 /// Text, an image and a link; with `leak`, an image carrying a secret.
 fn media(args: Media) -> Result<Output, ToolError> {
-    let mut data = b"\x89PNG\r\n\x1a\n".to_vec();
+    // A 1×1 PNG's signature and IHDR chunk (what model providers check an
+    // image's type and size by), padded to `size` bytes.
+    let mut data =
+        b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89"
+            .to_vec();
     data.resize(args.size.max(data.len()), 7);
     if args.leak {
         data.extend_from_slice(
@@ -312,6 +316,26 @@ fn media(args: Media) -> Result<Output, ToolError> {
     Ok(Output::text("a picture")
         .with_image("image/png", data)
         .with_link("https://example.org/r", "r", Some("a resource".into())))
+}
+
+/// The structured output `structured` declares: a port number and a name.
+#[derive(serde::Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Endpoint {
+    port: u16,
+    name: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Structured {
+    /// Returned as the structured output, whether it fits [`Endpoint`] or not.
+    value: serde_json::Value,
+}
+
+/// Returns `value` as its structured output, which the host checks against
+/// the declared output schema.
+fn structured(args: Structured) -> Result<Output, ToolError> {
+    Ok(Output::json(&args.value))
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -763,6 +787,8 @@ toolhost_guest::export_tools! {
     Tool::new("ask_json", "Ask a question with a given answer schema, n times", ask_json),
     Tool::new("ask_cacheable", "Ask to confirm, declared read-only and idempotent", ask_confirm).read_only().idempotent(),
     Tool::new("media", "Return an image and a link", media),
+    Tool::new("structured", "Return a value as structured output declared an Endpoint", structured)
+        .output::<Endpoint>(),
     Tool::new("put", "Set a key in a store", put),
     Tool::new("get", "Read a key from a store", get),
     Tool::new("put_many", "Set n keys in one batch", put_many),

@@ -553,6 +553,95 @@ async fn tool_calls_accept_whole_assistant_messages() {
     assert_eq!(got, [("call_x", "7"), ("call_y", "25")]);
 }
 
+/// Issue 24: `?format=openai` answers in OpenAI's own shapes: a `tool`
+/// message of text per call, exactly the fields the API takes, in order,
+/// then one `user` message carrying the images; and each provider's
+/// answers hold only the images it takes.
+#[tokio::test]
+async fn tool_calls_answer_in_openai_shapes_and_each_provider_gets_images_it_takes() {
+    let server = Server::start(&manifest(Some(LONG_PROBE)), &[]);
+    let batch = json!([
+        {"id": "m1", "name": "media", "args": {"size": 64}},
+        {"id": "c1", "name": "calc", "args": {"expression": "6*7"}},
+        {"id": "m2", "name": "media", "args": {"size": 100}},
+    ]);
+    let answers = server.answers("?format=openai", &batch).await;
+    assert_eq!(answers.len(), 4, "{answers:#?}");
+    assert_eq!(
+        answers[1],
+        json!({"role": "tool", "tool_call_id": "c1", "content": "42"})
+    );
+    assert_eq!(answers[0]["role"], "tool");
+    assert_eq!(answers[0]["tool_call_id"], "m1");
+    assert_eq!(
+        answers[0]["content"],
+        "a picture\n[image: image/png, 64 B]\n[resource r: https://example.org/r (a resource)]"
+    );
+    assert_eq!(answers[0].as_object().unwrap().len(), 3, "{}", answers[0]);
+    let images = &answers[3];
+    assert_eq!(images["role"], "user");
+    let parts = images["content"].as_array().unwrap();
+    let kinds: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["text", "image_url", "text", "image_url"]);
+    assert_eq!(parts[2]["text"], "Image returned by tool call m2:");
+    assert!(
+        parts[3]["image_url"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("data:image/png;base64,iVBORw0KGgo"),
+        "{}",
+        parts[3]
+    );
+    // An image over Anthropic's 5 MiB (as base64) reads as a line saying
+    // why; MCP clients, which have no such limit, get it whole.
+    let big = json!([{"type": "tool_use", "id": "toolu_big", "name": "media", "input": {"size": 4_000_000}}]);
+    let answers = server.answers("?format=anthropic", &big).await;
+    let content = answers[0]["content"].as_array().unwrap();
+    assert_eq!(
+        content[1],
+        json!({"type": "text", "text": "[image dropped: image/png, 3.8 MiB; Anthropic takes images up to 3.75 MiB (5 MiB as base64)]"})
+    );
+    let answers = server.answers("?format=mcp", &big).await;
+    assert_eq!(answers[0]["content"][1]["type"], "image");
+}
+
+/// Issue 24: an Anthropic `response.content` array posted as it is got an
+/// error answer under an invented id (`call_1`) for each text or thinking
+/// block, which the Messages API would refuse on the next request.
+#[tokio::test]
+async fn tool_calls_answer_only_the_tool_use_blocks_of_an_anthropic_content_array() {
+    let server = Server::start(&manifest(None), &[]);
+    let content = json!([
+        {"type": "thinking", "thinking": "two sums", "signature": "sig"},
+        {"type": "text", "text": "Let me compute both."},
+        {"type": "tool_use", "id": "toolu_a", "name": "calc", "input": {"expression": "1+1"}},
+        {"type": "redacted_thinking", "data": "opaque"},
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        {"type": "tool_use", "id": "toolu_b", "name": "calc", "input": {"expression": "2*3"}},
+    ]);
+    let answers = server.answers("?format=anthropic", &content).await;
+    assert_eq!(
+        answers,
+        [
+            json!({"type": "tool_result", "tool_use_id": "toolu_a", "content": "2", "is_error": false}),
+            json!({"type": "tool_result", "tool_use_id": "toolu_b", "content": "6", "is_error": false}),
+        ]
+    );
+    // A block of a type no reader knows is still refused, with an answer.
+    let answers = server
+        .answers(
+            "",
+            &json!([{"type": "text", "text": "hi"}, {"type": "picture"}]),
+        )
+        .await;
+    assert_eq!(answers.len(), 1, "{answers:#?}");
+    assert_eq!(answers[0]["tool_call_id"], "call_1");
+    assert_eq!(answers[0]["error"]["type"], "invalid_arguments");
+    let message = answers[0]["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("tool call #2 "), "{message}");
+}
+
 // 2. Requests that cannot be read: 4xx with a JSON error that says the fix.
 
 #[tokio::test]
