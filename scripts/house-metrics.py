@@ -139,6 +139,8 @@ LAYER_NAMES = {
 LAYERS = {
     # Domain types: what a call, a grant, a limit, an outcome and a spec are.
     "tool_call": DOMAIN,
+    "spec": DOMAIN,  # ToolSpec, Hints, name rules and size limits
+    "component": DOMAIN,  # ComponentConfig, Approval, ClientCapability
     "grants": DOMAIN,  # validated Grants, part of a component's config
     "limits": DOMAIN,
     "outcome": DOMAIN,
@@ -149,7 +151,7 @@ LAYERS = {
     "stores": SANDBOX,
     "result_cache": SANDBOX,  # the cache of read-only tools' results
     # The facade: loading, validating, approving and dispatching calls.
-    "dispatcher": FACADE,
+    "tool_host": FACADE,
     "manifest": FACADE,
     "describe": FACADE,  # a component's grants in words, for check and reload logs
     # Every protocol shape.
@@ -159,7 +161,6 @@ LAYERS = {
     "agent": MODEL,
     # Front ends.
     "serve": FRONT,
-    "logging": FRONT,  # the CLI's stderr logger (feature `cli`)
     "authoring": FRONT,  # `toolhost new`, `componentize` and `check`: only main.rs uses it
     "main": FRONT,
     "crate": FRONT,  # lib.rs: declares the modules and re-exports; above them all

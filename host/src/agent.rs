@@ -75,14 +75,15 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
-use crate::dispatcher::{Approver, CallEnv, ToolHost, ToolSpec};
 use crate::model::{
     Message, ModelClient, ModelConfig, ModelError, ModelEvent, ModelRequest, ModelResponse, Prices,
     ResponseFormat, Sampling, ToolChoice, Usage,
 };
 use crate::observe::{Answer, Asker, CallObserver, LogLevel, NobodyToAsk, Progress, Question};
 use crate::outcome::{CallError, ErrorType, Outcome, clip};
+use crate::spec::ToolSpec;
 use crate::tool_call::ToolCall;
+use crate::tool_host::{Approver, CallEnv, ToolHost};
 use crate::wire::results::ToolMessage;
 
 /// How the loop behaves. [`AgentPolicy::from_config`] reads it from

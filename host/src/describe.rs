@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::dispatcher::ToolHost;
+use crate::component::{Approval, ComponentConfig};
 use crate::grants::FileMode;
-use crate::manifest::{Approval, ComponentConfig};
 use crate::stores::{Backend, Scope};
+use crate::tool_host::ToolHost;
 
 /// What `config` may touch and use, a line each, as `toolhost check`
 /// prints them (without the indent).

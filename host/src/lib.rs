@@ -14,8 +14,6 @@
 //! - [`agent`] is the agent loop over the [`model`] providers.
 //! - `serve` (feature `serve`) serves the tools over MCP (stdio and
 //!   Streamable HTTP) and a plain HTTP API.
-//! - `logging` (feature `cli`) is the stderr logger the binary installs,
-//!   which escapes the hostile text tools and models put in log lines.
 //!
 //! # Features
 //!
@@ -41,12 +39,10 @@
 pub mod agent;
 mod arguments;
 pub mod authoring;
+mod component;
 pub mod describe;
-pub mod dispatcher;
 pub mod grants;
 pub mod limits;
-#[cfg(feature = "cli")]
-pub mod logging;
 pub mod manifest;
 pub mod model;
 pub mod observe;
@@ -57,15 +53,19 @@ pub mod sandbox;
 mod schema;
 #[cfg(feature = "serve")]
 pub mod serve;
+mod spec;
 pub mod stores;
 pub mod tool_call;
+mod tool_host;
 pub mod wire;
 
-pub use dispatcher::{ApproveAll, Approver, Hints, LoadError, RefuseAll, ToolHost, ToolSpec};
+pub use component::{Approval, ClientCapability, ComponentConfig};
 pub use grants::Grants;
 pub use limits::Limits;
-pub use manifest::{ComponentConfig, Manifest};
+pub use manifest::Manifest;
 pub use outcome::{CallError, ErrorType, Outcome};
 pub use sandbox::{CacheStatus, SandboxOptions};
+pub use spec::{Hints, MAX_DESCRIPTION, MAX_SCHEMA, MAX_TITLE, MAX_TOOLS_PER_COMPONENT, ToolSpec};
 pub use tool_call::ToolCall;
+pub use tool_host::{ApproveAll, Approver, CallEnv, LoadError, RefuseAll, ToolHost};
 pub use wire::results::ToolMessage;

@@ -21,7 +21,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::dispatcher::ToolSpec;
+use crate::spec::ToolSpec;
 
 /// The `format`s OpenAI's strict mode accepts.
 const STRICT_FORMATS: &[&str] = &[

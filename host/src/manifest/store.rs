@@ -75,7 +75,7 @@ impl RawStore {
         let err = |key: &str, message: String| {
             ManifestError::file(file, format!("`store.{name}.{key}`: {message}"))
         };
-        if !crate::dispatcher::valid_name(name) {
+        if !crate::spec::valid_name(name) {
             return Err(ManifestError::file(
                 file,
                 format!("`store.{name}`: a store name is 1 to 64 letters, digits, `_` or `-`"),

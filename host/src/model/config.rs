@@ -239,7 +239,7 @@ impl ResponseFormat {
     ///
     /// What is wrong, and how to fix it.
     pub fn check(&self) -> Result<(), String> {
-        if !crate::dispatcher::valid_name(&self.name) {
+        if !crate::spec::valid_name(&self.name) {
             return Err(format!(
                 "the name {:?} must match ^[A-Za-z0-9_-]{{1,64}}$",
                 crate::outcome::clip(&self.name, 80)
@@ -254,10 +254,10 @@ impl ResponseFormat {
             );
         }
         let size = self.schema.to_string().len();
-        if size > crate::dispatcher::MAX_SCHEMA {
+        if size > crate::spec::MAX_SCHEMA {
             return Err(format!(
                 "is {size} bytes; at most {}",
-                crate::dispatcher::MAX_SCHEMA
+                crate::spec::MAX_SCHEMA
             ));
         }
         self.compile().map(drop)
@@ -297,7 +297,7 @@ impl ModelConfig {
             return Err(("max_tokens", at_least(least, self.provider)));
         }
         if let ToolChoice::Tool(name) = &self.tool_choice
-            && !crate::dispatcher::valid_name(name)
+            && !crate::spec::valid_name(name)
         {
             return Err((
                 "tool_choice",

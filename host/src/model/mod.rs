@@ -30,7 +30,7 @@ pub type AnthropicClient = HttpClient<Anthropic>;
 /// A client for OpenAI's Responses API.
 pub type OpenAIResponsesClient = HttpClient<OpenAIResponses>;
 
-use crate::dispatcher::ToolSpec;
+use crate::spec::ToolSpec;
 
 /// One message of a conversation, in provider-neutral form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -77,9 +77,9 @@ use self::files::ComponentFiles;
 use self::ready::{Pool, Prepared, Ready, StopOnExit, Toolbox};
 use self::secrets::Secrets;
 use self::state::{Binding, CallInfo, Purpose, State};
+use crate::component::ComponentConfig;
 use crate::grants::Grants;
 use crate::limits::Limits;
-use crate::manifest::ComponentConfig;
 use crate::observe::{Asker, CallObserver, NobodyToAsk};
 use crate::outcome::{
     CallError, ContentBlock, EmbeddedResource, ErrorType, Media, ResourceContents, ResourceLink,

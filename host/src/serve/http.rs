@@ -44,7 +44,7 @@ use super::connections::{self, Connections, Streams};
 use super::edge::{self, Guard, Refusal};
 use super::sessions::{MAX_SESSIONS, Sessions};
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
-use crate::dispatcher::CallEnv;
+use crate::tool_host::CallEnv;
 use crate::wire;
 
 /// How long a client may take to send a request's headers: a connection

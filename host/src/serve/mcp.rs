@@ -60,8 +60,9 @@ use serde_json::Value;
 use super::requests::{Intake, Requests, Tracked};
 use super::sessions::Sessions;
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
-use crate::dispatcher::{Approver, CallEnv, ToolSpec};
 use crate::observe::{Answer, Asker, Progress, Question};
+use crate::spec::ToolSpec;
+use crate::tool_host::{Approver, CallEnv};
 
 /// The `_meta` key of a `tools/call` request that carries the
 /// application's injected context (a JSON object).
@@ -482,7 +483,7 @@ impl Listeners {
 /// whatever the client declared: the tool would otherwise fail halfway.
 fn missing_capabilities(
     tool: &str,
-    config: &crate::manifest::ComponentConfig,
+    config: &crate::component::ComponentConfig,
     declared: Option<rmcp::model::ClientCapabilities>,
     stateless: bool,
 ) -> Option<ErrorData> {
@@ -490,8 +491,8 @@ fn missing_capabilities(
         return None;
     }
     let declared = serde_json::to_value(declared.unwrap_or_default()).unwrap_or_default();
-    let usable = |capability: &crate::manifest::ClientCapability| {
-        let unusable = stateless && *capability == crate::manifest::ClientCapability::Elicitation;
+    let usable = |capability: &crate::component::ClientCapability| {
+        let unusable = stateless && *capability == crate::component::ClientCapability::Elicitation;
         !unusable
             && declared
                 .get(capability.name())

@@ -15,8 +15,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::dispatcher::ToolHost;
 use crate::outcome::Outcome;
+use crate::tool_host::ToolHost;
 
 /// The `tool` label of calls to names no loaded tool has.
 pub const UNKNOWN_TOOL: &str = "(unknown)";

@@ -36,11 +36,12 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::dispatcher::{ApproveAll, Approver, CallEnv, LoadError, ToolHost, ToolSpec};
 use crate::manifest::Manifest;
 use crate::outcome::Outcome;
 use crate::sandbox::SandboxOptions;
+use crate::spec::ToolSpec;
 use crate::tool_call::ToolCall;
+use crate::tool_host::{ApproveAll, Approver, CallEnv, LoadError, ToolHost};
 pub use drain::Drain;
 pub use metrics::Metrics;
 

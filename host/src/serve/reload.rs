@@ -18,9 +18,9 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 
 use super::{ServeError, Shared};
 use crate::describe::Change;
-use crate::dispatcher::ToolHost;
 use crate::manifest::Manifest;
 use crate::sandbox::SandboxOptions;
+use crate::tool_host::ToolHost;
 
 /// How long the files must stay quiet before a reload: a build writes a
 /// component in several steps, and an editor saves in more than one.

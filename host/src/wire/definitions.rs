@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::dispatcher::ToolSpec;
+use crate::spec::ToolSpec;
 
 /// A wire format for tool definitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -72,17 +72,6 @@ pub fn tool_definition(spec: &ToolSpec, format: Format) -> Value {
     }
 }
 
-/// A title for people, from the tool's name: `word_count` → `Word count`.
-/// The 0.1 contract has no title of its own.
-pub fn title(name: &str) -> String {
-    let spaced = name.replace(['_', '-'], " ");
-    let mut chars = spaced.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
-
 /// The key a tool's non-object structured output is wrapped under for MCP.
 pub const WRAPPED_RESULT: &str = "result";
 
@@ -135,7 +124,7 @@ pub fn mcp_structured(spec: Option<&ToolSpec>, structured: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dispatcher::Hints;
+    use crate::spec::Hints;
 
     fn spec(output: Value) -> ToolSpec {
         ToolSpec {

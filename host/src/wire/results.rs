@@ -27,8 +27,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::dispatcher::ToolSpec;
 use crate::outcome::{CallError, ContentBlock, Outcome, ResourceContents};
+use crate::spec::ToolSpec;
 use crate::wire::definitions::mcp_structured;
 use crate::wire::providers::{self, ImageBudget, Vendor};
 

@@ -12,8 +12,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use toolhost::Approval;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd, Transcript};
-use toolhost::manifest::{Approval, Provider};
+use toolhost::model::config::Provider;
 use toolhost::model::{
     AnthropicClient, ClientSettings, Message, ModelClient, OpenAIClient, OpenAIResponsesClient,
 };

@@ -91,7 +91,7 @@ async fn stream_sampling(
             }
         })
     };
-    let env = toolhost::dispatcher::CallEnv::default();
+    let env = toolhost::CallEnv::default();
     let outcomes: Vec<_> = host
         .call_stream(futures::stream::iter(calls), env, window)
         .collect()
@@ -145,7 +145,7 @@ async fn a_dropped_stream_stops_its_calls() {
         std::iter::once(ToolCall::new("slow", "sleep", json!({"n": 60_000}))).chain(late_writes(4));
     let mut stream = Box::pin(host.call_stream(
         futures::stream::iter(calls),
-        toolhost::dispatcher::CallEnv::default(),
+        toolhost::CallEnv::default(),
         1,
     ));
     assert!(

@@ -147,7 +147,7 @@ async fn destructive_tools_need_approval_when_the_manifest_says_so() {
         .unwrap();
     let config = ComponentConfig::new(component("files"))
         .grants(grants)
-        .approval(toolhost::manifest::Approval::Destructive);
+        .approval(toolhost::Approval::Destructive);
     let host = host(vec![config]).await;
     assert!(host.needs_approval("write_file") && !host.needs_approval("read_file"));
     let write = || {
@@ -272,8 +272,7 @@ impl toolhost::Approver for SlowApprover {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn time_waiting_for_approval_is_not_counted_as_tool_time() {
-    let config =
-        ComponentConfig::new(component("calc")).approval(toolhost::manifest::Approval::Always);
+    let config = ComponentConfig::new(component("calc")).approval(toolhost::Approval::Always);
     let host = host(vec![config]).await;
     let outcome = host
         .call_with(

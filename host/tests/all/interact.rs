@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::json;
-use toolhost::dispatcher::CallEnv;
+use toolhost::CallEnv;
 use toolhost::grants::Grants;
 use toolhost::observe::{Answer, Asker, CallObserver, LogLevel, Progress, Question};
 use toolhost::outcome::{ContentBlock, ErrorType};

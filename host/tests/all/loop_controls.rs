@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolhost::Approval;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
-use toolhost::manifest::{Approval, Provider};
+use toolhost::model::config::Provider;
 use toolhost::model::{
     Message, ModelClient, OpenAIClient, Prices, ResponseFormat, Sampling, ToolChoice,
 };
@@ -475,7 +476,7 @@ async fn a_cached_second_call_never_instantiates_the_tool() {
         let host = host.clone();
         let call = toolhost::ToolCall::new(id, tool, url.clone());
         async move {
-            let mut env = toolhost::dispatcher::CallEnv::default();
+            let mut env = toolhost::CallEnv::default();
             if let Some(context) = context {
                 env = env.context(context);
             }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use toolhost::dispatcher::CallEnv;
+use toolhost::CallEnv;
 use toolhost::grants::Grants;
 use toolhost::limits::{Limits, ReadyInstances};
 use toolhost::observe::{CallObserver, LogLevel};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolhost::dispatcher::CallEnv;
+use toolhost::CallEnv;
 use toolhost::grants::Grants;
 use toolhost::outcome::ErrorType;
 use toolhost::stores::{Backend, Quota, Scope, Store, StoreConfig};

@@ -50,9 +50,6 @@ use tracing_subscriber::util::{SubscriberInitExt as _, TryInitError};
 /// merely slow. The crate's default, 128,000 lines, would allow gigabytes.
 const QUEUED_LINES: usize = 4096;
 
-/// The level logged when `RUST_LOG` is unset: problems only.
-const DEFAULT_LEVEL: &str = "warn";
-
 /// The shape of log lines on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum LogFormat {
@@ -66,7 +63,8 @@ pub enum LogFormat {
 /// Builds the stderr logger and installs it as the process's global
 /// subscriber, for the `toolhost` binary.
 ///
-/// Levels come from `RUST_LOG` (`warn` when it is unset or does not parse).
+/// Levels come from `RUST_LOG` (`default`, an `EnvFilter` directive such as
+/// `warn,toolhost::guest=trace`, when it is unset or does not parse).
 /// Colours are used only in the text format, only when stderr is a terminal,
 /// and never when `NO_COLOR` is set to a non-empty value
 /// (<https://no-color.org>). Records from the `log` crate are logged too.
@@ -82,17 +80,7 @@ pub enum LogFormat {
 ///
 /// Fails when a global subscriber is already installed, which means this was
 /// called twice.
-pub fn init(format: LogFormat) -> Result<Guard, TryInitError> {
-    init_with(format, DEFAULT_LEVEL)
-}
-
-/// As [`init`], with `default` (an `EnvFilter` directive, e.g.
-/// `warn,toolhost::guest=trace`) in place of `warn` when `RUST_LOG` is unset.
-///
-/// # Errors
-///
-/// As [`init`].
-pub fn init_with(format: LogFormat, default: &str) -> Result<Guard, TryInitError> {
+pub(crate) fn init_with(format: LogFormat, default: &str) -> Result<Guard, TryInitError> {
     let stderr = std::io::stderr();
     let colour = colour(stderr.is_terminal(), std::env::var_os("NO_COLOR"));
     let (writer, worker) = NonBlockingBuilder::default()
@@ -302,15 +290,49 @@ fn write_text(out: &mut impl fmt::Write, text: &str, role: Role) -> fmt::Result 
 
 /// Whether `c` could break a log line, drive a terminal, reorder what a
 /// viewer shows or hide in it, and so must never be written as itself: the
-/// characters [`crate::printable`] keeps from a person, written here as
+/// characters [`toolhost::printable`] keeps from a person, written here as
 /// escapes so the log keeps them.
 fn needs_escape(c: char) -> bool {
     // `is_control` is exactly C0, DEL and C1: newlines, ESC and the
     // one-byte CSI among them.
     c.is_control()
-        || crate::printable::is_hidden(c)
+        || toolhost::printable::is_hidden(c)
         // Line and paragraph separators, which some viewers break on.
         || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+/// Installs the stderr logger; keep what it returns until `main` returns.
+pub(crate) fn init_logging(
+    format: LogFormat,
+    default: &str,
+) -> Result<Logging, tracing_subscriber::util::TryInitError> {
+    init_with(format, default).map(|guard| Logging(Some(guard)))
+}
+
+/// Flushes the log when `main` returns, whichever way it does, and tells the
+/// operator if a slow stderr cost log lines.
+pub(crate) struct Logging(Option<Guard>);
+
+impl Drop for Logging {
+    fn drop(&mut self) {
+        let Some(guard) = self.0.take() else { return };
+        let dropped = guard.finish();
+        if dropped == 0 {
+            return;
+        }
+        // stderr is what did not keep up, and the log thread may still hold
+        // it, so the notice gets a second to get through rather than holding
+        // up the exit for as long as stderr stays stuck.
+        let (written, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            eprintln!(
+                "warning: {dropped} log lines were dropped because stderr did not keep up; \
+                 send stderr to a file, or log less with RUST_LOG"
+            );
+            let _ = written.send(());
+        });
+        let _ = wait.recv_timeout(std::time::Duration::from_secs(1));
+    }
 }
 
 #[cfg(test)]

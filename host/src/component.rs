@@ -1,0 +1,127 @@
+//! One component as the operator configured it: its file, what it may
+//! touch ([`Grants`]) and use ([`Limits`]), when a person must approve its
+//! calls, whether its results are reused, and what MCP clients must be able
+//! to do to call it. Built from a manifest's `[[tool]]` entry, or in code.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::grants::Grants;
+use crate::limits::Limits;
+
+/// One `[[tool]]` entry: a component and what it may do.
+#[derive(Debug, Clone)]
+pub struct ComponentConfig {
+    /// The component file.
+    pub path: PathBuf,
+    /// What it may touch.
+    pub grants: Grants,
+    /// What it may use.
+    pub limits: Limits,
+    /// When a person must approve a call first.
+    pub approval: Approval,
+    /// How long results of its read-only, idempotent tools are reused for
+    /// identical calls (default: never).
+    pub cache: Option<Duration>,
+    /// What an MCP client must be able to do for its tools to work (say,
+    /// answer a tool's questions): a client that did not declare one of
+    /// these is refused the call (MCP's `MissingRequiredClientCapability`,
+    /// −32021) rather than the tool failing halfway.
+    pub client_capabilities: BTreeSet<ClientCapability>,
+}
+
+impl ComponentConfig {
+    /// A component at `path` with no grants, default limits, no approval
+    /// and no result cache.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            grants: Grants::none(),
+            limits: Limits::default(),
+            approval: Approval::Never,
+            cache: None,
+            client_capabilities: BTreeSet::new(),
+        }
+    }
+
+    /// Require MCP clients to have declared `capability` to call its tools.
+    pub fn client_capability(mut self, capability: ClientCapability) -> Self {
+        self.client_capabilities.insert(capability);
+        self
+    }
+
+    /// Reuse the results of its read-only, idempotent tools for `ttl`.
+    /// Loading refuses it for a component that may write or holds
+    /// secrets, and for one without such tools.
+    pub fn cache(mut self, ttl: Duration) -> Self {
+        self.cache = Some(ttl);
+        self
+    }
+
+    /// Replace the grants.
+    pub fn grants(mut self, grants: Grants) -> Self {
+        self.grants = grants;
+        self
+    }
+
+    /// Replace the limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Replace the approval policy.
+    pub fn approval(mut self, approval: Approval) -> Self {
+        self.approval = approval;
+        self
+    }
+
+    /// A short name for messages: the component's file name.
+    pub fn label(&self) -> String {
+        self.path.file_name().map_or_else(
+            || self.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    }
+}
+
+/// When a call needs a person's approval before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    /// Never ask. The default.
+    #[default]
+    Never,
+    /// Ask for every call.
+    Always,
+    /// Ask for tools whose spec carries the `destructive` hint.
+    Destructive,
+}
+
+/// Something an MCP client declares it can do (its `capabilities` at
+/// `initialize`, or a 2026-07-28 request's `_meta`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum ClientCapability {
+    /// Answer questions put to the person (`elicitation/create`).
+    Elicitation,
+    /// Ask its own model for a completion (`sampling/createMessage`).
+    Sampling,
+    /// Tell the server its roots (`roots/list`).
+    Roots,
+}
+
+impl ClientCapability {
+    /// The capability's name in MCP.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::Sampling => "sampling",
+            Self::Roots => "roots",
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Many calls at once: a batch answered in order whatever happens to any of
+//! its calls, and a stream of calls through a bounded window.
+
+use std::sync::Arc;
+
+use futures::FutureExt as _;
+
+use super::ToolHost;
+use super::env::{Approver, CallEnv, RefuseAll};
+use crate::outcome::{CallError, ErrorType, Outcome, clip};
+use crate::tool_call::ToolCall;
+
+impl ToolHost {
+    /// Run `calls` concurrently. Returns one outcome per call, in the order
+    /// of `calls`, whatever happens to any of them.
+    pub async fn call_batch(&self, calls: Vec<ToolCall>) -> Vec<Outcome> {
+        self.call_batch_with(calls, Arc::new(RefuseAll)).await
+    }
+
+    /// [`ToolHost::call_batch`] with an approver for calls that need one.
+    pub async fn call_batch_with(
+        &self,
+        calls: Vec<ToolCall>,
+        approver: Arc<dyn Approver>,
+    ) -> Vec<Outcome> {
+        self.call_batch_in(calls, CallEnv::default().approver(approver))
+            .await
+    }
+
+    /// [`ToolHost::call_batch`] in `env`, shared by every call of the batch.
+    pub async fn call_batch_in(&self, calls: Vec<ToolCall>, env: CallEnv) -> Vec<Outcome> {
+        let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(calls.len());
+        let mut runnable = Vec::with_capacity(calls.len());
+        // A repeated tool_call_id: the first call with it runs; each later
+        // one is answered (under the same id, in its place) with an error
+        // and never run, so a model that repeats itself cannot make a
+        // destructive call twice, and the one answer that ran is the first.
+        let mut seen = std::collections::HashSet::with_capacity(calls.len());
+        for (i, call) in calls.into_iter().enumerate() {
+            if seen.insert(call.id.clone()) {
+                runnable.push((i, call));
+                outcomes.push(None);
+            } else {
+                outcomes.push(Some(repeated_id(&call)));
+            }
+        }
+        // The last call runs on this task, the others on the runtime's
+        // workers: a batch of one costs what a single call does, with no
+        // hand-off between threads. Dropping this future (a client that
+        // went away) aborts every call still running.
+        let last = runnable.pop();
+        let tasks: Vec<_> = runnable
+            .into_iter()
+            .map(|(i, call)| {
+                let (id, name) = (call.id.clone(), call.name.clone());
+                let host = self.clone();
+                let env = env.clone();
+                let task = tokio::spawn(async move { host.call_in(call, &env).await });
+                (i, id, name, AbortOnDrop(task))
+            })
+            .collect();
+        if let Some((i, call)) = last {
+            let (id, name) = (call.id.clone(), call.name.clone());
+            let outcome = std::panic::AssertUnwindSafe(self.call_in(call, &env))
+                .catch_unwind()
+                .await;
+            outcomes[i] = Some(outcome.unwrap_or_else(|_| task_failed(id, name, "panicked")));
+        }
+        for (i, id, name, mut task) in tasks {
+            let outcome = (&mut task.0).await;
+            outcomes[i] = Some(outcome.unwrap_or_else(|e| task_failed(id, name, &e.to_string())));
+        }
+        outcomes
+            .into_iter()
+            .map(|outcome| outcome.expect("every call was answered above"))
+            .collect()
+    }
+
+    /// Run `calls` as [`ToolHost::call_batch_in`] does — one outcome per
+    /// call, in their order; a repeated id answered with an error and never
+    /// run — but through a window of at most `window` calls in flight, each
+    /// outcome given as soon as it and every call before it are done. What
+    /// the batch holds is bounded by the window, not by the batch's length
+    /// (past the window, a 128-bit hash per id, to find repeated ones): made
+    /// for long batches whose answers are written as they come, with
+    /// `calls` read as they are needed ([`crate::wire::BatchFile`]). The
+    /// window counts in the batch's order, so a slow call holds back the
+    /// start of calls a whole window behind it; give a window
+    /// well above the calls the host can run at once
+    /// ([`ToolHost::batch_window`]). Dropping the stream aborts the calls in
+    /// flight and starts no other.
+    pub fn call_stream(
+        &self,
+        calls: impl futures::Stream<Item = ToolCall> + Send + 'static,
+        env: CallEnv,
+        window: usize,
+    ) -> impl futures::Stream<Item = Outcome> + Send + 'static {
+        use futures::StreamExt as _;
+        let host = self.clone();
+        let mut seen = crate::tool_call::IdSet::new();
+        calls
+            .map(move |call| {
+                if !seen.insert(&call.id) {
+                    return futures::future::ready(repeated_id(&call)).left_future();
+                }
+                let (id, name) = (call.id.clone(), call.name.clone());
+                let (host, env) = (host.clone(), env.clone());
+                let mut task =
+                    AbortOnDrop(tokio::spawn(async move { host.call_in(call, &env).await }));
+                async move {
+                    (&mut task.0)
+                        .await
+                        .unwrap_or_else(|e| task_failed(id, name, &e.to_string()))
+                }
+                .right_future()
+            })
+            .buffered(window.max(1))
+    }
+
+    /// A window for [`ToolHost::call_stream`] that keeps every instance
+    /// this host may run busy: twice as many calls as instances, so the
+    /// next call is queued when one ends.
+    #[must_use]
+    pub fn batch_window(&self) -> usize {
+        self.inner.max_in_flight.saturating_mul(2).max(1)
+    }
+}
+
+/// A spawned call that is aborted if its batch is dropped before it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<Outcome>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The answer to a call whose id an earlier call of its batch has: it is
+/// not run, so a model that repeats itself cannot make a destructive call
+/// twice.
+fn repeated_id(call: &ToolCall) -> Outcome {
+    let message = format!(
+        "tool_call_id {:?} is used by an earlier call in this batch; this call was not run (give every call its own id)",
+        clip(&call.id, 64)
+    );
+    Outcome::error(
+        call.id.clone(),
+        clip(&call.name, 64),
+        CallError::new(ErrorType::InvalidArguments, message),
+    )
+}
+
+/// The outcome for a call whose host task failed: never a crash of the batch.
+fn task_failed(id: String, name: String, why: &str) -> Outcome {
+    tracing::error!(call_id = %id, tool = %name, error = why, "tool call task failed");
+    Outcome::error(
+        id,
+        name,
+        CallError::new(ErrorType::Internal, "the host's task for this call failed"),
+    )
+}

@@ -1,0 +1,380 @@
+//! One call, from its name to its outcome: the tool looked up, its
+//! arguments checked at a bounded cost, approval asked for, the result
+//! cache read, then a fresh instance under the call's limits.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+use tracing::Instrument as _;
+
+use super::env::{Approver, CallEnv, RefuseAll};
+use super::{Entry, ToolHost};
+use crate::arguments::{Invalid, check_structured};
+use crate::observe::CallObserver;
+use crate::outcome::{CallError, CallStats, ErrorType, Outcome, ToolOutput, clip};
+use crate::sandbox::CallSide;
+use crate::tool_call::ToolCall;
+
+/// The most characters of a call's arguments written to the log.
+const MAX_LOGGED_ARGUMENTS: usize = 2048;
+
+impl ToolHost {
+    /// Run one call. Calls that need approval are refused ([`RefuseAll`]).
+    pub async fn call(&self, call: ToolCall) -> Outcome {
+        self.call_with(call, &RefuseAll).await
+    }
+
+    /// Run one call, asking `approver` first when its tool needs approval.
+    pub async fn call_with(&self, call: ToolCall, approver: &dyn Approver) -> Outcome {
+        self.call_observed(call, approver, None).await
+    }
+
+    /// [`ToolHost::call_with`], telling `observer` what the call reports
+    /// while it runs (its log lines and progress).
+    pub async fn call_observed(
+        &self,
+        call: ToolCall,
+        approver: &dyn Approver,
+        observer: Option<Arc<dyn CallObserver>>,
+    ) -> Outcome {
+        let side = CallSide {
+            observer,
+            ..CallSide::default()
+        };
+        self.call_traced(call, approver, side).await
+    }
+
+    /// Run one call in `env`: its approver, asker, observer and injected
+    /// context.
+    pub async fn call_in(&self, call: ToolCall, env: &CallEnv) -> Outcome {
+        let Some(stop) = &env.stop else {
+            return self.call_traced(call, &*env.approver, env.side()).await;
+        };
+        let (id, name) = (call.id.clone(), call.name.clone());
+        tokio::select! {
+            // A call that ends as the stop comes keeps its own outcome.
+            biased;
+            outcome = self.call_traced(call, &*env.approver, env.side()) => outcome,
+            () = stop.cancelled() => Outcome::error(
+                id,
+                clip(&name, 64),
+                CallError::new(
+                    ErrorType::Internal,
+                    "the host stopped the call before it finished because it is shutting down; \
+                     it may have done part of its work; retry it",
+                ),
+            ),
+        }
+    }
+
+    async fn call_traced(
+        &self,
+        call: ToolCall,
+        approver: &dyn Approver,
+        side: CallSide,
+    ) -> Outcome {
+        // The name and id are the model's: cut short in logs, however long.
+        let span = tracing::info_span!(
+            "tool_call",
+            tool = %clip(&call.name, 64),
+            call_id = %clip(&call.id, 128),
+            arguments = tracing::field::Empty
+        );
+        // Formatting and masking the arguments is per-call work: only when
+        // someone records the span.
+        if !span.is_disabled() {
+            span.record("arguments", self.logged_arguments(&call).as_str());
+        }
+        self.dispatch(call, approver, side).instrument(span).await
+    }
+
+    /// The call's arguments as logged: masked, then cut to
+    /// [`MAX_LOGGED_ARGUMENTS`] characters.
+    fn logged_arguments(&self, call: &ToolCall) -> String {
+        let arguments = match &call.arguments {
+            crate::tool_call::Arguments::Text(text) => text.clone(),
+            crate::tool_call::Arguments::Json(value) => value.to_string(),
+            crate::tool_call::Arguments::Malformed(message) => message.clone(),
+        };
+        let clipped = |text: String| clip(&text, MAX_LOGGED_ARGUMENTS);
+        match self.inner.by_name.get(&call.name) {
+            Some(&index) => clipped(
+                self.inner.slots[self.inner.entries[index].component]
+                    .loaded
+                    .mask(arguments),
+            ),
+            None => clipped(arguments),
+        }
+    }
+
+    async fn dispatch(&self, call: ToolCall, approver: &dyn Approver, side: CallSide) -> Outcome {
+        let started = Instant::now();
+        let mut outcome = self.run(&call, approver, side).await;
+        // A person's time to answer is not the tool's time.
+        outcome.stats.duration = started
+            .elapsed()
+            .saturating_sub(outcome.stats.approval_wait);
+        match &outcome.result {
+            Ok(_) => tracing::info!(
+                outcome = "success",
+                ms = outcome.stats.duration.as_secs_f64() * 1e3,
+                fuel = outcome.stats.fuel_used,
+                cached = outcome.stats.cached,
+                "tool call done"
+            ),
+            Err(e) => tracing::info!(
+                outcome = %e.kind,
+                message = %e.message,
+                ms = outcome.stats.duration.as_secs_f64() * 1e3,
+                fuel = outcome.stats.fuel_used,
+                "tool call done"
+            ),
+        }
+        outcome
+    }
+
+    async fn run(&self, call: &ToolCall, approver: &dyn Approver, side: CallSide) -> Outcome {
+        // The name is the model's: never echoed at any length (a real tool
+        // name is at most 64 characters, so this cuts only made-up ones).
+        let fail = |error: CallError| Outcome::error(call.id.clone(), clip(&call.name, 64), error);
+        // A call the batch parser could not read is answered before its name
+        // is looked up: the name may be missing or wrong too, and the model
+        // must learn that the call itself was malformed.
+        if let crate::tool_call::Arguments::Malformed(message) = &call.arguments {
+            return fail(CallError::new(ErrorType::InvalidArguments, message.clone()));
+        }
+        let Some(&index) = self.inner.by_name.get(&call.name) else {
+            return fail(CallError::new(
+                ErrorType::UnknownTool,
+                self.unknown_tool_message(&call.name),
+            ));
+        };
+        let entry = &self.inner.entries[index];
+        let slot = &self.inner.slots[entry.component];
+        let limits = &slot.config.limits;
+        let (text, remaining) = match self.checked_arguments(call, entry, limits).await {
+            Ok(checked) => checked,
+            Err(error) => return fail(error),
+        };
+        let approval_wait = match self.approval(call, entry, approver).await {
+            Ok(waited) => waited,
+            Err((reason, waited)) => {
+                let mut outcome = fail(CallError::new(ErrorType::DeniedByUser, reason));
+                outcome.stats.approval_wait = waited;
+                return outcome;
+            }
+        };
+        let context = side.context.clone();
+        let cache = slot.cache.as_ref().filter(|_| entry.cached);
+        if let Some(output) =
+            cache.and_then(|cache| cache.get(&call.name, &text, context.as_deref()))
+        {
+            let stats = CallStats {
+                approval_wait,
+                cached: true,
+                ..CallStats::default()
+            };
+            return Outcome {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                result: Ok(ToolOutput::clone(&output)),
+                stats,
+            };
+        }
+        let (ran, queue_wait) = self.in_instance(call, entry, &text, remaining, side).await;
+        // A result a person had a say in is that person's answer, not the
+        // tool's for these arguments: never reused.
+        if let (Some(cache), Ok(output), 0) = (cache, &ran.result, ran.questions) {
+            cache.put(&call.name, &text, context.as_deref(), output.clone());
+        }
+        Outcome {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            result: ran.result,
+            stats: CallStats {
+                fuel_used: ran.fuel_used,
+                approval_wait,
+                queue_wait,
+                questions: ran.questions,
+                made_ahead: ran.made_ahead,
+                ..CallStats::default()
+            },
+        }
+    }
+
+    /// Run the call in a fresh instance, once the component and the host
+    /// have room for one (how long that took is returned too); its
+    /// structured output checked against the tool's output schema in what
+    /// is left of `remaining`.
+    async fn in_instance(
+        &self,
+        call: &ToolCall,
+        entry: &Entry,
+        text: &str,
+        remaining: std::time::Duration,
+        side: CallSide,
+    ) -> (crate::sandbox::Ran, std::time::Duration) {
+        let slot = &self.inner.slots[entry.component];
+        // Semaphores are never closed, so acquiring cannot fail.
+        // The component's own permit first: calls queued behind one busy
+        // tool must not hold global permits that other tools could use.
+        let queued = Instant::now();
+        let _local = slot.permits.acquire().await.expect("semaphore open");
+        let _global = self
+            .inner
+            .in_flight
+            .acquire()
+            .await
+            .expect("semaphore open");
+        let queue_wait = queued.elapsed();
+        let running = Instant::now();
+        let mut ran = slot
+            .loaded
+            .call(&call.name, text, &call.id, remaining, side)
+            .await;
+        if let (Ok(output), Some(schema)) = (&mut ran.result, &entry.output) {
+            // What is left of the call's time.
+            let left = remaining.saturating_sub(running.elapsed());
+            let timeout = slot.config.limits.timeout;
+            if let Err(error) = check_structured(schema, output, left, timeout).await {
+                ran.result = Err(error);
+            }
+        }
+        (ran, queue_wait)
+    }
+
+    /// Ask `approver` when the tool needs approval: how long that took, or
+    /// why the call was refused and how long that took.
+    async fn approval(
+        &self,
+        call: &ToolCall,
+        entry: &Entry,
+        approver: &dyn Approver,
+    ) -> Result<std::time::Duration, (String, std::time::Duration)> {
+        if !self.needs_approval(&call.name) {
+            return Ok(std::time::Duration::ZERO);
+        }
+        let asked = Instant::now();
+        let answer = approver.approve(call, &entry.spec).await;
+        let waited = asked.elapsed();
+        answer.map(|()| waited).map_err(|reason| (reason, waited))
+    }
+
+    /// The JSON text of the call's arguments, checked against the tool's
+    /// input schema, and what is left of the call's time after checking.
+    ///
+    /// # Errors
+    ///
+    /// `invalid_arguments` naming what does not fit, or `timeout`.
+    async fn checked_arguments(
+        &self,
+        call: &ToolCall,
+        entry: &Entry,
+        limits: &crate::limits::Limits,
+    ) -> Result<(String, std::time::Duration), CallError> {
+        let started = Instant::now();
+        let (arguments, text) = self
+            .arguments(call, limits.max_arguments)
+            .map_err(|message| CallError::new(ErrorType::InvalidArguments, message))?;
+        let timed_out = |doing: &str| {
+            CallError::new(
+                ErrorType::Timeout,
+                format!(
+                    "timed out after {}{doing}",
+                    humantime::format_duration(limits.timeout)
+                ),
+            )
+        };
+        match entry
+            .schema
+            .check(arguments, text.len(), limits.timeout)
+            .await
+        {
+            Ok(_) => {}
+            Err(Invalid::Mismatch(message)) => {
+                return Err(CallError::new(ErrorType::InvalidArguments, message));
+            }
+            Err(Invalid::TimedOut) => {
+                return Err(timed_out(
+                    " while checking its arguments against its input schema",
+                ));
+            }
+        };
+        // Checking the arguments spent part of the call's time.
+        let remaining = limits
+            .timeout
+            .checked_sub(started.elapsed())
+            .ok_or_else(|| timed_out(""))?;
+        Ok((text, remaining))
+    }
+
+    /// The call's arguments parsed, and the JSON text the tool is given
+    /// (each serialized once); refused unparsed when larger than `limit`
+    /// bytes.
+    fn arguments(&self, call: &ToolCall, limit: usize) -> Result<(Value, String), String> {
+        let too_large = || {
+            format!(
+                "the arguments are over {limit} bytes, the most this tool accepts (its max_arguments limit)"
+            )
+        };
+        match &call.arguments {
+            crate::tool_call::Arguments::Text(text) if text.len() > limit => Err(too_large()),
+            crate::tool_call::Arguments::Json(value) => {
+                let text = bounded_json(value, limit).ok_or_else(too_large)?;
+                Ok((value.clone(), text))
+            }
+            // Text (parsed, then written out canonically) or malformed.
+            arguments => {
+                let value = arguments.parse()?;
+                let text = value.to_string();
+                Ok((value, text))
+            }
+        }
+    }
+
+    fn unknown_tool_message(&self, name: &str) -> String {
+        const LISTED: usize = 20;
+        let mut names: Vec<&str> = self.inner.by_name.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        let more = names.len().saturating_sub(LISTED);
+        names.truncate(LISTED);
+        let mut message = format!(
+            "no tool is named {:?}; available tools: {}",
+            clip(name, 64),
+            names.join(", ")
+        );
+        if more > 0 {
+            message += &format!(" and {more} more");
+        }
+        message
+    }
+}
+
+/// `value` as JSON text, or `None` when that is longer than `limit` bytes
+/// (writing stops there: the text is never built whole).
+fn bounded_json(value: &Value, limit: usize) -> Option<String> {
+    struct Bounded {
+        bytes: Vec<u8>,
+        limit: usize,
+    }
+    impl std::io::Write for Bounded {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.bytes.len() + buf.len() > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Bounded {
+        bytes: Vec::new(),
+        limit,
+    };
+    serde_json::to_writer(&mut out, value).ok()?;
+    // serde_json writes only valid UTF-8.
+    String::from_utf8(out.bytes).ok()
+}

@@ -1,0 +1,328 @@
+//! [`ToolHost`]: load components, list their tools, and run calls — one at a
+//! time or as a concurrent batch — into typed [`Outcome`]s.
+//!
+//! The same host serves the CLI and every other front end.
+//!
+//! - `env`: what the application gives a call ([`CallEnv`], [`Approver`]);
+//! - `call`: one call, from its name to its outcome;
+//! - `batch`: many calls at once, answered in order;
+//! - `load`: each component's tools checked and compiled at load.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use toolhost::{Manifest, ToolCall, ToolHost};
+//!
+//! # async fn run() -> anyhow::Result<()> {
+//! let manifest = Manifest::load("example-tools/toolhost.toml".as_ref())?;
+//! let host = ToolHost::load(&manifest).await?;
+//! for spec in host.specs() {
+//!     println!("{}: {}", spec.name, spec.description);
+//! }
+//! let outcomes = host
+//!     .call_batch(vec![
+//!         ToolCall::new("call_1", "calc", serde_json::json!({"expression": "6*7"})),
+//!         ToolCall::with_raw_arguments("call_2", "calc", "{not json"),
+//!     ])
+//!     .await;
+//! assert_eq!(outcomes[0].content(), "42");
+//! assert!(outcomes[1].is_error()); // invalid_arguments, and the tool never ran
+//! # Ok(()) }
+//! ```
+
+mod batch;
+mod call;
+mod env;
+mod load;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::Semaphore;
+
+pub use env::{ApproveAll, Approver, CallEnv, RefuseAll};
+
+use crate::arguments::{CompiledSchema, ComponentSchemas};
+use crate::component::{Approval, ComponentConfig};
+use crate::manifest::Manifest;
+use crate::result_cache::ResultCache;
+use crate::sandbox::{CacheStatus, LoadedComponent, Sandbox, SandboxOptions};
+use crate::spec::{MAX_TOOLS_PER_COMPONENT, ToolSpec};
+
+/// Why a set of components could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The manifest is invalid.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+    /// A component could not be compiled, linked or asked for its tools.
+    #[error("{component}: {message}")]
+    Component {
+        /// The component's file name.
+        component: String,
+        /// What went wrong and what to do.
+        message: String,
+    },
+    /// The engine could not be set up.
+    #[error("cannot start the sandbox: {0}")]
+    Engine(String),
+}
+
+/// A tool, its component and its compiled schemas.
+struct Entry {
+    spec: ToolSpec,
+    component: usize,
+    schema: CompiledSchema,
+    /// Its output schema, when it declares one: structured output is
+    /// checked against it before any client sees it.
+    output: Option<CompiledSchema>,
+    /// Its results are cached: the component opted in, and the tool is
+    /// read-only and idempotent.
+    cached: bool,
+}
+
+/// One component with its concurrency gate.
+struct Slot {
+    loaded: Arc<LoadedComponent>,
+    config: ComponentConfig,
+    permits: Semaphore,
+    tools: Vec<String>,
+    /// Results of its cached tools.
+    cache: Option<ResultCache>,
+}
+
+/// Runs tool calls in fresh sandboxed instances. Cheap to clone: clones share
+/// the engine, the compiled components and the limits.
+#[derive(Clone)]
+pub struct ToolHost {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    slots: Vec<Slot>,
+    entries: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+    /// Bounds instances in flight below the pool's capacity, so a large batch
+    /// queues instead of failing.
+    in_flight: Semaphore,
+    /// The permits `in_flight` started with.
+    max_in_flight: usize,
+    // Dropped last: stops the epoch thread after every component is gone.
+    _sandbox: Arc<Sandbox>,
+}
+
+impl fmt::Debug for ToolHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolHost")
+            .field("tools", &self.inner.by_name.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolHost {
+    /// Load every component of `manifest`, with the default cache directory.
+    ///
+    /// # Errors
+    ///
+    /// A [`LoadError`] naming the component and the fix.
+    pub async fn load(manifest: &Manifest) -> Result<Self, LoadError> {
+        Self::load_components(manifest.components.clone(), SandboxOptions::default()).await
+    }
+
+    /// Load `components` (built in code or from a manifest) with `options`.
+    /// Components compile in parallel; cached ones load in milliseconds.
+    ///
+    /// # Errors
+    ///
+    /// A [`LoadError`] when a component cannot be compiled or linked, its
+    /// `tools()` fails, a tool name is invalid or taken twice, or a schema is
+    /// not valid JSON Schema.
+    pub async fn load_components(
+        components: Vec<ComponentConfig>,
+        mut options: SandboxOptions,
+    ) -> Result<Self, LoadError> {
+        options.max_memory = components
+            .iter()
+            .map(|c| c.limits.memory)
+            .chain([options.max_memory])
+            .max()
+            .unwrap_or_default();
+        // Instances made ahead of their calls, and the stores of calls
+        // over that wait to be dropped, take pool slots of their own.
+        let ahead = components
+            .iter()
+            .map(|c| crate::sandbox::kept_ready(c).0.saturating_mul(2))
+            .fold(0u32, |sum, n| {
+                sum.saturating_add(u32::try_from(n).unwrap_or(u32::MAX))
+            });
+        let sandbox = Arc::new(
+            Sandbox::new(&options, ahead).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
+        );
+        let compiled = futures::future::join_all(components.iter().cloned().map(|config| {
+            let sandbox = sandbox.clone();
+            tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                let loaded = sandbox.load(&config);
+                (loaded, started.elapsed())
+            })
+        }))
+        .await;
+
+        let mut slots: Vec<Slot> = Vec::new();
+        let mut entries = Vec::new();
+        let mut by_name = HashMap::new();
+        for (config, joined) in components.into_iter().zip(compiled) {
+            let label = config.label();
+            let component_error = |message: String| LoadError::Component {
+                component: label.clone(),
+                message,
+            };
+            let (loaded, elapsed) =
+                joined.map_err(|e| component_error(format!("loading panicked: {e}")))?;
+            let loaded = loaded.map_err(|e| component_error(format!("{e:#}")))?;
+            tracing::info!(component = %label, cache = ?loaded.cache, ms = elapsed.as_millis() as u64, "component loaded");
+            let raw_specs = loaded
+                .tools()
+                .await
+                .map_err(|e| component_error(format!("its tools() call failed: {}", e.message)))?;
+            if raw_specs.is_empty() {
+                return Err(component_error("it provides no tools".into()));
+            }
+            if raw_specs.len() > MAX_TOOLS_PER_COMPONENT {
+                return Err(component_error(format!(
+                    "it provides {} tools; at most {MAX_TOOLS_PER_COMPONENT} per component",
+                    raw_specs.len()
+                )));
+            }
+            let index = slots.len();
+            let mut names = Vec::new();
+            let mut schemas = ComponentSchemas::default();
+            for raw in raw_specs {
+                let entry =
+                    load::validate_spec(raw, index, &mut schemas).map_err(&component_error)?;
+                if let Some(&other) = by_name.get(&entry.spec.name) {
+                    let other: &Entry = &entries[other];
+                    // The current component's slot is pushed after its
+                    // tools: a clash within it has no slot to name yet.
+                    let message = match slots.get(other.component) {
+                        Some(slot) => format!(
+                            "tool name {:?} is already provided by {}; tool names must be unique across components",
+                            entry.spec.name,
+                            slot.config.label()
+                        ),
+                        None => format!(
+                            "its tools() lists the name {:?} twice; tool names must be unique",
+                            entry.spec.name
+                        ),
+                    };
+                    return Err(component_error(message));
+                }
+                names.push(entry.spec.name.clone());
+                by_name.insert(entry.spec.name.clone(), entries.len());
+                entries.push(entry);
+            }
+            let cache = match config.cache {
+                Some(ttl) => {
+                    let first = entries.len() - names.len();
+                    let tools = &mut entries[first..];
+                    load::cacheable(&config, tools).map_err(&component_error)?;
+                    Some(ResultCache::new(ttl))
+                }
+                None => None,
+            };
+            let loaded = Arc::new(loaded);
+            loaded.keep_ready();
+            slots.push(Slot {
+                permits: Semaphore::new(config.limits.max_concurrency),
+                loaded,
+                config,
+                tools: names,
+                cache,
+            });
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                slots,
+                entries,
+                by_name,
+                in_flight: Semaphore::new(options.max_instances as usize),
+                max_in_flight: options.max_instances as usize,
+                _sandbox: sandbox,
+            }),
+        })
+    }
+
+    /// Every tool's spec, in manifest order.
+    pub fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.inner.entries.iter().map(|e| &e.spec)
+    }
+
+    /// The spec of tool `name`.
+    pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
+        self.inner
+            .by_name
+            .get(name)
+            .map(|&i| &self.inner.entries[i].spec)
+    }
+
+    /// Each loaded component: its configuration, the names of its tools, and
+    /// whether its compiled code came from the cache.
+    pub fn components(&self) -> impl Iterator<Item = (&ComponentConfig, &[String], CacheStatus)> {
+        self.inner
+            .slots
+            .iter()
+            .map(|s| (&s.config, s.tools.as_slice(), s.loaded.cache))
+    }
+
+    /// The configuration of the component that provides tool `name`.
+    pub fn component_of(&self, name: &str) -> Option<&ComponentConfig> {
+        let entry = &self.inner.entries[*self.inner.by_name.get(name)?];
+        Some(&self.inner.slots[entry.component].config)
+    }
+
+    /// How long results of tool `name` are reused, if they are cached.
+    pub fn cache_ttl(&self, name: &str) -> Option<std::time::Duration> {
+        let entry = &self.inner.entries[*self.inner.by_name.get(name)?];
+        let slot = &self.inner.slots[entry.component];
+        slot.config.cache.filter(|_| entry.cached)
+    }
+
+    /// The contract version each component was built against (`0.1.0` or
+    /// `0.2.0`), in manifest order.
+    pub fn contract_versions(&self) -> impl Iterator<Item = (&ComponentConfig, &'static str)> {
+        self.inner
+            .slots
+            .iter()
+            .map(|s| (&s.config, s.loaded.contract_version()))
+    }
+
+    /// Whether a call of tool `name` must be approved first.
+    pub fn needs_approval(&self, name: &str) -> bool {
+        let Some(&index) = self.inner.by_name.get(name) else {
+            return false;
+        };
+        let entry = &self.inner.entries[index];
+        match self.inner.slots[entry.component].config.approval {
+            Approval::Never => false,
+            Approval::Always => true,
+            Approval::Destructive => entry.spec.hints.destructive,
+        }
+    }
+
+    /// How many instances of each component are made ahead of their calls
+    /// and ready now (see [`crate::limits::ReadyInstances`]), in manifest
+    /// order.
+    pub fn ready_instances(&self) -> impl Iterator<Item = (&ComponentConfig, usize)> {
+        self.inner
+            .slots
+            .iter()
+            .map(|s| (&s.config, s.loaded.ready_now()))
+    }
+
+    /// How many instances are running calls right now.
+    pub fn in_flight(&self) -> usize {
+        self.inner.max_in_flight - self.inner.in_flight.available_permits()
+    }
+}
