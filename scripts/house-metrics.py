@@ -146,6 +146,8 @@ LAYERS = {
     "outcome": DOMAIN,
     "arguments": DOMAIN,  # argument schemas: what a tool's input must be
     "observe": DOMAIN,  # what a call reports and asks (the observer and asker traits)
+    "printable": DOMAIN,  # which characters a person may be shown
+    "schema": DOMAIN,  # JSON Schema normalisation (integer formats)
     # Capabilities and the stores behind them.
     "sandbox": SANDBOX,
     "stores": SANDBOX,
