@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolhost::limits::ReadyInstances;
-use toolhost::sandbox::baseline::{NaiveHost, ReusedInstance};
+use toolhost::ReadyInstances;
+use toolhost::baseline::{NaiveHost, ReusedInstance};
 use toolhost::{ComponentConfig, Limits, Manifest, SandboxOptions, ToolCall, ToolHost};
 
 mod common;
@@ -112,7 +112,7 @@ fn made_at_call_time(components: &[ComponentConfig]) -> Vec<ComponentConfig> {
         .iter()
         .cloned()
         .map(|mut c| {
-            c.limits.ready = ReadyInstances::Exactly(0);
+            c.limits = c.limits.with_ready(ReadyInstances::Exactly(0)).unwrap();
             c
         })
         .collect()
@@ -488,12 +488,13 @@ fn main() {
     }
 
     heading("Memory and fairness", "");
-    let probe_limits = Limits {
-        timeout: Duration::from_secs(3),
-        fuel: u64::MAX,
-        max_concurrency: 1000,
-        ..Limits::default()
-    };
+    let probe_limits = Limits::default()
+        .with_timeout(Duration::from_secs(3))
+        .unwrap()
+        .with_fuel(u64::MAX)
+        .unwrap()
+        .with_max_concurrency(1000)
+        .unwrap();
     let probe_host = runtime
         .block_on(ToolHost::load_components(
             vec![
@@ -534,11 +535,13 @@ fn main() {
     for (language, tool_name, name, args) in scripted() {
         let mut rss = Vec::new();
         for ready in [0, 8] {
-            let config = ComponentConfig::new(tool(tool_name)).limits(Limits {
-                memory: 256 << 20,
-                ready: ReadyInstances::Exactly(ready),
-                ..Limits::default()
-            });
+            let config = ComponentConfig::new(tool(tool_name)).limits(
+                Limits::default()
+                    .with_memory(256 << 20)
+                    .unwrap()
+                    .with_ready(ReadyInstances::Exactly(ready))
+                    .unwrap(),
+            );
             let one = runtime
                 .block_on(ToolHost::load_components(
                     vec![config],
@@ -547,7 +550,9 @@ fn main() {
                 .unwrap();
             assert!(
                 runtime
-                    .block_on(one.call(ToolCall::new("m", name, args.clone())))
+                    .block_on(std::future::IntoFuture::into_future(
+                        one.call(ToolCall::new("m", name, args.clone()))
+                    ))
                     .result
                     .is_ok()
             );

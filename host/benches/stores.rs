@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolhost::grants::Grants;
+use toolhost::Grants;
 use toolhost::stores::{Backend, Quota, Scope, Store, StoreConfig};
 use toolhost::{ComponentConfig, SandboxOptions, ToolCall, ToolHost};
 
@@ -121,10 +121,8 @@ fn main() {
 }
 
 async fn host(grants: Grants) -> ToolHost {
-    let options = SandboxOptions {
-        cache_dir: Some(common::root().join("target/bench-cache")),
-        ..SandboxOptions::default()
-    };
+    let options =
+        SandboxOptions::default().with_cache_dir(Some(common::root().join("target/bench-cache")));
     ToolHost::load_components(
         vec![ComponentConfig::new(common::tool("probe")).grants(grants)],
         options,

@@ -56,7 +56,9 @@
 //! }
 //!
 //! # #[tokio::main] async fn main() {
-//! let options = SandboxOptions { cache_dir: None, max_instances: 4, ..SandboxOptions::default() };
+//! let options = SandboxOptions::default()
+//!     .with_cache_dir(None)
+//!     .with_max_instances(std::num::NonZeroU32::new(4).unwrap());
 //! let host = ToolHost::load_components(vec![], options).await.unwrap();
 //! let agent = Agent::new(Arc::new(Hello), host, Arc::new(RefuseAll), AgentPolicy::default());
 //! let transcript = agent.run(vec![Message::user("hi")]).await;
@@ -83,7 +85,7 @@ use crate::observe::{Answer, Asker, CallObserver, LogLevel, NobodyToAsk, Progres
 use crate::outcome::{CallError, ErrorType, Outcome, clip};
 use crate::spec::ToolSpec;
 use crate::tool_call::ToolCall;
-use crate::tool_host::{Approver, CallEnv, ToolHost};
+use crate::tool_host::{Approver, CallOptions, ToolHost};
 use crate::wire::results::ToolMessage;
 
 /// How the loop behaves. [`AgentPolicy::from_config`] reads it from
@@ -230,6 +232,7 @@ impl AgentPolicy {
 /// transcript's JSON lines.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AgentEvent {
     /// The run began.
     RunStarted {
@@ -345,6 +348,7 @@ pub enum AgentEvent {
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunEnd {
     /// The model answered without calling tools (or, with a response
     /// format, gave an answer that satisfies it).
@@ -800,7 +804,7 @@ impl Agent {
             notes,
             asker: self.asker.clone(),
         });
-        let mut env = CallEnv::default()
+        let mut env = CallOptions::default()
             .approver(self.approver.clone())
             .asker(relay.clone())
             .observer(relay);

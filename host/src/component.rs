@@ -91,6 +91,7 @@ impl ComponentConfig {
 /// When a call needs a person's approval before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Approval {
     /// Never ask. The default.
     #[default]

@@ -230,6 +230,7 @@ impl fmt::Debug for ConfigValue {
 /// How a granted directory may be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum FileMode {
     /// Read files and list directories. The default.
     #[default]

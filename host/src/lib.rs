@@ -36,36 +36,55 @@
 
 #![deny(missing_docs)]
 
+// The embedder's vocabulary is re-exported at the crate root below, and the
+// modules that hold it are private: every public type has one path. The
+// public modules are the front ends' toolkits, each used by name.
 pub mod agent;
 mod arguments;
 pub mod authoring;
 mod component;
 pub mod describe;
-pub mod grants;
-pub mod limits;
-pub mod manifest;
+mod grants;
+mod limits;
+mod manifest;
 pub mod model;
-pub mod observe;
-pub mod outcome;
+mod observe;
+mod outcome;
 pub mod printable;
 mod result_cache;
-pub mod sandbox;
+mod sandbox;
 mod schema;
 #[cfg(feature = "serve")]
 pub mod serve;
 mod spec;
 pub mod stores;
-pub mod tool_call;
+mod tool_call;
 mod tool_host;
 pub mod wire;
 
 pub use component::{Approval, ClientCapability, ComponentConfig};
-pub use grants::Grants;
-pub use limits::Limits;
-pub use manifest::Manifest;
-pub use outcome::{CallError, ErrorType, Outcome};
-pub use sandbox::{CacheStatus, SandboxOptions};
-pub use spec::{Hints, MAX_DESCRIPTION, MAX_SCHEMA, MAX_TITLE, MAX_TOOLS_PER_COMPONENT, ToolSpec};
-pub use tool_call::ToolCall;
-pub use tool_host::{ApproveAll, Approver, CallEnv, LoadError, RefuseAll, ToolHost};
-pub use wire::results::ToolMessage;
+pub use grants::{
+    AllowedHosts, DEFAULT_QUOTA, FileGrant, FileMode, GrantError, Grants, HostPattern,
+};
+pub use limits::{Limits, LimitsError, MAX_TIMEOUT, ReadyInstances};
+pub use manifest::{DEFAULT_MANIFEST, Manifest, ManifestError};
+pub use observe::{Answer, Asker, CallObserver, LogLevel, NobodyToAsk, Progress, Question};
+pub use outcome::{
+    CallError, CallStats, ContentBlock, EmbeddedResource, ErrorType, INVALID_OUTPUT, Media,
+    Outcome, ResourceContents, ResourceLink, ToolOutput,
+};
+/// The baselines the benchmarks compare the host with (not API).
+#[doc(hidden)]
+pub use sandbox::baseline;
+pub use sandbox::{
+    ASK_WAIT, CacheStatus, MAX_BLOCKS, MAX_MEDIA, SandboxOptions, default_cache_dir,
+    raise_descriptor_limit,
+};
+pub use spec::{
+    Hints, MAX_DESCRIPTION, MAX_SCHEMA, MAX_TITLE, MAX_TOOLS_PER_COMPONENT, ToolSpec, valid_name,
+};
+pub use tool_call::{Arguments, ArgumentsError, ToolCall};
+pub use tool_host::{
+    ApproveAll, Approver, BatchRequest, CallOptions, CallRequest, LoadError, RefuseAll,
+    StreamRequest, ToolHost,
+};

@@ -9,36 +9,54 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// The limits one call of a tool runs under.
+///
+/// Built from [`Limits::default`] with checked setters, so a limit no call
+/// could run under (a zero timeout or concurrency, memory under one wasm
+/// page) is refused where it is set, never met at call time:
+///
+/// ```
+/// use std::time::Duration;
+/// use toolhost::Limits;
+///
+/// let limits = Limits::default()
+///     .with_timeout(Duration::from_secs(2))?
+///     .with_memory(32 << 20)?
+///     .with_max_concurrency(4)?;
+/// assert_eq!(limits.timeout(), Duration::from_secs(2));
+/// assert!(Limits::default().with_max_concurrency(0).is_err());
+/// # Ok::<(), toolhost::LimitsError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Wall-clock time for the whole call, instantiation and waiting on I/O
     /// included. Exceeding it ends the call with `timeout`.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Units of fuel (roughly, wasm instructions) the call may use. Running
     /// out ends the call with `fuel_exhausted`.
-    pub fuel: u64,
+    pub(crate) fuel: u64,
     /// Bytes of linear memory and table storage for the whole instance, all
     /// memories together. A refused growth ends the call with
     /// `memory_exhausted` if the tool fails because of it.
-    pub memory: u64,
+    pub(crate) memory: u64,
     /// Bytes of output (content and structured each) sent on to the model;
     /// longer output is truncated with a visible marker.
-    pub max_output: usize,
+    pub(crate) max_output: usize,
     /// Calls of this component that may run at once; more wait their turn.
-    pub max_concurrency: usize,
+    pub(crate) max_concurrency: usize,
     /// Bytes of arguments (as JSON text) a call may carry; more is refused
     /// as `invalid_arguments` before it is parsed.
-    pub max_arguments: usize,
+    pub(crate) max_arguments: usize,
     /// Instances of the component made ahead of its calls and kept ready,
     /// so a call pays for running, not for instantiating. Each is still
     /// used for exactly one call and then discarded. Each one held ready
     /// keeps one slot of the instance pool and its memory (see the README's
     /// Performance section).
-    pub ready: ReadyInstances,
+    pub(crate) ready: ReadyInstances,
 }
 
 /// How many instances of a component are made ahead of its calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReadyInstances {
     /// Two, unless instantiating the component is so quick (most Rust and C
     /// tools) that handing it to a background task costs a call more than
@@ -127,123 +145,236 @@ impl Limits {
     pub(crate) fn overridden_by(&self, raw: &RawLimits) -> Result<Self, (&'static str, String)> {
         let mut limits = *self;
         if let Some(timeout) = &raw.timeout {
-            limits.timeout = humantime::parse_duration(timeout).map_err(|_| {
+            let parsed = humantime::parse_duration(timeout).map_err(|_| {
                 (
                     "timeout",
                     format!("{timeout:?} is not a duration; write e.g. \"5s\" or \"500ms\""),
                 )
             })?;
+            limits = limits.with_timeout(parsed)?;
         }
-        let memory = match &raw.memory {
-            Some(memory) => Some(memory.bytes().map_err(|e| ("memory", e))?),
-            None => None,
-        };
-        limits = limits.with_call_limits(
-            raw.timeout.as_ref().map(|_| limits.timeout),
-            raw.fuel,
-            memory,
-        )?;
+        if let Some(fuel) = raw.fuel {
+            limits = limits.with_fuel(fuel)?;
+        }
+        if let Some(memory) = &raw.memory {
+            limits = limits.with_memory(memory.bytes().map_err(|e| ("memory", e))?)?;
+        }
         if let Some(max_output) = &raw.max_output {
             let bytes = max_output.bytes().map_err(|e| ("max_output", e))?;
-            limits.max_output = usize::try_from(bytes)
-                .ok()
-                .filter(|&n| n >= MIN_OUTPUT)
-                .ok_or((
-                    "max_output",
-                    format!("must be between {MIN_OUTPUT} bytes and the address space"),
-                ))?;
+            limits = limits.with_max_output(usize::try_from(bytes).unwrap_or(usize::MAX))?;
         }
         if let Some(max_arguments) = &raw.max_arguments {
             let bytes = max_arguments.bytes().map_err(|e| ("max_arguments", e))?;
-            limits.max_arguments = usize::try_from(bytes)
-                .ok()
-                .filter(|&n| (MIN_ARGUMENTS..=MAX_ARGUMENTS).contains(&n))
-                .ok_or((
-                    "max_arguments",
-                    format!(
-                        "must be between {MIN_ARGUMENTS} bytes and {MAX_ARGUMENTS} bytes (64 MiB)"
-                    ),
-                ))?;
+            limits = limits.with_max_arguments(usize::try_from(bytes).unwrap_or(usize::MAX))?;
         }
         if let Some(max_concurrency) = raw.max_concurrency {
-            if !(1..=MAX_CONCURRENCY).contains(&max_concurrency) {
-                return Err((
-                    "max_concurrency",
-                    format!("must be between 1 and {MAX_CONCURRENCY}"),
-                ));
-            }
-            limits.max_concurrency = max_concurrency;
+            limits = limits.with_max_concurrency(max_concurrency)?;
         }
         if let Some(ready) = &raw.ready {
-            limits.ready = match ready {
-                RawReady::Word(word) if word == "auto" => ReadyInstances::Auto,
-                RawReady::Count(n) if *n <= MAX_READY => ReadyInstances::Exactly(*n),
-                _ => {
-                    return Err((
-                        "ready",
-                        format!(
-                            "must be \"auto\" or a count from 0 to {MAX_READY} (0 makes every instance at call time)"
-                        ),
-                    ));
-                }
+            let ready = match ready {
+                RawReady::Word(word) if word == "auto" => Some(ReadyInstances::Auto),
+                RawReady::Count(n) => Some(ReadyInstances::Exactly(*n)),
+                RawReady::Word(_) => None,
             };
+            limits = ready
+                .ok_or_else(LimitsError::ready)
+                .and_then(|ready| limits.with_ready(ready))?;
         }
         Ok(limits)
     }
 }
 
+/// A limit no call could run under, refused where it was set: the key (as
+/// the manifest's `[limits]` names it) and what is wrong with the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+#[non_exhaustive]
+pub struct LimitsError {
+    /// The limit, as `[limits]` names it (`timeout`, `memory`, …).
+    pub key: &'static str,
+    /// What is wrong and the range it must be in.
+    pub message: String,
+}
+
+impl LimitsError {
+    fn new(key: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            key,
+            message: message.into(),
+        }
+    }
+
+    fn ready() -> Self {
+        Self::new(
+            "ready",
+            format!(
+                "must be \"auto\" or a count from 0 to {MAX_READY} (0 makes every instance at call time)"
+            ),
+        )
+    }
+}
+
+impl From<LimitsError> for (&'static str, String) {
+    fn from(error: LimitsError) -> Self {
+        (error.key, error.message)
+    }
+}
+
 impl Limits {
-    /// These limits with the timeout, fuel and memory given replaced, each
-    /// checked as the manifest's are (what `toolhost call --component`'s
-    /// flags set).
+    /// Wall-clock time for the whole call, instantiation and waiting on
+    /// I/O included. Exceeding it ends the call with `timeout`.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Units of fuel (roughly, wasm instructions) the call may use.
+    /// Running out ends the call with `fuel_exhausted`.
+    pub fn fuel(&self) -> u64 {
+        self.fuel
+    }
+
+    /// Bytes of linear memory and table storage for the whole instance.
+    pub fn memory(&self) -> u64 {
+        self.memory
+    }
+
+    /// Bytes of output (content and structured each) sent on to the
+    /// model; longer output is truncated with a visible marker.
+    pub fn max_output(&self) -> usize {
+        self.max_output
+    }
+
+    /// Calls of this component that may run at once; more wait their turn.
+    pub fn max_concurrency(&self) -> usize {
+        self.max_concurrency
+    }
+
+    /// Bytes of arguments (as JSON text) a call may carry; more is refused
+    /// as `invalid_arguments` before it is parsed.
+    pub fn max_arguments(&self) -> usize {
+        self.max_arguments
+    }
+
+    /// Instances of the component made ahead of its calls and kept ready.
+    pub fn ready(&self) -> ReadyInstances {
+        self.ready
+    }
+
+    /// These limits with the timeout `timeout`.
     ///
     /// # Errors
     ///
-    /// The key and what is wrong with its value: a zero or longer than
-    /// [`MAX_TIMEOUT`] timeout, zero fuel, memory under one wasm page or
-    /// over 4 GiB.
-    pub fn with_call_limits(
-        mut self,
-        timeout: Option<Duration>,
-        fuel: Option<u64>,
-        memory: Option<u64>,
-    ) -> Result<Self, (&'static str, String)> {
-        if let Some(timeout) = timeout {
-            if timeout.is_zero() {
-                return Err(("timeout", "must be longer than zero".into()));
-            }
-            if timeout > MAX_TIMEOUT {
-                return Err((
-                    "timeout",
-                    format!(
-                        "must be at most {}",
-                        humantime::format_duration(MAX_TIMEOUT)
-                    ),
-                ));
-            }
-            self.timeout = timeout;
+    /// Zero, or longer than [`MAX_TIMEOUT`].
+    pub fn with_timeout(mut self, timeout: Duration) -> Result<Self, LimitsError> {
+        if timeout.is_zero() {
+            return Err(LimitsError::new("timeout", "must be longer than zero"));
         }
-        if let Some(fuel) = fuel {
-            if fuel == 0 {
-                return Err(("fuel", "must be at least 1".into()));
-            }
-            self.fuel = fuel;
+        if timeout > MAX_TIMEOUT {
+            return Err(LimitsError::new(
+                "timeout",
+                format!(
+                    "must be at most {}",
+                    humantime::format_duration(MAX_TIMEOUT)
+                ),
+            ));
         }
-        if let Some(memory) = memory {
-            if memory < MIN_MEMORY {
-                return Err((
-                    "memory",
-                    format!("must be at least {MIN_MEMORY} bytes (one wasm page)"),
-                ));
-            }
-            if memory > MAX_MEMORY {
-                return Err((
-                    "memory",
-                    format!("must be at most {MAX_MEMORY} bytes (4 GiB)"),
-                ));
-            }
-            self.memory = memory;
+        self.timeout = timeout;
+        Ok(self)
+    }
+
+    /// These limits with `fuel` units of fuel.
+    ///
+    /// # Errors
+    ///
+    /// Zero.
+    pub fn with_fuel(mut self, fuel: u64) -> Result<Self, LimitsError> {
+        if fuel == 0 {
+            return Err(LimitsError::new("fuel", "must be at least 1"));
         }
+        self.fuel = fuel;
+        Ok(self)
+    }
+
+    /// These limits with `memory` bytes of memory.
+    ///
+    /// # Errors
+    ///
+    /// Under one wasm page (64 KiB) or over 4 GiB.
+    pub fn with_memory(mut self, memory: u64) -> Result<Self, LimitsError> {
+        if memory < MIN_MEMORY {
+            return Err(LimitsError::new(
+                "memory",
+                format!("must be at least {MIN_MEMORY} bytes (one wasm page)"),
+            ));
+        }
+        if memory > MAX_MEMORY {
+            return Err(LimitsError::new(
+                "memory",
+                format!("must be at most {MAX_MEMORY} bytes (4 GiB)"),
+            ));
+        }
+        self.memory = memory;
+        Ok(self)
+    }
+
+    /// These limits with at most `bytes` of output.
+    ///
+    /// # Errors
+    ///
+    /// Under 256 bytes: too little for the truncation marker.
+    pub fn with_max_output(mut self, bytes: usize) -> Result<Self, LimitsError> {
+        if bytes < MIN_OUTPUT {
+            return Err(LimitsError::new(
+                "max_output",
+                format!("must be between {MIN_OUTPUT} bytes and the address space"),
+            ));
+        }
+        self.max_output = bytes;
+        Ok(self)
+    }
+
+    /// These limits with at most `bytes` of arguments.
+    ///
+    /// # Errors
+    ///
+    /// Under 2 bytes (`{}`) or over 64 MiB.
+    pub fn with_max_arguments(mut self, bytes: usize) -> Result<Self, LimitsError> {
+        if !(MIN_ARGUMENTS..=MAX_ARGUMENTS).contains(&bytes) {
+            return Err(LimitsError::new(
+                "max_arguments",
+                format!("must be between {MIN_ARGUMENTS} bytes and {MAX_ARGUMENTS} bytes (64 MiB)"),
+            ));
+        }
+        self.max_arguments = bytes;
+        Ok(self)
+    }
+
+    /// These limits with at most `calls` of the component at once.
+    ///
+    /// # Errors
+    ///
+    /// Zero (no call could ever run), or over 65,536.
+    pub fn with_max_concurrency(mut self, calls: usize) -> Result<Self, LimitsError> {
+        if !(1..=MAX_CONCURRENCY).contains(&calls) {
+            return Err(LimitsError::new(
+                "max_concurrency",
+                format!("must be between 1 and {MAX_CONCURRENCY}"),
+            ));
+        }
+        self.max_concurrency = calls;
+        Ok(self)
+    }
+
+    /// These limits with `ready` instances made ahead of calls.
+    ///
+    /// # Errors
+    ///
+    /// More than 64.
+    pub fn with_ready(mut self, ready: ReadyInstances) -> Result<Self, LimitsError> {
+        if matches!(ready, ReadyInstances::Exactly(n) if n > MAX_READY) {
+            return Err(LimitsError::ready());
+        }
+        self.ready = ready;
         Ok(self)
     }
 }

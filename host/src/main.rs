@@ -34,7 +34,7 @@ fn main() -> ExitCode {
     };
     // Tools' files and connections come from a pool sized by this limit,
     // with a reserve kept for the host: raise it as far as allowed first.
-    toolhost::sandbox::raise_descriptor_limit();
+    toolhost::raise_descriptor_limit();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {

@@ -44,7 +44,7 @@ use crate::stores::Store;
 use store::RawStore;
 
 /// The manifest's file name, looked for in the working directory.
-pub const DEFAULT_FILE: &str = "toolhost.toml";
+pub const DEFAULT_MANIFEST: &str = "toolhost.toml";
 
 /// A validated manifest.
 #[derive(Debug, Clone)]
@@ -349,7 +349,7 @@ impl Manifest {
         let text = std::fs::read_to_string(path).map_err(|e| {
             ManifestError::file(
                 path,
-                format!("cannot read it ({e}); pass --config or create {DEFAULT_FILE}"),
+                format!("cannot read it ({e}); pass --config or create {DEFAULT_MANIFEST}"),
             )
         })?;
         Self::parse(path, &text, &|name| std::env::var(name).ok())

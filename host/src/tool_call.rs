@@ -44,6 +44,7 @@ impl ToolCall {
 /// Arguments as received: text the model wrote, a parsed value, or the
 /// reason a call could not be read at all.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Arguments {
     /// JSON text, not yet parsed (OpenAI's `function.arguments`).
     Text(String),
@@ -63,17 +64,30 @@ impl Arguments {
     ///
     /// # Errors
     ///
-    /// A message for the model when the text is not JSON (or nests deeper
-    /// than serde_json's recursion limit of 128), or the call was malformed.
-    pub fn parse(&self) -> Result<Value, String> {
+    /// [`ArgumentsError`], whose message is for the model: the text is not
+    /// JSON (or nests deeper than serde_json's recursion limit of 128), or
+    /// the call was malformed.
+    pub fn parse(&self) -> Result<Value, ArgumentsError> {
         match self {
             Self::Json(value) => Ok(value.clone()),
             Self::Text(text) if text.trim().is_empty() => Ok(Value::Object(Map::new())),
-            Self::Text(text) => serde_json::from_str(text)
-                .map_err(|e| format!("arguments are not valid JSON ({e})")),
-            Self::Malformed(message) => Err(message.clone()),
+            Self::Text(text) => serde_json::from_str(text).map_err(ArgumentsError::NotJson),
+            Self::Malformed(message) => Err(ArgumentsError::Malformed(message.clone())),
         }
     }
+}
+
+/// Why a call's arguments could not be read; its message is written for the
+/// model that sent them.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArgumentsError {
+    /// The arguments' text is not JSON.
+    #[error("arguments are not valid JSON ({0})")]
+    NotJson(serde_json::Error),
+    /// The call fit no accepted shape (see [`Arguments::Malformed`]).
+    #[error("{0}")]
+    Malformed(String),
 }
 
 /// A set of tool call ids that holds a 128-bit hash per id (16 bytes; 20 to

@@ -21,6 +21,7 @@ const WORLD: &str = "toolbox";
 
 /// Why a module could not be made a component.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ComponentizeError {
     /// The input is a component already.
     #[error("the input is already a component: load it as it is")]

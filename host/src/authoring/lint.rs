@@ -66,6 +66,7 @@ const MIN_DESCRIPTION: usize = 10;
 
 /// What a warning is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Rule {
     /// The input schema is not one OpenAI's strict mode accepts.
     StrictSchema,

@@ -17,6 +17,7 @@ use super::files;
 
 /// A language `toolhost new` writes tools in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Language {
     /// Rust, with the `toolhost-guest` crate, built by cargo for `wasm32-wasip2`.
     Rust,
@@ -81,6 +82,7 @@ pub struct Scaffold {
 
 /// Why no folder was written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScaffoldError {
     /// The name cannot name a tool, a Python module or a Rust crate.
     #[error(

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use toolhost::DEFAULT_MANIFEST;
+use toolhost::FileMode;
 use toolhost::authoring::scaffold;
-use toolhost::grants::FileMode;
-use toolhost::manifest::DEFAULT_FILE;
 use toolhost::model::config::{ModelConfig, Provider};
 use toolhost::model::{ResponseFormat, ToolChoice};
 use toolhost::wire::definitions::Format;
@@ -20,7 +20,7 @@ use super::log::LogFormat;
 #[command(version, about)]
 pub(crate) struct Cli {
     /// The manifest.
-    #[arg(long, short, global = true, default_value = DEFAULT_FILE, env = "TOOLHOST_CONFIG")]
+    #[arg(long, short, global = true, default_value = DEFAULT_MANIFEST, env = "TOOLHOST_CONFIG")]
     pub(crate) config: PathBuf,
     /// Log format on stderr. Levels come from RUST_LOG (default: warn).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -241,14 +241,18 @@ impl ComponentFlags {
         }
         let mut config = toolhost::ComponentConfig::new(path);
         config.grants = grants;
-        config.limits = config
-            .limits
-            .with_call_limits(
-                self.timeout,
-                self.fuel,
-                self.memory.map(|size| size.as_u64()),
-            )
-            .map_err(|(key, message)| anyhow::anyhow!(UsageError(format!("--{key}: {message}"))))?;
+        let flag = |e: toolhost::LimitsError| {
+            anyhow::anyhow!(UsageError(format!("--{}: {}", e.key, e.message)))
+        };
+        if let Some(timeout) = self.timeout {
+            config.limits = config.limits.with_timeout(timeout).map_err(flag)?;
+        }
+        if let Some(fuel) = self.fuel {
+            config.limits = config.limits.with_fuel(fuel).map_err(flag)?;
+        }
+        if let Some(memory) = self.memory {
+            config.limits = config.limits.with_memory(memory.as_u64()).map_err(flag)?;
+        }
         Ok(Some(config))
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use toolhost::wire::definitions::{self, Format};
 use toolhost::wire::results;
-use toolhost::{ApproveAll, Approver, CallEnv, RefuseAll, ToolCall, ToolHost};
+use toolhost::{ApproveAll, Approver, CallOptions, RefuseAll, ToolCall, ToolHost};
 
 use super::args::ResultFormatArg;
 use super::output::{print_json, print_json_array};
@@ -42,9 +42,9 @@ pub(crate) async fn call(host: &ToolHost, command: CallCommand) -> anyhow::Resul
     let approver: Arc<dyn Approver> = if command.yes {
         Arc::new(ApproveAll)
     } else {
-        Arc::new(RefuseAll)
+        Arc::new(RefuseWithoutYes)
     };
-    let mut env = CallEnv::default().approver(approver);
+    let mut env = CallOptions::default().approver(approver);
     if std::io::stdin().is_terminal() && command.batch.as_deref() != Some("-") {
         env = env.asker(Arc::new(TerminalAsker(&TERMINAL)));
     }
@@ -65,12 +65,12 @@ async fn one(
     host: &ToolHost,
     name: &str,
     args: String,
-    env: &CallEnv,
+    env: &CallOptions,
     format: results::Format,
     verbose: bool,
 ) -> anyhow::Result<()> {
     let call = ToolCall::with_raw_arguments("call_1", name, args);
-    let outcome = host.call_in(call, env).await;
+    let outcome = host.call(call).options(env).await;
     print_json(&results::render(&outcome, host.spec(&outcome.tool), format))?;
     if verbose {
         let stats = &outcome.stats;
@@ -95,7 +95,7 @@ async fn one(
 async fn batch(
     host: &ToolHost,
     source: &str,
-    env: CallEnv,
+    env: CallOptions,
     format: results::Format,
 ) -> anyhow::Result<()> {
     let (name, batch) = if source == "-" {
@@ -115,10 +115,29 @@ async fn batch(
     let batch = batch.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     let window = host.batch_window();
     let (calls, reading) = batch.calls(window);
-    let outcomes = host.call_stream(calls, env, window);
+    let outcomes = host.call_stream(calls).options(&env).run();
     let answers = results::answer_stream(outcomes, |name| host.spec(name), format);
     print_json_array(answers).await?;
     reading.finished().await.map_err(|e| {
         anyhow::anyhow!("{e}; the answers written are those of the calls before that point")
     })
+}
+
+/// Refuses calls that need approval, as [`RefuseAll`] does, and tells the
+/// operator the flag that approves them.
+struct RefuseWithoutYes;
+
+impl Approver for RefuseWithoutYes {
+    fn approve<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        spec: &'a toolhost::ToolSpec,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            RefuseAll
+                .approve(call, spec)
+                .await
+                .map_err(|reason| format!("{reason} (the operator can pass --yes)"))
+        })
+    }
 }

@@ -43,7 +43,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let mut options = SandboxOptions::default();
     if cli.no_cache {
-        options.cache_dir = None;
+        options = options.with_cache_dir(None);
     }
     // `call --component` needs no manifest: one made of its flags stands in.
     let from_flags = match &cli.command {

@@ -10,8 +10,8 @@
 
 use futures::future::BoxFuture;
 use serde_json::Value;
-use toolhost::observe::{Answer, Asker, Question};
 use toolhost::printable;
+use toolhost::{Answer, Asker, Question};
 use toolhost::{Approver, ToolCall, ToolSpec};
 
 use super::terminal::{Terminal, Turn};
@@ -31,7 +31,7 @@ impl Approver for TerminalApprover {
             // dispatcher checked the arguments before asking.
             let arguments = match call.arguments.parse() {
                 Ok(value) => printable::json(&value),
-                Err(problem) => printable::one_line(&problem, 500),
+                Err(problem) => printable::one_line(&problem.to_string(), 500),
             };
             let why = if spec.hints.destructive {
                 " (it may delete or overwrite data)"

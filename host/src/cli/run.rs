@@ -104,6 +104,8 @@ pub(crate) async fn run(
         | RunEnd::CostBudget { .. } => ExitCode::SUCCESS,
         RunEnd::InvalidAnswer { .. } | RunEnd::ModelFailed { .. } => ExitCode::FAILURE,
         RunEnd::Misconfigured { .. } => ExitCode::from(2),
+        // An end this binary does not know yet is not a success.
+        _ => ExitCode::FAILURE,
     })
 }
 

@@ -14,6 +14,7 @@ use serde_json::Value;
 /// Which wire format the model endpoint speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[non_exhaustive]
 pub enum Provider {
     /// Any OpenAI-compatible chat-completions endpoint.
     #[default]
@@ -46,6 +47,7 @@ impl Provider {
 /// Whether, and which, tools the model must call.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolChoice {
     /// The model decides. The default.
     #[default]

@@ -35,6 +35,7 @@ use crate::spec::ToolSpec;
 /// One message of a conversation, in provider-neutral form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Message {
     /// Instructions for the model.
     System {
@@ -216,6 +217,7 @@ pub struct ModelResponse {
 
 /// Something a streaming client reports while the answer comes in.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ModelEvent {
     /// A piece of the answer's text.
     TextDelta(String),
@@ -247,6 +249,7 @@ pub trait ModelClient: Send + Sync {
 /// What kind of failure a model call had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ModelErrorKind {
     /// The endpoint answered with an HTTP error status.
     Status(u16),

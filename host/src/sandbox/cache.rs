@@ -30,6 +30,7 @@ pub(crate) struct Cache {
 
 /// How a component was obtained, for logs and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CacheStatus {
     /// Loaded from a valid cache entry.
     Hit,

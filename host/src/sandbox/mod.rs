@@ -157,25 +157,67 @@ const WARM_SLOTS: u32 = 32;
 /// the pages its calls write.
 const KEEP_RESIDENT_COPIED: usize = 64 << 20;
 
-/// Engine-wide settings.
+/// Engine-wide settings, built from [`SandboxOptions::default`]:
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use toolhost::SandboxOptions;
+///
+/// let options = SandboxOptions::default()
+///     .with_cache_dir(None) // compile every time
+///     .with_max_instances(NonZeroU32::new(64).unwrap());
+/// assert_eq!(options.max_instances(), 64);
+/// ```
 #[derive(Debug, Clone)]
 pub struct SandboxOptions {
     /// Where compiled components are cached; `None` compiles every time.
-    pub cache_dir: Option<PathBuf>,
+    pub(crate) cache_dir: Option<PathBuf>,
     /// Instances that may exist at once, across all components. The pooling
     /// allocator reserves address space for this many up front.
-    pub max_instances: u32,
+    pub(crate) max_instances: u32,
     /// The largest memory limit of any component (the pool's slot size).
-    pub max_memory: u64,
+    /// Loading raises it to the largest limit of the components loaded.
+    pub(crate) max_memory: u64,
 }
 
 impl Default for SandboxOptions {
+    /// The cache in [`default_cache_dir`], 1,000 instances, slots of the
+    /// default memory limit.
     fn default() -> Self {
         Self {
             cache_dir: default_cache_dir(),
             max_instances: 1000,
             max_memory: Limits::default().memory,
         }
+    }
+}
+
+impl SandboxOptions {
+    /// Where compiled components are cached; `None` compiles every time.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.cache_dir.as_deref()
+    }
+
+    /// Instances that may exist at once, across all components.
+    pub fn max_instances(&self) -> u32 {
+        self.max_instances
+    }
+
+    /// These options with compiled components cached in `dir` (`None`:
+    /// compile every time).
+    #[must_use]
+    pub fn with_cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// These options with at most `instances` instances at once, across all
+    /// components: the pooling allocator reserves address space for this
+    /// many up front, and a batch larger than it queues.
+    #[must_use]
+    pub fn with_max_instances(mut self, instances: std::num::NonZeroU32) -> Self {
+        self.max_instances = instances.get();
+        self
     }
 }
 

@@ -44,7 +44,7 @@ use super::connections::{self, Connections, Streams};
 use super::edge::{self, Guard, Refusal};
 use super::sessions::{MAX_SESSIONS, Sessions};
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
-use crate::tool_host::CallEnv;
+use crate::tool_host::CallOptions;
 use crate::wire;
 
 /// How long a client may take to send a request's headers: a connection
@@ -750,7 +750,7 @@ async fn tool_calls(
             return reject("malformed", StatusCode::BAD_REQUEST, message);
         }
     };
-    let mut env = CallEnv::default().approver(Arc::new(NobodyToAsk));
+    let mut env = CallOptions::default().approver(Arc::new(NobodyToAsk));
     match injected_context(&headers) {
         Ok(Some(context)) => env = env.context(context),
         Ok(None) => {}

@@ -62,7 +62,7 @@ use super::sessions::Sessions;
 use super::{NobodyToAsk, ServeConfig, ServeError, Shared};
 use crate::observe::{Answer, Asker, Progress, Question};
 use crate::spec::ToolSpec;
-use crate::tool_host::{Approver, CallEnv};
+use crate::tool_host::{Approver, CallOptions};
 
 /// The `_meta` key of a `tools/call` request that carries the
 /// application's injected context (a JSON object).
@@ -601,7 +601,7 @@ impl ServerHandler for McpServer {
         }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let call = ToolCall::new(context.id.to_string(), spec.name.clone(), arguments);
-        let mut env = CallEnv::default().approver(Arc::new(NobodyToAsk));
+        let mut env = CallOptions::default().approver(Arc::new(NobodyToAsk));
         // The application's context for the call, never the model's.
         match context.meta.get(CONTEXT_META_KEY) {
             None | Some(Value::Null) => {}

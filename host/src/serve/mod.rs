@@ -41,7 +41,7 @@ use crate::outcome::Outcome;
 use crate::sandbox::SandboxOptions;
 use crate::spec::ToolSpec;
 use crate::tool_call::ToolCall;
-use crate::tool_host::{ApproveAll, Approver, CallEnv, LoadError, ToolHost};
+use crate::tool_host::{ApproveAll, Approver, CallOptions, LoadError, ToolHost};
 pub use drain::Drain;
 pub use metrics::Metrics;
 
@@ -94,6 +94,7 @@ impl ServeConfig {
 
 /// Where to serve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Transport {
     /// MCP over stdin and stdout.
     Stdio,
@@ -103,6 +104,7 @@ pub enum Transport {
 
 /// Why serving failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     /// The configuration cannot be served as given; the message says the fix.
     #[error("{0}")]
@@ -220,7 +222,7 @@ impl Shared {
         &self,
         host: &ToolHost,
         calls: Vec<ToolCall>,
-        env: CallEnv,
+        env: CallOptions,
         front_end: &'static str,
     ) -> Vec<Outcome> {
         let outcomes = host.call_batch_in(calls, self.with_policy(env)).await;
@@ -235,7 +237,7 @@ impl Shared {
         &self,
         host: &ToolHost,
         call: ToolCall,
-        env: CallEnv,
+        env: CallOptions,
         front_end: &'static str,
     ) -> Outcome {
         let outcome = host.call_in(call, &self.with_policy(env)).await;
@@ -245,7 +247,7 @@ impl Shared {
 
     /// `env` as the operator's flags have it (`--yes` approves every
     /// call), stopped when the drain time is up.
-    fn with_policy(&self, env: CallEnv) -> CallEnv {
+    fn with_policy(&self, env: CallOptions) -> CallOptions {
         let env = env.stop_on(self.drain.stop_calls());
         if self.approve_all {
             env.approver(Arc::new(ApproveAll))

@@ -1,34 +1,22 @@
 //! Many calls at once: a batch answered in order whatever happens to any of
 //! its calls, and a stream of calls through a bounded window.
 
-use std::sync::Arc;
-
 use futures::FutureExt as _;
 
 use super::ToolHost;
-use super::env::{Approver, CallEnv, RefuseAll};
+use super::env::CallOptions;
 use crate::outcome::{CallError, ErrorType, Outcome, clip};
 use crate::tool_call::ToolCall;
 
 impl ToolHost {
-    /// Run `calls` concurrently. Returns one outcome per call, in the order
-    /// of `calls`, whatever happens to any of them.
-    pub async fn call_batch(&self, calls: Vec<ToolCall>) -> Vec<Outcome> {
-        self.call_batch_with(calls, Arc::new(RefuseAll)).await
-    }
-
-    /// [`ToolHost::call_batch`] with an approver for calls that need one.
-    pub async fn call_batch_with(
+    /// Run `calls` concurrently in `env`, shared by every call: one outcome
+    /// per call, in the order of `calls`, whatever happens to any of them.
+    /// The embedder's way in is [`ToolHost::call_batch`].
+    pub(crate) async fn call_batch_in(
         &self,
         calls: Vec<ToolCall>,
-        approver: Arc<dyn Approver>,
+        env: CallOptions,
     ) -> Vec<Outcome> {
-        self.call_batch_in(calls, CallEnv::default().approver(approver))
-            .await
-    }
-
-    /// [`ToolHost::call_batch`] in `env`, shared by every call of the batch.
-    pub async fn call_batch_in(&self, calls: Vec<ToolCall>, env: CallEnv) -> Vec<Outcome> {
         let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(calls.len());
         let mut runnable = Vec::with_capacity(calls.len());
         // A repeated tool_call_id: the first call with it runs; each later
@@ -76,23 +64,12 @@ impl ToolHost {
             .collect()
     }
 
-    /// Run `calls` as [`ToolHost::call_batch_in`] does — one outcome per
-    /// call, in their order; a repeated id answered with an error and never
-    /// run — but through a window of at most `window` calls in flight, each
-    /// outcome given as soon as it and every call before it are done. What
-    /// the batch holds is bounded by the window, not by the batch's length
-    /// (past the window, a 128-bit hash per id, to find repeated ones): made
-    /// for long batches whose answers are written as they come, with
-    /// `calls` read as they are needed ([`crate::wire::BatchFile`]). The
-    /// window counts in the batch's order, so a slow call holds back the
-    /// start of calls a whole window behind it; give a window
-    /// well above the calls the host can run at once
-    /// ([`ToolHost::batch_window`]). Dropping the stream aborts the calls in
-    /// flight and starts no other.
-    pub fn call_stream(
+    /// Run `calls` as [`ToolHost::call_batch_in`] does, through a window
+    /// of at most `window` calls in flight (see [`super::StreamRequest::run`]).
+    pub(crate) fn stream_calls(
         &self,
         calls: impl futures::Stream<Item = ToolCall> + Send + 'static,
-        env: CallEnv,
+        env: CallOptions,
         window: usize,
     ) -> impl futures::Stream<Item = Outcome> + Send + 'static {
         use futures::StreamExt as _;

@@ -2,16 +2,14 @@
 //! arguments checked at a bounded cost, approval asked for, the result
 //! cache read, then a fresh instance under the call's limits.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::env::{Approver, CallEnv, RefuseAll};
+use super::env::{Approver, CallOptions};
 use super::{Entry, ToolHost};
 use crate::arguments::{Invalid, check_structured};
-use crate::observe::CallObserver;
 use crate::outcome::{CallError, CallStats, ErrorType, Outcome, ToolOutput, clip};
 use crate::sandbox::CallSide;
 use crate::tool_call::ToolCall;
@@ -20,34 +18,9 @@ use crate::tool_call::ToolCall;
 const MAX_LOGGED_ARGUMENTS: usize = 2048;
 
 impl ToolHost {
-    /// Run one call. Calls that need approval are refused ([`RefuseAll`]).
-    pub async fn call(&self, call: ToolCall) -> Outcome {
-        self.call_with(call, &RefuseAll).await
-    }
-
-    /// Run one call, asking `approver` first when its tool needs approval.
-    pub async fn call_with(&self, call: ToolCall, approver: &dyn Approver) -> Outcome {
-        self.call_observed(call, approver, None).await
-    }
-
-    /// [`ToolHost::call_with`], telling `observer` what the call reports
-    /// while it runs (its log lines and progress).
-    pub async fn call_observed(
-        &self,
-        call: ToolCall,
-        approver: &dyn Approver,
-        observer: Option<Arc<dyn CallObserver>>,
-    ) -> Outcome {
-        let side = CallSide {
-            observer,
-            ..CallSide::default()
-        };
-        self.call_traced(call, approver, side).await
-    }
-
     /// Run one call in `env`: its approver, asker, observer and injected
-    /// context.
-    pub async fn call_in(&self, call: ToolCall, env: &CallEnv) -> Outcome {
+    /// context. The embedder's way in is [`ToolHost::call`].
+    pub(crate) async fn call_in(&self, call: ToolCall, env: &CallOptions) -> Outcome {
         let Some(stop) = &env.stop else {
             return self.call_traced(call, &*env.approver, env.side()).await;
         };
@@ -326,7 +299,7 @@ impl ToolHost {
             }
             // Text (parsed, then written out canonically) or malformed.
             arguments => {
-                let value = arguments.parse()?;
+                let value = arguments.parse().map_err(|e| e.to_string())?;
                 let text = value.to_string();
                 Ok((value, text))
             }

@@ -35,9 +35,7 @@ impl Approver for RefuseAll {
         _: &'a ToolCall,
         _: &'a ToolSpec,
     ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async {
-            Err("it needs a person's approval and none could be asked (the operator can pass --yes)".to_owned())
-        })
+        Box::pin(async { Err("it needs a person's approval and none could be asked".to_owned()) })
     }
 }
 
@@ -60,14 +58,14 @@ impl Approver for ApproveAll {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use toolhost::tool_host::CallEnv;
+/// use toolhost::CallOptions;
 ///
-/// let env = CallEnv::default()
+/// let env = CallOptions::default()
 ///     .approver(Arc::new(toolhost::ApproveAll))
 ///     .context(serde_json::json!({"user": "ada"}));
 /// ```
 #[derive(Clone)]
-pub struct CallEnv {
+pub struct CallOptions {
     /// Decides calls that need approval (default [`RefuseAll`]).
     pub approver: Arc<dyn Approver>,
     /// Answers the questions tools ask (default [`NobodyToAsk`]: every
@@ -85,7 +83,7 @@ pub struct CallEnv {
     pub stop: Option<tokio_util::sync::CancellationToken>,
 }
 
-impl Default for CallEnv {
+impl Default for CallOptions {
     fn default() -> Self {
         Self {
             approver: Arc::new(RefuseAll),
@@ -97,16 +95,16 @@ impl Default for CallEnv {
     }
 }
 
-impl fmt::Debug for CallEnv {
+impl fmt::Debug for CallOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CallEnv")
+        f.debug_struct("CallOptions")
             .field("observer", &self.observer)
             .field("context", &self.context)
             .finish_non_exhaustive()
     }
 }
 
-impl CallEnv {
+impl CallOptions {
     /// Replace the approver.
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = approver;

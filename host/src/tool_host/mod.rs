@@ -3,7 +3,7 @@
 //!
 //! The same host serves the CLI and every other front end.
 //!
-//! - `env`: what the application gives a call ([`CallEnv`], [`Approver`]);
+//! - `env`: what the application gives a call ([`CallOptions`], [`Approver`]);
 //! - `call`: one call, from its name to its outcome;
 //! - `batch`: many calls at once, answered in order;
 //! - `load`: each component's tools checked and compiled at load.
@@ -34,6 +34,7 @@ mod batch;
 mod call;
 mod env;
 mod load;
+mod request;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -42,7 +43,8 @@ use std::time::Instant;
 
 use tokio::sync::Semaphore;
 
-pub use env::{ApproveAll, Approver, CallEnv, RefuseAll};
+pub use env::{ApproveAll, Approver, CallOptions, RefuseAll};
+pub use request::{BatchRequest, CallRequest, StreamRequest};
 
 use crate::arguments::{CompiledSchema, ComponentSchemas};
 use crate::component::{Approval, ComponentConfig};
@@ -53,6 +55,7 @@ use crate::spec::{MAX_TOOLS_PER_COMPONENT, ToolSpec};
 
 /// Why a set of components could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// The manifest is invalid.
     #[error(transparent)]

@@ -79,12 +79,13 @@ use crate::tool_call::{Arguments, IdSet, ToolCall};
 ///
 /// Only when the input as a whole is not JSON, or is JSON but neither an
 /// array nor an object.
-pub fn parse_batch(json: &str) -> Result<Vec<ToolCall>, String> {
-    parse_batch_at_most(json, usize::MAX).map_err(|e| e.to_string())
+pub fn parse_batch(json: &str) -> Result<Vec<ToolCall>, BatchError> {
+    parse_batch_at_most(json, usize::MAX)
 }
 
 /// Why a batch could not be read at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BatchError {
     /// Not JSON, or neither an array nor an object; the message says which.
     #[error("{0}")]
@@ -786,7 +787,14 @@ pub(super) mod tests {
         assert!(malformed(&calls[2]).starts_with("tool call #3 "));
         assert_eq!(calls[2].id, "keep");
         assert_eq!(calls[3].id, "b");
-        assert!(calls[1].arguments.parse().unwrap_err().contains("#2"));
+        assert!(
+            calls[1]
+                .arguments
+                .parse()
+                .unwrap_err()
+                .to_string()
+                .contains("#2")
+        );
     }
 
     #[test]
@@ -887,7 +895,12 @@ pub(super) mod tests {
         ] {
             assert!(parse_batch(input).is_err(), "{input}");
         }
-        assert!(parse_batch("5").unwrap_err().contains("not a number"));
+        assert!(
+            parse_batch("5")
+                .unwrap_err()
+                .to_string()
+                .contains("not a number")
+        );
         assert!(parse_batch("[]").unwrap().is_empty());
         assert!(parse_batch(" {\"name\":\"calc\"} ").unwrap().len() == 1);
     }
@@ -899,6 +912,7 @@ pub(super) mod tests {
             call.arguments
                 .parse()
                 .unwrap_err()
+                .to_string()
                 .contains("not valid JSON")
         );
     }
@@ -927,6 +941,7 @@ pub(super) mod tests {
                 .arguments
                 .parse()
                 .unwrap_err()
+                .to_string()
                 .contains("recursion limit")
         );
         assert_eq!(calls[3].arguments, Arguments::Json(json!({"x":1})));
@@ -961,11 +976,9 @@ pub(super) mod tests {
     async fn a_malformed_element_is_answered_invalid_arguments_in_order() {
         use crate::ErrorType::{InvalidArguments, UnknownTool};
 
-        let options = crate::SandboxOptions {
-            cache_dir: None,
-            max_instances: 1,
-            ..Default::default()
-        };
+        let options = crate::SandboxOptions::default()
+            .with_cache_dir(None)
+            .with_max_instances(std::num::NonZeroU32::MIN);
         let host = crate::ToolHost::load_components(Vec::new(), options)
             .await
             .unwrap();

@@ -8,6 +8,7 @@ use crate::spec::ToolSpec;
 
 /// A wire format for tool definitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Format {
     /// OpenAI chat completions: `{"type":"function","function":{…}}`.
     #[default]

@@ -377,6 +377,7 @@ pub struct ToolMessage {
 /// A ToolMessage's `content`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum ToolContent {
     /// Text only, as one string.
     Text(String),

@@ -18,7 +18,7 @@ use toolhost::model::config::Provider;
 use toolhost::model::{
     AnthropicClient, ClientSettings, Message, ModelClient, OpenAIClient, OpenAIResponsesClient,
 };
-use toolhost::{ApproveAll, Approver, ComponentConfig, Limits, RefuseAll, ToolHost};
+use toolhost::{ApproveAll, Approver, ComponentConfig, RefuseAll, ToolHost};
 
 use crate::util::*;
 
@@ -160,10 +160,9 @@ pub(crate) fn policy() -> AgentPolicy {
 
 /// The probe and calc components, with short limits.
 pub(crate) async fn tools(approval: Approval) -> ToolHost {
-    let limits = Limits {
-        timeout: Duration::from_millis(300),
-        ..quick_limits()
-    };
+    let limits = quick_limits()
+        .with_timeout(Duration::from_millis(300))
+        .unwrap();
     host(vec![
         ComponentConfig::new(component("probe"))
             .limits(limits)
@@ -207,6 +206,7 @@ pub(crate) async fn run_with(
         Provider::OpenAIResponses => {
             Arc::new(OpenAIResponsesClient::new(settings(&base_url, stream)).unwrap())
         }
+        other => panic!("no test client for {other:?}"),
     };
     let agent = Agent::new(client, tools(approval).await, approver, policy);
     let transcript = agent.run(vec![Message::user(prompt)]).await;
@@ -893,7 +893,7 @@ async fn anthropic_gets_images_inside_the_tool_result() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_and_questions_become_run_events_and_context_reaches_tools() {
-    use toolhost::observe::{Answer, Asker, Question};
+    use toolhost::{Answer, Asker, Question};
     struct Yes;
     impl Asker for Yes {
         fn ask<'a>(&'a self, _: &'a Question) -> futures::future::BoxFuture<'a, Answer> {

@@ -3,19 +3,20 @@
 use std::time::Duration;
 
 use serde_json::json;
-use toolhost::outcome::ErrorType;
-use toolhost::{ComponentConfig, Limits, ToolCall};
+use toolhost::ErrorType;
+use toolhost::{ComponentConfig, ToolCall};
 
 use crate::util::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_in_a_batch_leave_every_other_call_alone() {
-    let limits = Limits {
-        timeout: Duration::from_millis(500),
-        fuel: 50_000_000,
-        memory: 16 << 20,
-        ..quick_limits()
-    };
+    let limits = quick_limits()
+        .with_timeout(Duration::from_millis(500))
+        .unwrap()
+        .with_fuel(50_000_000)
+        .unwrap()
+        .with_memory(16 << 20)
+        .unwrap();
     let host = host(vec![
         ComponentConfig::new(component("probe")).limits(limits),
         ComponentConfig::new(component("calc")),
@@ -91,9 +92,12 @@ async fn stream_sampling(
             }
         })
     };
-    let env = toolhost::CallEnv::default();
+    let env = toolhost::CallOptions::default();
     let outcomes: Vec<_> = host
-        .call_stream(futures::stream::iter(calls), env, window)
+        .call_stream(futures::stream::iter(calls))
+        .options(&env)
+        .window(std::num::NonZeroUsize::new(window).unwrap())
+        .run()
         .collect()
         .await;
     sampler.abort();
@@ -102,11 +106,11 @@ async fn stream_sampling(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_batch_answers_in_order_through_its_window() {
-    let limits = Limits {
-        timeout: Duration::from_secs(20),
-        max_concurrency: 16,
-        ..quick_limits()
-    };
+    let limits = quick_limits()
+        .with_timeout(Duration::from_secs(20))
+        .unwrap()
+        .with_max_concurrency(16)
+        .unwrap();
     let host = probe_host(toolhost::Grants::none(), limits).await;
     // Later calls end sooner: the answers still come in the calls' order.
     let mut calls: Vec<ToolCall> = (0..12)
@@ -137,17 +141,17 @@ async fn a_dropped_stream_stops_its_calls() {
     use futures::StreamExt as _;
     let (_work, data) = data_dir();
     let grants = toolhost::Grants::none()
-        .file(&data, "/data", toolhost::grants::FileMode::ReadWrite)
+        .file(&data, "/data", toolhost::FileMode::ReadWrite)
         .unwrap();
     let host = probe_host(grants, quick_limits()).await;
     // One slow call, then writes the window has not reached.
     let calls =
         std::iter::once(ToolCall::new("slow", "sleep", json!({"n": 60_000}))).chain(late_writes(4));
-    let mut stream = Box::pin(host.call_stream(
-        futures::stream::iter(calls),
-        toolhost::CallEnv::default(),
-        1,
-    ));
+    let mut stream = Box::pin(
+        host.call_stream(futures::stream::iter(calls))
+            .window(std::num::NonZeroUsize::new(1).unwrap())
+            .run(),
+    );
     assert!(
         tokio::time::timeout(Duration::from_millis(200), stream.next())
             .await

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use toolhost::grants::{FileMode, Grants};
-use toolhost::outcome::ErrorType;
+use toolhost::ErrorType;
 use toolhost::stores::{Backend, Quota, Scope, Store, StoreConfig};
 use toolhost::{ComponentConfig, ToolHost};
+use toolhost::{FileMode, Grants};
 
 use crate::util::*;
 

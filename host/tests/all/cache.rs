@@ -6,11 +6,9 @@ use toolhost::{CacheStatus, ComponentConfig, SandboxOptions, ToolHost};
 use crate::util::*;
 
 async fn load(cache: &std::path::Path) -> (ToolHost, CacheStatus) {
-    let options = SandboxOptions {
-        cache_dir: Some(cache.to_owned()),
-        max_instances: 16,
-        ..SandboxOptions::default()
-    };
+    let options = SandboxOptions::default()
+        .with_cache_dir(Some(cache.to_owned()))
+        .with_max_instances(std::num::NonZeroU32::new(16).unwrap());
     let host = ToolHost::load_components(vec![ComponentConfig::new(component("calc"))], options)
         .await
         .unwrap();

@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolhost::grants::{FileMode, Grants};
-use toolhost::limits::Limits;
-use toolhost::outcome::ErrorType;
+use toolhost::ErrorType;
+use toolhost::Limits;
 use toolhost::{ApproveAll, ComponentConfig, ToolCall, ToolHost};
+use toolhost::{FileMode, Grants};
 
 use crate::util::*;
 
@@ -24,10 +24,9 @@ async fn quota_host(data: &std::path::Path, quota: u64) -> ToolHost {
 }
 
 fn slow_limits() -> Limits {
-    Limits {
-        timeout: Duration::from_secs(20),
-        ..quick_limits()
-    }
+    quick_limits()
+        .with_timeout(Duration::from_secs(20))
+        .unwrap()
 }
 
 // Class 2: descriptors are a process-wide resource, counted per call.
@@ -85,10 +84,7 @@ async fn streams_keep_their_files_counted_after_the_descriptor_goes() {
 // Class 3: host CPU outside the deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backtracking_pattern_cannot_hold_the_host() {
-    let limits = Limits {
-        timeout: Duration::from_secs(3),
-        ..quick_limits()
-    };
+    let limits = quick_limits().with_timeout(Duration::from_secs(3)).unwrap();
     let host = probe_host(Grants::none(), limits).await;
     let started = Instant::now();
     let hostile = format!("{}!", "a".repeat(20_000));
@@ -105,10 +101,7 @@ async fn a_backtracking_pattern_cannot_hold_the_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_and_non_object_arguments_are_refused_before_the_tool_runs() {
-    let limits = Limits {
-        max_arguments: 1024,
-        ..quick_limits()
-    };
+    let limits = quick_limits().with_max_arguments(1024).unwrap();
     let host = probe_host(Grants::none(), limits).await;
     let big = "y".repeat(5 << 20);
     let outcome = call(&host, "echo", json!({"text": big, "times": 1})).await;
@@ -381,10 +374,7 @@ async fn a_read_write_grant_has_a_default_quota() {
     let grants = Grants::none()
         .file(&data, "/data", FileMode::ReadWrite)
         .unwrap();
-    assert_eq!(
-        grants.files()[0].quota,
-        Some(toolhost::grants::DEFAULT_QUOTA)
-    );
+    assert_eq!(grants.files()[0].quota, Some(toolhost::DEFAULT_QUOTA));
     assert!(
         Grants::none()
             .file(&data, "/data", FileMode::ReadOnly)
@@ -463,10 +453,7 @@ async fn a_dropped_batch_stops_its_calls() {
     let grants = Grants::none()
         .file(&data, "/data", FileMode::ReadWrite)
         .unwrap();
-    let one_at_a_time = Limits {
-        max_concurrency: 1,
-        ..slow_limits()
-    };
+    let one_at_a_time = slow_limits().with_max_concurrency(1).unwrap();
     let host = probe_host(grants, one_at_a_time).await;
     // A call outside the batch holds the one permit first, so every call
     // of the batch is still queued when the batch is dropped, whatever
@@ -482,7 +469,9 @@ async fn a_dropped_batch_stops_its_calls() {
         host.in_flight() > 0
     })
     .await;
-    let batch = host.call_batch_with(late_writes(4), Arc::new(ApproveAll));
+    let batch = host
+        .call_batch(late_writes(4))
+        .approver(Arc::new(ApproveAll));
     assert!(
         tokio::time::timeout(Duration::from_millis(200), batch)
             .await
@@ -504,10 +493,7 @@ async fn a_dropped_batch_stops_its_calls() {
 async fn a_full_instance_pool_queues_calls_instead_of_failing_them() {
     let host = ToolHost::load_components(
         vec![ComponentConfig::new(component("text-py")).limits(slow_limits())],
-        toolhost::SandboxOptions {
-            max_instances: 2,
-            ..options()
-        },
+        options().with_max_instances(std::num::NonZeroU32::new(2).unwrap()),
     )
     .await
     .expect("the Python component loads");

@@ -2,8 +2,8 @@
 //! is instantiated.
 
 use serde_json::json;
-use toolhost::grants::Grants;
-use toolhost::outcome::ErrorType;
+use toolhost::ErrorType;
+use toolhost::Grants;
 use toolhost::{ComponentConfig, ToolCall, ToolHost};
 
 use crate::util::*;
@@ -143,7 +143,7 @@ async fn a_file_that_is_not_a_component_fails_the_load() {
 async fn destructive_tools_need_approval_when_the_manifest_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let grants = Grants::none()
-        .file(dir.path(), "/data", toolhost::grants::FileMode::ReadWrite)
+        .file(dir.path(), "/data", toolhost::FileMode::ReadWrite)
         .unwrap();
     let config = ComponentConfig::new(component("files"))
         .grants(grants)
@@ -160,23 +160,21 @@ async fn destructive_tools_need_approval_when_the_manifest_says_so() {
     let refused = host.call(write()).await;
     assert_eq!(err(&refused), ErrorType::DeniedByUser);
     assert!(!dir.path().join("a.txt").exists());
-    let approved = host.call_with(write(), &toolhost::ApproveAll).await;
+    let approved = host
+        .call(write())
+        .approver(std::sync::Arc::new(toolhost::ApproveAll))
+        .await;
     assert_eq!(ok(&approved), "wrote 1 bytes to /data/a.txt");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_javascript_tools_speak_the_same_contract() {
     let host = host(vec![
-        ComponentConfig::new(component("text-py")).limits(toolhost::Limits {
-            memory: 256 << 20,
-            ..quick_limits()
-        }),
+        ComponentConfig::new(component("text-py"))
+            .limits(quick_limits().with_memory(256 << 20).unwrap()),
         ComponentConfig::new(component("units-js"))
             .grants(Grants::none().config("precision", "2", false))
-            .limits(toolhost::Limits {
-                memory: 256 << 20,
-                ..quick_limits()
-            }),
+            .limits(quick_limits().with_memory(256 << 20).unwrap()),
     ])
     .await;
     let words = call(&host, "word_count", json!({"text": "one two three\nfour"})).await;
@@ -275,10 +273,8 @@ async fn time_waiting_for_approval_is_not_counted_as_tool_time() {
     let config = ComponentConfig::new(component("calc")).approval(toolhost::Approval::Always);
     let host = host(vec![config]).await;
     let outcome = host
-        .call_with(
-            ToolCall::new("a", "calc", json!({"expression": "1"})),
-            &SlowApprover,
-        )
+        .call(ToolCall::new("a", "calc", json!({"expression": "1"})))
+        .approver(std::sync::Arc::new(SlowApprover))
         .await;
     assert_eq!(ok(&outcome), "1");
     assert!(

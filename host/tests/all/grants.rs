@@ -4,8 +4,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::json;
 use toolhost::ComponentConfig;
-use toolhost::grants::{FileMode, Grants};
-use toolhost::outcome::ErrorType;
+use toolhost::ErrorType;
+use toolhost::{FileMode, Grants};
 
 use crate::util::*;
 
@@ -109,7 +109,8 @@ async fn read_only_grant_refuses_writes() {
             json!({"path": path, "content": "x", "append": append}),
         );
         let outcome = host
-            .call_batch_with(vec![call], approve.clone())
+            .call_batch(vec![call])
+            .approver(approve.clone())
             .await
             .remove(0);
         assert_eq!(err(&outcome), ErrorType::ToolError, "{outcome:?}");
@@ -130,7 +131,10 @@ async fn read_write_grant_allows_writes() {
         "write_file",
         json!({"path": "/data/out.txt", "content": "written", "append": null}),
     );
-    let outcome = host.call_with(call, &toolhost::ApproveAll).await;
+    let outcome = host
+        .call(call)
+        .approver(std::sync::Arc::new(toolhost::ApproveAll))
+        .await;
     assert_eq!(ok(&outcome), "wrote 7 bytes to /data/out.txt");
     assert_eq!(
         std::fs::read_to_string(data.join("out.txt")).unwrap(),

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::json;
-use toolhost::CallEnv;
-use toolhost::grants::Grants;
-use toolhost::observe::{Answer, Asker, CallObserver, LogLevel, Progress, Question};
-use toolhost::outcome::{ContentBlock, ErrorType};
+use toolhost::CallOptions;
+use toolhost::Grants;
 use toolhost::wire::results::{Format, render};
+use toolhost::{Answer, Asker, CallObserver, LogLevel, Progress, Question};
 use toolhost::{ComponentConfig, ToolCall};
+use toolhost::{ContentBlock, ErrorType};
 
 use crate::util::{component, err, host, message, ok, probe_host, quick_limits};
 
@@ -22,15 +22,13 @@ fn call(tool: &str, args: serde_json::Value) -> ToolCall {
 #[tokio::test]
 async fn injected_context_reaches_the_tool_and_only_from_the_application() {
     let host = probe_host(Grants::none(), quick_limits()).await;
-    let env = CallEnv::default().context(json!({"user": "ada", "tenant": 7}));
-    let seen = host.call_in(call("injected", json!({})), &env).await;
+    let env = CallOptions::default().context(json!({"user": "ada", "tenant": 7}));
+    let seen = host.call(call("injected", json!({}))).options(&env).await;
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&ok(&seen)).unwrap(),
         json!({"user": "ada", "tenant": 7})
     );
-    let none = host
-        .call_in(call("injected", json!({})), &CallEnv::default())
-        .await;
+    let none = host.call(call("injected", json!({}))).await;
     assert_eq!(ok(&none), "(none)");
     // The model sees no context in the tool's definition.
     let spec = host.spec("injected").unwrap();
@@ -61,9 +59,10 @@ impl CallObserver for Recorder {
 async fn progress_reaches_the_observer_growing_and_tagged_with_the_call() {
     let host = probe_host(Grants::none(), quick_limits()).await;
     let recorder = Arc::new(Recorder::default());
-    let env = CallEnv::default().observer(recorder.clone());
+    let env = CallOptions::default().observer(recorder.clone());
     ok(&host
-        .call_in(call("report_progress", json!({"n": 3})), &env)
+        .call(call("report_progress", json!({"n": 3})))
+        .options(&env)
         .await);
     let reports = recorder.progress.lock().unwrap().clone();
     let done: Vec<f64> = reports.iter().map(|p| p.done).collect();
@@ -113,12 +112,10 @@ impl Asker for Scripted {
 async fn a_tool_asks_and_gets_the_persons_answer() {
     let host = probe_host(Grants::none(), quick_limits()).await;
     let asker = Scripted::new(Answer::Accepted(json!({"confirm": true})));
-    let env = CallEnv::default().asker(asker.clone());
+    let env = CallOptions::default().asker(asker.clone());
     let outcome = host
-        .call_in(
-            call("ask_confirm", json!({"question": "Go?\u{1b}[2J"})),
-            &env,
-        )
+        .call(call("ask_confirm", json!({"question": "Go?\u{1b}[2J"})))
+        .options(&env)
         .await;
     assert_eq!(ok(&outcome), "confirm=true");
     let asked = asker.asked.lock().unwrap();
@@ -140,9 +137,10 @@ async fn a_result_a_person_had_a_say_in_is_never_cached() {
     .await;
     for answer in [true, false] {
         let asker = Scripted::new(Answer::Accepted(json!({"confirm": answer})));
-        let env = CallEnv::default().asker(asker.clone());
+        let env = CallOptions::default().asker(asker.clone());
         let outcome = host
-            .call_in(call("ask_cacheable", json!({"question": "Go?"})), &env)
+            .call(call("ask_cacheable", json!({"question": "Go?"})))
+            .options(&env)
             .await;
         assert_eq!(ok(&outcome), format!("confirm={answer}"));
         assert!(
@@ -161,9 +159,10 @@ async fn declined_and_cancelled_questions_are_typed_refusals() {
         (Answer::Declined, "declined"),
         (Answer::Cancelled, "cancelled"),
     ] {
-        let env = CallEnv::default().asker(Scripted::new(answer));
+        let env = CallOptions::default().asker(Scripted::new(answer));
         let outcome = host
-            .call_in(call("ask_confirm", json!({"question": "Go?"})), &env)
+            .call(call("ask_confirm", json!({"question": "Go?"})))
+            .options(&env)
             .await;
         assert_eq!(err(&outcome), ErrorType::ToolError);
         assert_eq!(outcome.result.unwrap_err().tool_kind.as_deref(), Some(kind));
@@ -172,8 +171,9 @@ async fn declined_and_cancelled_questions_are_typed_refusals() {
 
 #[tokio::test]
 async fn with_nobody_to_ask_a_question_is_refused_at_once() {
-    let mut limits = quick_limits();
-    limits.timeout = Duration::from_secs(30);
+    let limits = quick_limits()
+        .with_timeout(Duration::from_secs(30))
+        .unwrap();
     let host = probe_host(Grants::none(), limits).await;
     // The default environment: nobody can be asked. The call must end in a
     // refusal long before its own 30 s timeout, never hang.
@@ -196,36 +196,40 @@ async fn with_nobody_to_ask_a_question_is_refused_at_once() {
 
 #[tokio::test]
 async fn waiting_for_an_answer_does_not_count_against_the_timeout() {
-    let mut limits = quick_limits();
-    limits.timeout = Duration::from_millis(500);
+    let limits = quick_limits()
+        .with_timeout(Duration::from_millis(500))
+        .unwrap();
     let host = probe_host(Grants::none(), limits).await;
     let asker = Arc::new(Scripted {
         answer: Answer::Accepted(json!({"confirm": false})),
         delay: Duration::from_millis(1500),
         asked: Mutex::default(),
     });
-    let env = CallEnv::default().asker(asker);
+    let env = CallOptions::default().asker(asker);
     let outcome = host
-        .call_in(call("ask_confirm", json!({"question": "Slowly?"})), &env)
+        .call(call("ask_confirm", json!({"question": "Slowly?"})))
+        .options(&env)
         .await;
     assert_eq!(ok(&outcome), "confirm=false");
     // Without a question the clock runs as always.
-    let slow = host.call_in(call("sleep", json!({"n": 1500})), &env).await;
+    let slow = host
+        .call(call("sleep", json!({"n": 1500})))
+        .options(&env)
+        .await;
     assert_eq!(err(&slow), ErrorType::Timeout);
 }
 
 #[tokio::test]
 async fn an_answer_never_grants_a_capability() {
     let host = probe_host(Grants::none(), quick_limits()).await;
-    let env = CallEnv::default().asker(Scripted::new(Answer::Accepted(json!({"confirm": true}))));
+    let env =
+        CallOptions::default().asker(Scripted::new(Answer::Accepted(json!({"confirm": true}))));
     let outcome = host
-        .call_in(
-            call(
-                "ask_confirm",
-                json!({"question": "May I open the store 'secrets'?", "then_open": "secrets"}),
-            ),
-            &env,
-        )
+        .call(call(
+            "ask_confirm",
+            json!({"question": "May I open the store 'secrets'?", "then_open": "secrets"}),
+        ))
+        .options(&env)
         .await;
     assert_eq!(err(&outcome), ErrorType::CapabilityDenied);
     assert!(
@@ -238,9 +242,11 @@ async fn an_answer_never_grants_a_capability() {
 #[tokio::test]
 async fn answers_that_break_the_schema_and_schemas_no_client_can_show_are_refused() {
     let host = probe_host(Grants::none(), quick_limits()).await;
-    let env = CallEnv::default().asker(Scripted::new(Answer::Accepted(json!({"confirm": "yes"}))));
+    let env =
+        CallOptions::default().asker(Scripted::new(Answer::Accepted(json!({"confirm": "yes"}))));
     let outcome = host
-        .call_in(call("ask_confirm", json!({"question": "Go?"})), &env)
+        .call(call("ask_confirm", json!({"question": "Go?"})))
+        .options(&env)
         .await;
     assert!(
         message(&outcome).contains("did not fit the schema"),
@@ -248,8 +254,8 @@ async fn answers_that_break_the_schema_and_schemas_no_client_can_show_are_refuse
         message(&outcome)
     );
     let asker = Scripted::new(Answer::Accepted(json!({})));
-    let env = CallEnv::default().asker(asker.clone());
-    let badly = host.call_in(call("ask_badly", json!({})), &env).await;
+    let env = CallOptions::default().asker(asker.clone());
+    let badly = host.call(call("ask_badly", json!({}))).options(&env).await;
     assert!(
         ok(&badly).contains("InvalidQuestion: the answer schema must be an object schema"),
         "{}",
@@ -308,10 +314,7 @@ async fn an_image_carrying_a_secret_is_withheld() {
 async fn media_past_the_result_limit_is_replaced_by_a_note() {
     let host = probe_host(Grants::none(), quick_limits()).await;
     let outcome = host
-        .call(call(
-            "media",
-            json!({"size": toolhost::sandbox::MAX_MEDIA + 1}),
-        ))
+        .call(call("media", json!({"size": toolhost::MAX_MEDIA + 1})))
         .await;
     // The guest's 32 MiB memory limit may refuse the allocation first;
     // either way nothing past the limit reaches the model.
@@ -381,7 +384,7 @@ fn ask_json(question: &str, schema: &serde_json::Value) -> ToolCall {
 async fn a_question_reaches_the_person_masked_printable_and_with_a_form_made_safe() {
     let host = probe_host(secret_grants(), quick_limits()).await;
     let asker = Scripted::new(Answer::Accepted(json!({"pick": "keep", "note": "x"})));
-    let env = CallEnv::default().asker(asker.clone());
+    let env = CallOptions::default().asker(asker.clone());
     let schema = json!({"type": "object", "properties": {
         "pick": {"type": "string", "title": format!("Key {SECRET}"),
                  "description": "Choose\u{202e}txt.exe",
@@ -389,7 +392,7 @@ async fn a_question_reaches_the_person_masked_printable_and_with_a_form_made_saf
         "note": {"type": "string", "default": format!("{SECRET}\u{e0041}"), "x-leak": SECRET}},
         "$comment": SECRET});
     let question = format!("Use {SECRET}?\u{1b}[2J\u{e0041}\u{e0042}\nReally?");
-    let outcome = host.call_in(ask_json(&question, &schema), &env).await;
+    let outcome = host.call(ask_json(&question, &schema)).options(&env).await;
     assert_eq!(ok(&outcome), r#"answer: {"note":"x","pick":"keep"}"#);
     let asked = asker.asked.lock().unwrap();
     assert_eq!(asked[0].message, "Use [redacted]?[2J\nReally?");
@@ -406,7 +409,7 @@ async fn a_question_reaches_the_person_masked_printable_and_with_a_form_made_saf
 async fn a_name_or_choice_not_shown_as_written_is_refused_before_anyone_is_asked() {
     let host = probe_host(secret_grants(), quick_limits()).await;
     let asker = Scripted::new(Answer::Accepted(json!({})));
-    let env = CallEnv::default().asker(asker.clone());
+    let env = CallOptions::default().asker(asker.clone());
     for (schema, expected) in [
         (
             json!({"type": "object", "properties": {
@@ -429,7 +432,7 @@ async fn a_name_or_choice_not_shown_as_written_is_refused_before_anyone_is_asked
             r#"InvalidQuestion: property "pick": two choices would look the same to the person"#,
         ),
     ] {
-        let outcome = host.call_in(ask_json("Go?", &schema), &env).await;
+        let outcome = host.call(ask_json("Go?", &schema)).options(&env).await;
         assert!(ok(&outcome).contains(expected), "{}", ok(&outcome));
         assert!(!ok(&outcome).contains(SECRET));
     }
@@ -440,16 +443,14 @@ async fn a_name_or_choice_not_shown_as_written_is_refused_before_anyone_is_asked
 async fn a_call_asks_at_most_eight_questions() {
     let host = probe_host(Grants::none(), quick_limits()).await;
     let asker = Scripted::new(Answer::Accepted(json!({"ok": true})));
-    let env = CallEnv::default().asker(asker.clone());
+    let env = CallOptions::default().asker(asker.clone());
     let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
     let outcome = host
-        .call_in(
-            call(
-                "ask_json",
-                json!({"question": "Again?", "schema": schema.to_string(), "times": 9}),
-            ),
-            &env,
-        )
+        .call(call(
+            "ask_json",
+            json!({"question": "Again?", "schema": schema.to_string(), "times": 9}),
+        ))
+        .options(&env)
         .await;
     let lines: Vec<String> = ok(&outcome).lines().map(str::to_owned).collect();
     assert_eq!(lines.len(), 9);

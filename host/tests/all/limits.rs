@@ -4,9 +4,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolhost::grants::Grants;
-use toolhost::limits::Limits;
-use toolhost::outcome::ErrorType;
+use toolhost::ErrorType;
+use toolhost::Grants;
 
 use crate::util::*;
 
@@ -26,11 +25,11 @@ async fn no_state_survives_between_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fuel_exhaustion_is_fuel_exhausted() {
-    let limits = Limits {
-        fuel: 5_000_000,
-        timeout: Duration::from_secs(30),
-        ..quick_limits()
-    };
+    let limits = quick_limits()
+        .with_fuel(5_000_000)
+        .unwrap()
+        .with_timeout(Duration::from_secs(30))
+        .unwrap();
     let host = probe_host(Grants::none(), limits).await;
     let outcome = call(&host, "spin", json!({})).await;
     assert_eq!(err(&outcome), ErrorType::FuelExhausted);
@@ -40,11 +39,11 @@ async fn fuel_exhaustion_is_fuel_exhausted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cpu_bound_tool_times_out_on_the_wall_clock() {
-    let limits = Limits {
-        fuel: u64::MAX,
-        timeout: Duration::from_millis(300),
-        ..quick_limits()
-    };
+    let limits = quick_limits()
+        .with_fuel(u64::MAX)
+        .unwrap()
+        .with_timeout(Duration::from_millis(300))
+        .unwrap();
     let host = probe_host(Grants::none(), limits).await;
     let started = Instant::now();
     let outcome = call(&host, "spin", json!({})).await;
@@ -61,10 +60,9 @@ async fn cpu_bound_tool_times_out_on_the_wall_clock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_sleeping_in_a_host_call_times_out() {
-    let limits = Limits {
-        timeout: Duration::from_millis(200),
-        ..quick_limits()
-    };
+    let limits = quick_limits()
+        .with_timeout(Duration::from_millis(200))
+        .unwrap();
     let host = probe_host(Grants::none(), limits).await;
     let outcome = call(&host, "sleep", json!({"n": 60_000})).await;
     assert_eq!(err(&outcome), ErrorType::Timeout);
@@ -73,10 +71,9 @@ async fn tool_sleeping_in_a_host_call_times_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_waiting_on_a_server_that_never_answers_times_out() {
     let (addr, accepted) = silent_server().await;
-    let limits = Limits {
-        timeout: Duration::from_millis(400),
-        ..quick_limits()
-    };
+    let limits = quick_limits()
+        .with_timeout(Duration::from_millis(400))
+        .unwrap();
     let grants = Grants::none()
         .allow_host(&format!("http://{addr}"))
         .unwrap();
@@ -92,10 +89,7 @@ async fn tool_waiting_on_a_server_that_never_answers_times_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn growing_past_the_memory_limit_is_memory_exhausted() {
-    let limits = Limits {
-        memory: 16 << 20,
-        ..quick_limits()
-    };
+    let limits = quick_limits().with_memory(16 << 20).unwrap();
     let host = probe_host(Grants::none(), limits).await;
     let outcome = call(&host, "alloc", json!({"n": 64})).await;
     assert_eq!(err(&outcome), ErrorType::MemoryExhausted, "{outcome:?}");
@@ -127,10 +121,7 @@ async fn panics_unreachable_and_stack_overflow_are_traps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_over_the_limit_is_truncated_visibly() {
-    let limits = Limits {
-        max_output: 1024,
-        ..quick_limits()
-    };
+    let limits = quick_limits().with_max_output(1024).unwrap();
     let host = probe_host(Grants::none(), limits).await;
     let content = ok(&call(&host, "output", json!({"n": 100_000})).await);
     assert!(content.len() <= 1024, "{}", content.len());
@@ -144,11 +135,11 @@ async fn output_over_the_limit_is_truncated_visibly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_limit_queues_calls_instead_of_failing_them() {
-    let limits = Limits {
-        max_concurrency: 1,
-        timeout: Duration::from_secs(10),
-        ..quick_limits()
-    };
+    let limits = quick_limits()
+        .with_max_concurrency(1)
+        .unwrap()
+        .with_timeout(Duration::from_secs(10))
+        .unwrap();
     let host = probe_host(Grants::none(), limits).await;
     let started = Instant::now();
     let calls = (0..4)

@@ -476,11 +476,11 @@ async fn a_cached_second_call_never_instantiates_the_tool() {
         let host = host.clone();
         let call = toolhost::ToolCall::new(id, tool, url.clone());
         async move {
-            let mut env = toolhost::CallEnv::default();
+            let mut env = toolhost::CallOptions::default();
             if let Some(context) = context {
                 env = env.context(context);
             }
-            host.call_in(call, &env).await
+            host.call(call).options(&env).await
         }
     };
     let first = call("1", "fetch_cacheable", None).await;

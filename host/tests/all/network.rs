@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::json;
-use toolhost::grants::Grants;
-use toolhost::outcome::ErrorType;
+use toolhost::ErrorType;
+use toolhost::Grants;
 
 use crate::util::*;
 

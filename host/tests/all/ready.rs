@@ -6,20 +6,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use toolhost::CallEnv;
-use toolhost::grants::Grants;
-use toolhost::limits::{Limits, ReadyInstances};
-use toolhost::observe::{CallObserver, LogLevel};
-use toolhost::outcome::ErrorType;
+use toolhost::CallOptions;
+use toolhost::ErrorType;
+use toolhost::Grants;
+use toolhost::{CallObserver, LogLevel};
 use toolhost::{ComponentConfig, ToolCall, ToolHost};
+use toolhost::{Limits, ReadyInstances};
 
 use crate::util::{component, err, host, ok, options, probe_host, quick_limits, wait_until};
 
 fn ready(n: usize) -> Limits {
-    Limits {
-        ready: ReadyInstances::Exactly(n),
-        ..quick_limits()
-    }
+    quick_limits()
+        .with_ready(ReadyInstances::Exactly(n))
+        .unwrap()
 }
 
 /// How many instances of the `index`th component are ready now.
@@ -69,9 +68,10 @@ async fn an_instance_made_ahead_is_given_its_calls_id_and_context() {
     assert!(outcome.stats.made_ahead);
     assert!(ok(&outcome).starts_with("the-call-id "), "{outcome:?}");
     filled(&host, 0, 2).await;
-    let env = CallEnv::default().context(json!({"user": "ada"}));
+    let env = CallOptions::default().context(json!({"user": "ada"}));
     let outcome = host
-        .call_in(ToolCall::new("c", "injected", json!({})), &env)
+        .call(ToolCall::new("c", "injected", json!({})))
+        .options(&env)
         .await;
     assert!(outcome.stats.made_ahead);
     assert_eq!(ok(&outcome), r#"{"user":"ada"}"#);
@@ -107,21 +107,18 @@ async fn an_instance_made_ahead_runs_under_the_calls_fuel_and_deadline() {
     let ahead = host.call(ToolCall::new("c", "counter", json!({}))).await;
     assert!(ahead.stats.made_ahead);
     assert_eq!(ahead.stats.fuel_used, now.stats.fuel_used);
-    let limits = Limits {
-        fuel: 50_000_000,
-        ..ready(2)
-    };
+    let limits = ready(2).with_fuel(50_000_000).unwrap();
     let host = probe_host(Grants::none(), limits).await;
     filled(&host, 0, 2).await;
     let spun = host.call(ToolCall::new("c", "spin", json!({}))).await;
     assert!(spun.stats.made_ahead);
     assert_eq!(err(&spun), ErrorType::FuelExhausted);
 
-    let limits = Limits {
-        fuel: u64::MAX,
-        timeout: Duration::from_millis(300),
-        ..ready(2)
-    };
+    let limits = ready(2)
+        .with_fuel(u64::MAX)
+        .unwrap()
+        .with_timeout(Duration::from_millis(300))
+        .unwrap();
     let host = probe_host(Grants::none(), limits).await;
     filled(&host, 0, 2).await;
     let outcome = host.call(ToolCall::new("c", "spin", json!({}))).await;
@@ -138,11 +135,8 @@ async fn a_finished_call_lets_go_of_its_observer_at_once() {
     for _ in 0..3 {
         let lines = Arc::new(Lines::default());
         let outcome = host
-            .call_observed(
-                ToolCall::new("c", "counter", json!({})),
-                &toolhost::RefuseAll,
-                Some(lines.clone()),
-            )
+            .call(ToolCall::new("c", "counter", json!({})))
+            .observer(lines.clone())
             .await;
         assert!(outcome.stats.made_ahead);
         assert_eq!(
@@ -170,11 +164,8 @@ async fn a_tool_that_acts_while_being_instantiated_is_made_at_call_time() {
     for _ in 0..3 {
         let lines = Arc::new(Lines::default());
         let outcome = host
-            .call_observed(
-                ToolCall::new("c", "hello", json!({})),
-                &toolhost::RefuseAll,
-                Some(lines.clone()),
-            )
+            .call(ToolCall::new("c", "hello", json!({})))
+            .observer(lines.clone())
             .await;
         assert_eq!(ok(&outcome), "hello");
         assert!(!outcome.stats.made_ahead);
@@ -204,10 +195,7 @@ async fn instances_made_ahead_take_pool_slots_of_their_own() {
             ComponentConfig::new(component("probe")).limits(ready(2)),
             ComponentConfig::new(component("calc")).limits(ready(2)),
         ],
-        toolhost::SandboxOptions {
-            max_instances: 2,
-            ..options()
-        },
+        options().with_max_instances(std::num::NonZeroU32::new(2).unwrap()),
     )
     .await
     .unwrap();

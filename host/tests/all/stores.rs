@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolhost::CallEnv;
-use toolhost::grants::Grants;
-use toolhost::outcome::ErrorType;
+use toolhost::CallOptions;
+use toolhost::ErrorType;
+use toolhost::Grants;
 use toolhost::stores::{Backend, Quota, Scope, Store, StoreConfig};
 use toolhost::{ToolCall, ToolHost};
 
@@ -37,11 +37,12 @@ async fn call_as(
     tool: &str,
     args: Value,
 ) -> toolhost::Outcome {
-    let mut env = CallEnv::default();
+    let mut env = CallOptions::default();
     if let Some(user) = user {
         env = env.context(json!({ "user": user }));
     }
-    host.call_in(ToolCall::new("call_1", tool, args), &env)
+    host.call(ToolCall::new("call_1", tool, args))
+        .options(&env)
         .await
 }
 
@@ -694,8 +695,9 @@ fn fastrand_prefix() -> String {
 }
 
 async fn call_with(host: &ToolHost, context: Value, tool: &str, args: Value) -> toolhost::Outcome {
-    let env = CallEnv::default().context(context);
-    host.call_in(ToolCall::new("call_1", tool, args), &env)
+    let env = CallOptions::default().context(context);
+    host.call(ToolCall::new("call_1", tool, args))
+        .options(&env)
         .await
 }
 

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
-use toolhost::grants::Grants;
-use toolhost::limits::Limits;
-use toolhost::outcome::ErrorType;
+use toolhost::ErrorType;
+use toolhost::Grants;
+use toolhost::Limits;
 use toolhost::{ComponentConfig, Outcome, SandboxOptions, ToolCall, ToolHost};
 
 /// The repository root.
@@ -32,11 +32,9 @@ pub fn component(name: &str) -> PathBuf {
 /// Options for test hosts: a cache shared by the test run, so each component
 /// compiles once, and a small pool.
 pub fn options() -> SandboxOptions {
-    SandboxOptions {
-        cache_dir: Some(root().join("target/test-cache")),
-        max_instances: 200,
-        ..SandboxOptions::default()
-    }
+    SandboxOptions::default()
+        .with_cache_dir(Some(root().join("target/test-cache")))
+        .with_max_instances(std::num::NonZeroU32::new(200).unwrap())
 }
 
 /// Limits short enough for tests to fail fast. Every instance is made at
@@ -44,15 +42,19 @@ pub fn options() -> SandboxOptions {
 /// the machine instantiates, and a test should take one path every run
 /// (`ready.rs` tests the other).
 pub fn quick_limits() -> Limits {
-    Limits {
-        timeout: Duration::from_secs(5),
-        fuel: 500_000_000,
-        memory: 32 << 20,
-        max_output: 32 << 10,
-        max_concurrency: 64,
-        ready: toolhost::limits::ReadyInstances::Exactly(0),
-        ..Limits::default()
-    }
+    Limits::default()
+        .with_timeout(Duration::from_secs(5))
+        .unwrap()
+        .with_fuel(500_000_000)
+        .unwrap()
+        .with_memory(32 << 20)
+        .unwrap()
+        .with_max_output(32 << 10)
+        .unwrap()
+        .with_max_concurrency(64)
+        .unwrap()
+        .with_ready(toolhost::ReadyInstances::Exactly(0))
+        .unwrap()
 }
 
 /// A host with the probe component under `grants` and `limits`.
