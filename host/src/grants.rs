@@ -9,9 +9,9 @@
 //! # Examples
 //!
 //! ```
-//! use toolhost::grants::{FileMode, Grants};
+//! use toolhost::{FileMode, Grants};
 //!
-//! # fn main() -> Result<(), toolhost::grants::GrantError> {
+//! # fn main() -> Result<(), toolhost::GrantError> {
 //! let dir = std::env::temp_dir();
 //! let grants = Grants::none()
 //!     .allow_host("https://api.example.org")?

@@ -341,17 +341,20 @@ impl Manifest {
 
     /// Read and validate the manifest at `path`.
     ///
+    /// ```no_run
+    /// # async fn run() -> anyhow::Result<()> {
+    /// let manifest = toolhost::Manifest::load("toolhost.toml".as_ref())?;
+    /// let host = toolhost::ToolHost::load(&manifest).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// A [`ManifestError`] naming file, tool and key when the file cannot be
     /// read or any entry is invalid.
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ManifestError::file(
-                path,
-                format!("cannot read it ({e}); pass --config or create {DEFAULT_MANIFEST}"),
-            )
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ManifestError::file(path, format!("cannot read it ({e})")))?;
         Self::parse(path, &text, &|name| std::env::var(name).ok())
     }
 

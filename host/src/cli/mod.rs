@@ -52,7 +52,14 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     let manifest = match from_flags {
         Some(config) => Manifest::of_components(vec![config]),
-        None => Manifest::load(&cli.config)?,
+        // The library names no flag: the fix for a missing file is ours to say.
+        None => Manifest::load(&cli.config).map_err(|e| match cli.config.exists() {
+            true => anyhow::Error::from(e),
+            false => anyhow::anyhow!(
+                "{e}; pass --config or create {}",
+                toolhost::DEFAULT_MANIFEST
+            ),
+        })?,
     };
     if let Command::Serve { .. } = cli.command {
         return Ok(serve::serve(manifest, options, serve_command(cli.command)).await);

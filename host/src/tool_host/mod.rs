@@ -137,6 +137,18 @@ impl ToolHost {
     /// Load `components` (built in code or from a manifest) with `options`.
     /// Components compile in parallel; cached ones load in milliseconds.
     ///
+    /// ```no_run
+    /// use toolhost::{ComponentConfig, FileMode, Grants, SandboxOptions, ToolHost};
+    ///
+    /// # async fn run() -> anyhow::Result<()> {
+    /// let grants = Grants::none()
+    ///     .allow_host("https://api.example.com")?
+    ///     .file("./data", "/data", FileMode::ReadOnly)?;
+    /// let component = ComponentConfig::new("tools/fetch.wasm").grants(grants);
+    /// let host = ToolHost::load_components(vec![component], SandboxOptions::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// A [`LoadError`] when a component cannot be compiled or linked, its
