@@ -60,7 +60,7 @@ impl Approver for ApproveAll {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use toolhost::tool_host::CallEnv;
+/// use toolhost::CallEnv;
 ///
 /// let env = CallEnv::default()
 ///     .approver(Arc::new(toolhost::ApproveAll))
