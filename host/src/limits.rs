@@ -49,8 +49,8 @@ pub struct Limits {
     /// Instances of the component made ahead of its calls and kept ready,
     /// so a call pays for running, not for instantiating. Each is still
     /// used for exactly one call and then discarded. Each one held ready
-    /// keeps one slot of the instance pool and its memory (see the README's
-    /// Performance section).
+    /// keeps one slot of the instance pool and its memory (see
+    /// `docs/performance.md`).
     pub(crate) ready: ReadyInstances,
 }
 
