@@ -66,6 +66,7 @@ const MIN_DESCRIPTION: usize = 10;
 
 /// What a warning is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Rule {
     /// The input schema is not one OpenAI's strict mode accepts.
     StrictSchema,
@@ -77,8 +78,9 @@ pub enum Rule {
     NameCollision,
 }
 
-/// One thing to fix, with how.
+/// One thing to fix, with how. Only [`lint`] makes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Warning {
     /// The tool it is about.
     pub tool: String,
