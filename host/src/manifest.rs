@@ -36,12 +36,12 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::component::{Approval, ClientCapability, ComponentConfig};
-use crate::grants::{FileMode, Grants};
-use crate::limits::{ByteSize, Limits, RawLimits};
+use crate::component::ComponentConfig;
+use crate::limits::{Limits, RawLimits};
 use crate::model::config::{ModelConfig, Prices, Provider, ResponseFormat, Sampling, ToolChoice};
 use crate::stores::Store;
 use store::RawStore;
+use tool::RawTool;
 
 /// The manifest's file name, looked for in the working directory.
 pub const DEFAULT_MANIFEST: &str = "toolhost.toml";
@@ -277,40 +277,6 @@ struct RawManifest {
     store: BTreeMap<String, RawStore>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTool {
-    component: PathBuf,
-    #[serde(default)]
-    allow_hosts: Vec<String>,
-    #[serde(default)]
-    files: Vec<RawFile>,
-    #[serde(default)]
-    env: BTreeMap<String, RawValue>,
-    #[serde(default)]
-    config: BTreeMap<String, RawValue>,
-    #[serde(default)]
-    approval: Approval,
-    #[serde(default)]
-    limits: RawLimits,
-    #[serde(default)]
-    stores: Vec<String>,
-    cache: Option<String>,
-    #[serde(default)]
-    client_capabilities: std::collections::BTreeSet<ClientCapability>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFile {
-    host: PathBuf,
-    guest: String,
-    #[serde(default)]
-    mode: FileMode,
-    /// For read-write grants: the most the directory may hold.
-    quota: Option<ByteSize>,
-}
-
 /// A literal value, or `{ env = "NAME" }` to read it from the host's
 /// environment at load (a secret: masked in logs and output).
 #[derive(Deserialize)]
@@ -393,107 +359,9 @@ impl Manifest {
     }
 }
 
-impl RawTool {
-    fn validate(
-        self,
-        file: &Path,
-        base: &Path,
-        index: usize,
-        defaults: &Limits,
-        stores: &BTreeMap<String, Arc<Store>>,
-        lookup_env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<ComponentConfig, ManifestError> {
-        let component = base.join(&self.component);
-        let name = format!("tool #{} ({})", index + 1, self.component.display());
-        let err = |key: &str, message: String| ManifestError::tool(file, &name, Some(key), message);
-        if !component.is_file() {
-            return Err(err(
-                "component",
-                format!(
-                    "{} does not exist; build it (scripts/build-tools.sh) or fix the path, which is relative to the manifest",
-                    component.display()
-                ),
-            ));
-        }
-        let mut grants = Grants::none();
-        for (i, pattern) in self.allow_hosts.iter().enumerate() {
-            grants = grants
-                .allow_host(pattern)
-                .map_err(|e| err(&format!("allow_hosts[{i}]"), e.to_string()))?;
-        }
-        for (i, f) in self.files.iter().enumerate() {
-            let key = format!("files[{i}]");
-            grants = grants
-                .file(base.join(&f.host), &f.guest, f.mode)
-                .map_err(|e| err(&key, e.to_string()))?;
-            if let Some(quota) = &f.quota {
-                let bytes = quota.bytes().map_err(|e| err(&format!("{key}.quota"), e))?;
-                grants = grants
-                    .quota(&f.guest, bytes)
-                    .map_err(|e| err(&format!("{key}.quota"), e.to_string()))?;
-            }
-        }
-        for (key, value) in self.env {
-            let (value, _) = value
-                .resolve(lookup_env)
-                .map_err(|e| err(&format!("env.{key}"), e))?;
-            grants = grants.env(key, value);
-        }
-        for (key, value) in self.config {
-            let (value, secret) = value
-                .resolve(lookup_env)
-                .map_err(|e| err(&format!("config.{key}"), e))?;
-            grants = grants.config(key, value, secret);
-        }
-        for (i, store) in self.stores.iter().enumerate() {
-            let Some(granted) = stores.get(store) else {
-                let known = stores
-                    .keys()
-                    .map(String::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Err(err(
-                    &format!("stores[{i}]"),
-                    if known.is_empty() {
-                        format!(
-                            "no store is named {store:?}; declare it with a [store.{store}] table"
-                        )
-                    } else {
-                        format!(
-                            "no store is named {store:?} (declared: {known}); declare it with a [store.{store}] table"
-                        )
-                    },
-                ));
-            };
-            grants = grants.store(granted.clone());
-        }
-        let limits = defaults
-            .overridden_by(&self.limits)
-            .map_err(|(key, e)| err(&format!("limits.{key}"), e))?;
-        let cache = match &self.cache {
-            None => None,
-            Some(text) => match humantime::parse_duration(text) {
-                Ok(ttl) if !ttl.is_zero() && ttl <= crate::result_cache::MAX_TTL => Some(ttl),
-                _ => {
-                    return Err(err(
-                        "cache",
-                        format!(
-                            "{text:?} is not a duration between 1s and 24h; write e.g. cache = \"5m\""
-                        ),
-                    ));
-                }
-            },
-        };
-        Ok(ComponentConfig {
-            path: component,
-            grants,
-            limits,
-            approval: self.approval,
-            cache,
-            client_capabilities: self.client_capabilities,
-        })
-    }
-}
+/// An error about one key of a table (a tool, a store), made of the key and
+/// the message: the validation functions of one table share it.
+type KeyError<'a> = dyn Fn(&str, String) -> ManifestError + 'a;
 
 impl RawValue {
     /// The value and whether it is a secret.
@@ -517,3 +385,4 @@ impl RawValue {
 mod store;
 #[cfg(test)]
 mod tests;
+mod tool;

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::spec::ToolSpec;
 
@@ -78,8 +78,9 @@ pub enum Rule {
     NameCollision,
 }
 
-/// One thing to fix, with how.
+/// One thing to fix, with how. Only [`lint`] makes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Warning {
     /// The tool it is about.
     pub tool: String,
@@ -95,7 +96,8 @@ impl fmt::Display for Warning {
     }
 }
 
-/// Every warning about `specs`, tool by tool in the order given.
+/// Every warning about `specs`, tool by tool in the order given, then the
+/// names that collide.
 pub fn lint<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> Vec<Warning> {
     let specs: Vec<&ToolSpec> = specs.into_iter().collect();
     let mut warnings = Vec::new();
@@ -115,54 +117,68 @@ pub fn lint<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> Vec<Warning> {
                 format!("input schema {problem} (OpenAI strict mode refuses it)"),
             );
         }
-        if let Some(output) = &spec.output_schema
-            && !is_type(output, "object")
-        {
-            let kind = output
-                .get("type")
-                .map_or_else(|| "untyped".into(), Value::to_string);
-            warn(
-                Rule::OutputSchema,
-                format!(
-                    "output schema is {kind}, not an object: MCP's structuredContent is an \
-                     object, and clients such as the MCP Python SDK refuse the tool; wrap it \
-                     in one, e.g. {{\"type\":\"object\",\"properties\":{{\"items\":…}}}}"
-                ),
-            );
+        if let Some(message) = spec.output_schema.as_ref().and_then(output_schema_problem) {
+            warn(Rule::OutputSchema, message);
         }
-        let description = spec.description.trim();
-        let length = description.chars().count();
-        if description.is_empty() {
-            warn(
-                Rule::Description,
-                "has no description: models choose tools by it; say what it does and when to use it"
-                    .into(),
-            );
-        } else if length < MIN_DESCRIPTION {
-            warn(
-                Rule::Description,
-                format!(
-                    "description {description:?} is too short to choose the tool by; say what it \
-                     does and when to use it"
-                ),
-            );
-        } else if length > MAX_DESCRIPTION {
-            warn(
-                Rule::Description,
-                format!(
-                    "description is {length} characters; OpenAI takes at most {MAX_DESCRIPTION}: \
-                     move details into the arguments' descriptions"
-                ),
-            );
+        if let Some(message) = description_problem(&spec.description) {
+            warn(Rule::Description, message);
         }
     }
+    warnings.extend(name_collisions(&specs));
+    warnings
+}
+
+/// What is wrong with an output schema for MCP, if it is not an object.
+fn output_schema_problem(output: &Value) -> Option<String> {
+    if is_type(output, "object") {
+        return None;
+    }
+    let kind = output
+        .get("type")
+        .map_or_else(|| "untyped".into(), Value::to_string);
+    Some(format!(
+        "output schema is {kind}, not an object: MCP's structuredContent is an \
+         object, and clients such as the MCP Python SDK refuse the tool; wrap it \
+         in one, e.g. {{\"type\":\"object\",\"properties\":{{\"items\":…}}}}"
+    ))
+}
+
+/// What is wrong with a tool's description, if it is missing, too short to
+/// choose the tool by, or longer than OpenAI takes.
+fn description_problem(description: &str) -> Option<String> {
+    let description = description.trim();
+    let length = description.chars().count();
+    if description.is_empty() {
+        Some(
+            "has no description: models choose tools by it; say what it does and when to use it"
+                .into(),
+        )
+    } else if length < MIN_DESCRIPTION {
+        Some(format!(
+            "description {description:?} is too short to choose the tool by; say what it \
+             does and when to use it"
+        ))
+    } else if length > MAX_DESCRIPTION {
+        Some(format!(
+            "description is {length} characters; OpenAI takes at most {MAX_DESCRIPTION}: \
+             move details into the arguments' descriptions"
+        ))
+    } else {
+        None
+    }
+}
+
+/// A warning for each tool whose name another's equals but for case or `-`
+/// against `_`, in the order of the names' common spelling.
+fn name_collisions(specs: &[&ToolSpec]) -> Vec<Warning> {
     let mut by_key: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for spec in &specs {
+    for spec in specs {
         by_key
             .entry(spec.name.to_lowercase().replace('-', "_"))
             .or_default()
             .push(&spec.name);
     }
+    let mut warnings = Vec::new();
     for names in by_key.values().filter(|names| names.len() > 1) {
         for name in names {
             let others: Vec<&str> = names.iter().copied().filter(|n| n != name).collect();
@@ -205,7 +221,7 @@ fn printable(text: &str) -> String {
 }
 
 /// What OpenAI's strict mode refuses in `schema`, at JSON pointer `at`,
-/// `depth` levels down.
+/// `depth` levels down: here first, then in the schemas it holds.
 fn strict_problems(schema: &Value, at: &str, depth: usize, problems: &mut Vec<String>) {
     let Some(schema) = schema.as_object() else {
         return;
@@ -223,24 +239,7 @@ fn strict_problems(schema: &Value, at: &str, depth: usize, problems: &mut Vec<St
              the argument nullable if it may be left out"
         ));
     }
-    if let Some(format) = schema.get("format").and_then(Value::as_str)
-        && !STRICT_FORMATS.contains(&format)
-    {
-        // Strict mode takes `format` on strings only; a number's range is
-        // said with `minimum` and `maximum` (the host already writes an
-        // integer format clients do not know, such as schemars' `uint16`,
-        // that way).
-        let fix = if has_type(schema.get("type"), "string") {
-            "drop it, or use `pattern`"
-        } else {
-            "drop it, and say a number's range with `minimum` and `maximum`"
-        };
-        problems.push(format!(
-            "has format {:?} at {here}, not one of {}: {fix}",
-            printable(format),
-            STRICT_FORMATS.join(", ")
-        ));
-    }
+    problems.extend(format_problem(schema, here));
     for keyword in STRICT_UNSUPPORTED {
         if schema.contains_key(*keyword) {
             problems.push(format!("uses `{keyword}` at {here}: express it without"));
@@ -248,59 +247,99 @@ fn strict_problems(schema: &Value, at: &str, depth: usize, problems: &mut Vec<St
     }
     let is_object = has_type(schema.get("type"), "object") || schema.contains_key("properties");
     if is_object {
-        if schema.get("additionalProperties") != Some(&Value::Bool(false)) {
-            problems.push(format!(
-                "lets an object at {here} have other properties: add \
-                 `\"additionalProperties\": false`"
-            ));
-        }
-        let required: Vec<&str> = schema
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-            let optional: Vec<String> = properties
-                .keys()
-                .filter(|name| !required.contains(&name.as_str()))
-                .map(|name| printable(name))
-                .collect();
-            if !optional.is_empty() {
-                problems.push(format!(
-                    "has optional properties at {here} ({}): strict mode needs every property \
-                     in `required`; make those that may be left out nullable \
-                     (`\"type\": [\"string\", \"null\"]`) instead",
-                    optional.join(", ")
-                ));
-            }
-        }
+        object_problems(schema, here, problems);
     }
     for (keyword, value) in schema {
-        match keyword.as_str() {
-            "properties" | "$defs" | "definitions" => {
-                if let Some(members) = value.as_object() {
-                    for (name, member) in members {
-                        let name = printable(&name.replace('~', "~0").replace('/', "~1"));
-                        strict_problems(
-                            member,
-                            &format!("{at}/{keyword}/{name}"),
-                            depth + 1,
-                            problems,
-                        );
-                    }
-                }
-            }
-            "items" | "additionalProperties" if value.is_object() => {
-                strict_problems(value, &format!("{at}/{keyword}"), depth + 1, problems);
-            }
-            // `items` as a list is the older spelling of `prefixItems`.
-            "items" | "anyOf" | "oneOf" | "prefixItems" => {
-                for (i, member) in value.as_array().into_iter().flatten().enumerate() {
-                    strict_problems(member, &format!("{at}/{keyword}/{i}"), depth + 1, problems);
-                }
-            }
-            _ => {}
+        strict_problems_under(keyword, value, at, depth, problems);
+    }
+}
+
+/// A `format` strict mode does not know, with the fix for the schema's type.
+fn format_problem(schema: &Map<String, Value>, here: &str) -> Option<String> {
+    let format = schema.get("format").and_then(Value::as_str)?;
+    if STRICT_FORMATS.contains(&format) {
+        return None;
+    }
+    // Strict mode takes `format` on strings only; a number's range is
+    // said with `minimum` and `maximum` (the host already writes an
+    // integer format clients do not know, such as schemars' `uint16`,
+    // that way).
+    let fix = if has_type(schema.get("type"), "string") {
+        "drop it, or use `pattern`"
+    } else {
+        "drop it, and say a number's range with `minimum` and `maximum`"
+    };
+    Some(format!(
+        "has format {:?} at {here}, not one of {}: {fix}",
+        printable(format),
+        STRICT_FORMATS.join(", ")
+    ))
+}
+
+/// What strict mode refuses in an object schema: other properties allowed,
+/// and properties not in `required`.
+fn object_problems(schema: &Map<String, Value>, here: &str, problems: &mut Vec<String>) {
+    if schema.get("additionalProperties") != Some(&Value::Bool(false)) {
+        problems.push(format!(
+            "lets an object at {here} have other properties: add \
+             `\"additionalProperties\": false`"
+        ));
+    }
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        let optional: Vec<String> = properties
+            .keys()
+            .filter(|name| !required.contains(&name.as_str()))
+            .map(|name| printable(name))
+            .collect();
+        if !optional.is_empty() {
+            problems.push(format!(
+                "has optional properties at {here} ({}): strict mode needs every property \
+                 in `required`; make those that may be left out nullable \
+                 (`\"type\": [\"string\", \"null\"]`) instead",
+                optional.join(", ")
+            ));
         }
+    }
+}
+
+/// What strict mode refuses in the schemas that `keyword`'s `value` holds,
+/// if it is one that holds schemas, of the schema at `at`.
+fn strict_problems_under(
+    keyword: &str,
+    value: &Value,
+    at: &str,
+    depth: usize,
+    problems: &mut Vec<String>,
+) {
+    match keyword {
+        "properties" | "$defs" | "definitions" => {
+            if let Some(members) = value.as_object() {
+                for (name, member) in members {
+                    let name = printable(&name.replace('~', "~0").replace('/', "~1"));
+                    strict_problems(
+                        member,
+                        &format!("{at}/{keyword}/{name}"),
+                        depth + 1,
+                        problems,
+                    );
+                }
+            }
+        }
+        "items" | "additionalProperties" if value.is_object() => {
+            strict_problems(value, &format!("{at}/{keyword}"), depth + 1, problems);
+        }
+        // `items` as a list is the older spelling of `prefixItems`.
+        "items" | "anyOf" | "oneOf" | "prefixItems" => {
+            for (i, member) in value.as_array().into_iter().flatten().enumerate() {
+                strict_problems(member, &format!("{at}/{keyword}/{i}"), depth + 1, problems);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -18,6 +18,7 @@ mod run;
 mod serve;
 pub(crate) mod terminal;
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use toolhost::{Manifest, SandboxOptions, ToolHost};
@@ -32,92 +33,118 @@ use args::{Cli, Command};
 /// usage error ([`args::UsageError`], exit status 2).
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Replay { file } => return replay::replay(&file).map(|()| ExitCode::SUCCESS),
-        Command::New { name, lang } => return new::new_tool(&name, lang.into()),
+        Command::Replay { file } => replay::replay(&file).map(|()| ExitCode::SUCCESS),
+        Command::New { name, lang } => new::new_tool(&name, lang.into()),
         Command::Componentize {
             module,
             output,
             wit,
-        } => return new::componentize(&module, &output, wit.as_deref()),
-        _ => {}
+        } => new::componentize(&module, &output, wit.as_deref()),
+        command => run_with_manifest(command, &cli.config, cli.no_cache).await,
     }
+}
+
+/// The commands that read a manifest: `serve` takes it as it is, the others
+/// load its components first.
+async fn run_with_manifest(
+    command: Command,
+    path: &Path,
+    no_cache: bool,
+) -> anyhow::Result<ExitCode> {
     let mut options = SandboxOptions::default();
-    if cli.no_cache {
+    if no_cache {
         options = options.with_cache_dir(None);
     }
-    // `call --component` needs no manifest: one made of its flags stands in.
-    let from_flags = match &cli.command {
+    let manifest = manifest(&command, path)?;
+    if let Command::Serve { .. } = command {
+        return Ok(serve::serve(manifest, options, serve_command(command)).await);
+    }
+    let host = ToolHost::load_components(manifest.components.clone(), options).await?;
+    match command {
+        Command::Tools { format } => call::tools(&host, format.into()),
+        Command::Call { .. } => call::call(&host, call_command(command)).await,
+        Command::Check { strict } => Ok(check::check(&manifest, &host, strict)),
+        Command::Run { .. } => run::run(&manifest, host, run_command(command)).await,
+        Command::Serve { .. }
+        | Command::Replay { .. }
+        | Command::New { .. }
+        | Command::Componentize { .. } => unreachable!("done above"),
+    }
+}
+
+/// The manifest at `path`; for `call --component`, which needs none, one
+/// made of its flags stands in.
+fn manifest(command: &Command, path: &Path) -> anyhow::Result<Manifest> {
+    let from_flags = match command {
         Command::Call { component, .. } => component.config()?,
         _ => None,
     };
-    let manifest = match from_flags {
+    Ok(match from_flags {
         Some(config) => Manifest::of_components(vec![config]),
         // The library names no flag: the fix for a missing file is ours to say.
-        None => Manifest::load(&cli.config).map_err(|e| match cli.config.exists() {
+        None => Manifest::load(path).map_err(|e| match path.exists() {
             true => anyhow::Error::from(e),
             false => anyhow::anyhow!(
                 "{e}; pass --config or create {}",
                 toolhost::DEFAULT_MANIFEST
             ),
         })?,
+    })
+}
+
+/// `call`'s flags as what the command needs.
+fn call_command(command: Command) -> call::CallCommand {
+    let Command::Call {
+        name,
+        args,
+        batch,
+        yes,
+        format,
+        context,
+        component,
+    } = command
+    else {
+        unreachable!("called for call only")
     };
-    if let Command::Serve { .. } = cli.command {
-        return Ok(serve::serve(manifest, options, serve_command(cli.command)).await);
+    call::CallCommand {
+        name,
+        args,
+        batch,
+        yes,
+        format,
+        context,
+        verbose: component.verbose,
     }
-    let host = ToolHost::load_components(manifest.components.clone(), options).await?;
-    match cli.command {
-        Command::Tools { format } => call::tools(&host, format.into()),
-        Command::Call {
-            name,
-            args,
-            batch,
-            yes,
-            format,
-            context,
-            component,
-        } => {
-            let command = call::CallCommand {
-                name,
-                args,
-                batch,
-                yes,
-                format,
-                context,
-                verbose: component.verbose,
-            };
-            call::call(&host, command).await
-        }
-        Command::Check { strict } => Ok(check::check(&manifest, &host, strict)),
-        Command::Run {
-            prompt,
-            base_url,
-            model,
-            provider,
-            json,
-            transcript,
-            yes,
-            system,
-            context,
-            controls,
-        } => {
-            let command = run::RunCommand {
-                prompt,
-                base_url,
-                model,
-                provider,
-                json,
-                transcript,
-                yes,
-                system,
-                context,
-                controls: *controls,
-            };
-            run::run(&manifest, host, command).await
-        }
-        Command::Serve { .. }
-        | Command::Replay { .. }
-        | Command::New { .. }
-        | Command::Componentize { .. } => unreachable!("done above"),
+}
+
+/// `run`'s flags as what the command needs.
+fn run_command(command: Command) -> run::RunCommand {
+    let Command::Run {
+        prompt,
+        base_url,
+        model,
+        provider,
+        json,
+        transcript,
+        yes,
+        system,
+        context,
+        controls,
+    } = command
+    else {
+        unreachable!("called for run only")
+    };
+    run::RunCommand {
+        prompt,
+        base_url,
+        model,
+        provider,
+        json,
+        transcript,
+        yes,
+        system,
+        context,
+        controls: *controls,
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::{ManifestError, RawValue};
+use super::{KeyError, ManifestError, RawValue};
 use crate::limits::ByteSize;
 use crate::stores::{
     Backend, MAX_KEY_BYTES, MAX_VALUE_BYTES, Quota, Scope, Store, StoreConfig, redacted,
@@ -65,8 +65,10 @@ pub(super) fn validate(
 }
 
 impl RawStore {
+    /// The store `name` of the manifest at `file`: its backend, scope and
+    /// quota; an embedded store's path is relative to `base`.
     fn validate(
-        self,
+        mut self,
         file: &Path,
         base: &Path,
         name: &str,
@@ -82,46 +84,14 @@ impl RawStore {
             ));
         }
         let quota = quota(&self, &err)?;
-        let backend = match self.backend {
+        let backend = match self.backend.take() {
             None => None,
             Some(value) => Some(value.resolve(lookup_env).map_err(|e| err("backend", e))?.0),
         };
         let backend = match backend.as_deref() {
-            None | Some("embedded") => {
-                if self.prefix.is_some() {
-                    return Err(err("prefix", "only a redis store has a key prefix".into()));
-                }
-                let path = self.path.map_or_else(
-                    || base.join(DEFAULT_STORE_DIR).join(format!("{name}.redb")),
-                    |path| base.join(path),
-                );
-                Backend::Embedded { path }
-            }
+            None | Some("embedded") => self.embedded(base, name, &err)?,
             Some(url) if url.starts_with("redis://") || url.starts_with("redis+unix://") => {
-                if self.path.is_some() {
-                    return Err(err(
-                        "path",
-                        "a redis store has no file; remove `path`".into(),
-                    ));
-                }
-                if let Err(e) = ::redis::Client::open(url) {
-                    return Err(err(
-                        "backend",
-                        format!(
-                            "{} is not a URL Redis accepts ({:?}); write e.g. \"redis://127.0.0.1:6379\"",
-                            redacted(url),
-                            e.kind()
-                        ),
-                    ));
-                }
-                let prefix = self.prefix.unwrap_or_else(|| "toolhost".into());
-                if prefix.is_empty() || prefix.contains(char::is_whitespace) {
-                    return Err(err("prefix", "must be non-empty and have no spaces".into()));
-                }
-                Backend::Redis {
-                    url: url.to_owned(),
-                    prefix,
-                }
+                self.redis(url, &err)?
             }
             Some(other) => {
                 // A URL may hold a password: the message shows it redacted.
@@ -134,30 +104,75 @@ impl RawStore {
                 ));
             }
         };
-        let scope = match self.scope.as_deref() {
-            None | Some("global") => Scope::Global,
-            Some("") => {
-                return Err(err(
-                    "scope",
-                    "write \"global\" or a key of the call's context, e.g. \"user\"".into(),
-                ));
-            }
-            Some(key) => Scope::ContextKey(key.to_owned()),
-        };
         Ok(StoreConfig {
             name: name.to_owned(),
             backend,
-            scope,
+            scope: scope(self.scope.as_deref(), &err)?,
             quota,
+        })
+    }
+
+    /// An embedded store's backend: its file, `.toolhost/stores/NAME.redb`
+    /// unless `path` says.
+    fn embedded(
+        &self,
+        base: &Path,
+        name: &str,
+        err: &KeyError<'_>,
+    ) -> Result<Backend, ManifestError> {
+        if self.prefix.is_some() {
+            return Err(err("prefix", "only a redis store has a key prefix".into()));
+        }
+        let path = self.path.as_ref().map_or_else(
+            || base.join(DEFAULT_STORE_DIR).join(format!("{name}.redb")),
+            |path| base.join(path),
+        );
+        Ok(Backend::Embedded { path })
+    }
+
+    /// A redis store's backend: the server at `url`, its keys under `prefix`.
+    fn redis(&self, url: &str, err: &KeyError<'_>) -> Result<Backend, ManifestError> {
+        if self.path.is_some() {
+            return Err(err(
+                "path",
+                "a redis store has no file; remove `path`".into(),
+            ));
+        }
+        if let Err(e) = ::redis::Client::open(url) {
+            return Err(err(
+                "backend",
+                format!(
+                    "{} is not a URL Redis accepts ({:?}); write e.g. \"redis://127.0.0.1:6379\"",
+                    redacted(url),
+                    e.kind()
+                ),
+            ));
+        }
+        let prefix = self.prefix.clone().unwrap_or_else(|| "toolhost".into());
+        if prefix.is_empty() || prefix.contains(char::is_whitespace) {
+            return Err(err("prefix", "must be non-empty and have no spaces".into()));
+        }
+        Ok(Backend::Redis {
+            url: url.to_owned(),
+            prefix,
         })
     }
 }
 
+/// A store's `scope`: global, or a key of the call's context.
+fn scope(scope: Option<&str>, err: &KeyError<'_>) -> Result<Scope, ManifestError> {
+    match scope {
+        None | Some("global") => Ok(Scope::Global),
+        Some("") => Err(err(
+            "scope",
+            "write \"global\" or a key of the call's context, e.g. \"user\"".into(),
+        )),
+        Some(key) => Ok(Scope::ContextKey(key.to_owned())),
+    }
+}
+
 /// The quota a store's keys set, each missing one at its default.
-fn quota(
-    raw: &RawStore,
-    err: &dyn Fn(&str, String) -> ManifestError,
-) -> Result<Quota, ManifestError> {
+fn quota(raw: &RawStore, err: &KeyError<'_>) -> Result<Quota, ManifestError> {
     let defaults = Quota::default();
     let size = |key: &str, value: &Option<ByteSize>, default: u64, max: u64| {
         let bytes = value

@@ -1,0 +1,212 @@
+//! `[[tool]]` entries: a component with its grants, limits, approval and
+//! cache, checked at load.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::{KeyError, ManifestError, RawValue};
+use crate::component::{Approval, ClientCapability, ComponentConfig};
+use crate::grants::{FileMode, Grants};
+use crate::limits::{ByteSize, Limits, RawLimits};
+use crate::stores::Store;
+
+/// A `[[tool]]` entry as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTool {
+    component: PathBuf,
+    #[serde(default)]
+    allow_hosts: Vec<String>,
+    #[serde(default)]
+    files: Vec<RawFile>,
+    #[serde(default)]
+    env: BTreeMap<String, RawValue>,
+    #[serde(default)]
+    config: BTreeMap<String, RawValue>,
+    #[serde(default)]
+    approval: Approval,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    stores: Vec<String>,
+    cache: Option<String>,
+    #[serde(default)]
+    client_capabilities: BTreeSet<ClientCapability>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    host: PathBuf,
+    guest: String,
+    #[serde(default)]
+    mode: FileMode,
+    /// For read-write grants: the most the directory may hold.
+    quota: Option<ByteSize>,
+}
+
+impl RawTool {
+    /// The component `index` (from 0) of the manifest at `file`, with its
+    /// grants, its limits over `defaults` and its cache.
+    pub(super) fn validate(
+        self,
+        file: &Path,
+        base: &Path,
+        index: usize,
+        defaults: &Limits,
+        stores: &BTreeMap<String, Arc<Store>>,
+        lookup_env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ComponentConfig, ManifestError> {
+        let component = base.join(&self.component);
+        let name = format!("tool #{} ({})", index + 1, self.component.display());
+        let err = |key: &str, message: String| ManifestError::tool(file, &name, Some(key), message);
+        if !component.is_file() {
+            return Err(err(
+                "component",
+                format!(
+                    "{} does not exist; build it (scripts/build-tools.sh) or fix the path, which is relative to the manifest",
+                    component.display()
+                ),
+            ));
+        }
+        let grants = grant_hosts(Grants::none(), &self.allow_hosts, &err)?;
+        let grants = grant_files(grants, base, &self.files, &err)?;
+        let grants = grant_env(grants, self.env, lookup_env, &err)?;
+        let grants = grant_config(grants, self.config, lookup_env, &err)?;
+        let grants = grant_stores(grants, &self.stores, stores, &err)?;
+        let limits = defaults
+            .overridden_by(&self.limits)
+            .map_err(|(key, e)| err(&format!("limits.{key}"), e))?;
+        let cache = self
+            .cache
+            .as_deref()
+            .map(|text| cache_ttl(text, &err))
+            .transpose()?;
+        Ok(ComponentConfig {
+            path: component,
+            grants,
+            limits,
+            approval: self.approval,
+            cache,
+            client_capabilities: self.client_capabilities,
+        })
+    }
+}
+
+/// `grants` with a tool's `allow_hosts`.
+fn grant_hosts(
+    mut grants: Grants,
+    allow_hosts: &[String],
+    err: &KeyError<'_>,
+) -> Result<Grants, ManifestError> {
+    for (i, pattern) in allow_hosts.iter().enumerate() {
+        grants = grants
+            .allow_host(pattern)
+            .map_err(|e| err(&format!("allow_hosts[{i}]"), e.to_string()))?;
+    }
+    Ok(grants)
+}
+
+/// `grants` with a tool's `files`, each with its quota; host paths are
+/// relative to `base`.
+fn grant_files(
+    mut grants: Grants,
+    base: &Path,
+    files: &[RawFile],
+    err: &KeyError<'_>,
+) -> Result<Grants, ManifestError> {
+    for (i, f) in files.iter().enumerate() {
+        let key = format!("files[{i}]");
+        grants = grants
+            .file(base.join(&f.host), &f.guest, f.mode)
+            .map_err(|e| err(&key, e.to_string()))?;
+        if let Some(quota) = &f.quota {
+            let bytes = quota.bytes().map_err(|e| err(&format!("{key}.quota"), e))?;
+            grants = grants
+                .quota(&f.guest, bytes)
+                .map_err(|e| err(&format!("{key}.quota"), e.to_string()))?;
+        }
+    }
+    Ok(grants)
+}
+
+/// `grants` with a tool's `env`, each value resolved.
+fn grant_env(
+    mut grants: Grants,
+    env: BTreeMap<String, RawValue>,
+    lookup_env: &dyn Fn(&str) -> Option<String>,
+    err: &KeyError<'_>,
+) -> Result<Grants, ManifestError> {
+    for (key, value) in env {
+        let (value, _) = value
+            .resolve(lookup_env)
+            .map_err(|e| err(&format!("env.{key}"), e))?;
+        grants = grants.env(key, value);
+    }
+    Ok(grants)
+}
+
+/// `grants` with a tool's `config`, each value resolved, and a secret
+/// where it was read from the environment.
+fn grant_config(
+    mut grants: Grants,
+    config: BTreeMap<String, RawValue>,
+    lookup_env: &dyn Fn(&str) -> Option<String>,
+    err: &KeyError<'_>,
+) -> Result<Grants, ManifestError> {
+    for (key, value) in config {
+        let (value, secret) = value
+            .resolve(lookup_env)
+            .map_err(|e| err(&format!("config.{key}"), e))?;
+        grants = grants.config(key, value, secret);
+    }
+    Ok(grants)
+}
+
+/// `grants` with the stores a tool names, each one of the manifest's
+/// `declared` stores.
+fn grant_stores(
+    mut grants: Grants,
+    names: &[String],
+    declared: &BTreeMap<String, Arc<Store>>,
+    err: &KeyError<'_>,
+) -> Result<Grants, ManifestError> {
+    for (i, store) in names.iter().enumerate() {
+        let Some(granted) = declared.get(store) else {
+            return Err(err(&format!("stores[{i}]"), unknown_store(store, declared)));
+        };
+        grants = grants.store(granted.clone());
+    }
+    Ok(grants)
+}
+
+/// Why `store` is not a store a tool may name, and how to declare it.
+fn unknown_store(store: &str, declared: &BTreeMap<String, Arc<Store>>) -> String {
+    let known = declared
+        .keys()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if known.is_empty() {
+        format!("no store is named {store:?}; declare it with a [store.{store}] table")
+    } else {
+        format!(
+            "no store is named {store:?} (declared: {known}); declare it with a [store.{store}] table"
+        )
+    }
+}
+
+/// A tool's `cache` time to live: a duration from 1 s to the cache's
+/// longest.
+fn cache_ttl(text: &str, err: &KeyError<'_>) -> Result<std::time::Duration, ManifestError> {
+    match humantime::parse_duration(text) {
+        Ok(ttl) if !ttl.is_zero() && ttl <= crate::result_cache::MAX_TTL => Ok(ttl),
+        _ => Err(err(
+            "cache",
+            format!("{text:?} is not a duration between 1s and 24h; write e.g. cache = \"5m\""),
+        )),
+    }
+}
