@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark suite, side by side in one run: toolhost against LangGraph's
-# ToolNode (installed here into bench/.venv), one process per call, the
+# ToolNode (installed here into target/bench-venv), one process per call, the
 # naive wasmtime path, a reused instance and the native function; then the
 # agent loop's own overhead per turn; then key-value stores from a tool
 # (embedded and Redis); then MCP serving: toolhost serve over
@@ -13,12 +13,15 @@ scripts/setup.sh
 scripts/build-tools.sh
 cargo build --release --quiet -p native-calc
 
-venv=bench/.venv
-if [ ! -x "$venv/bin/python" ] || ! cmp -s bench/peers/requirements.txt "$venv/requirements.txt"; then
+# The peers (LangGraph's ToolNode, the Python MCP server) are in
+# host/benches/peers; the venv is a build product, beside the clients' venvs.
+venv=target/bench-venv
+requirements=host/benches/peers/requirements.txt
+if [ ! -x "$venv/bin/python" ] || ! cmp -s "$requirements" "$venv/requirements.txt"; then
     echo "bench: installing LangGraph into $venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -r bench/peers/requirements.txt
-    cp bench/peers/requirements.txt "$venv/requirements.txt"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+    cp "$requirements" "$venv/requirements.txt"
 fi
 
 tests/clients/run.sh --setup

@@ -38,21 +38,23 @@ echo "built ${rust_tools[*]} probe-dup mcp-fixtures-sampling -> $out/"
 cargo build --release --quiet --workspace --bin toolhost
 
 # The C SDK's probe, for the host's tests: built as every C tool is.
-TOOLHOST=target/release/toolhost CFLAGS="-Werror" sdk/c/build.sh "$out/probe-c.wasm" tests/probe-c/probe.c
+TOOLHOST=target/release/toolhost CFLAGS="-Werror" guest-sdk/c/build.sh "$out/probe-c.wasm" tests/probe-c/probe.c
 # A C tool whose constructor logs while its instance is made.
-TOOLHOST=target/release/toolhost CFLAGS="-Werror" sdk/c/build.sh "$out/probe-c-early.wasm" tests/probe-c/early.c
+TOOLHOST=target/release/toolhost CFLAGS="-Werror" guest-sdk/c/build.sh "$out/probe-c-early.wasm" tests/probe-c/early.c
 echo "built probe-c probe-c-early -> $out/"
 
 for dir in example-tools/text-py example-tools/units-js example-tools/base64-c; do
     name=$(basename "$dir")
     # Rebuild only when a source file is newer than the component: the
     # Python and JavaScript toolchains take several seconds each.
-    sdk=sdk/${name##*-}
-    [ "$sdk" = sdk/py ] && sdk=sdk/python
+    sdk=guest-sdk/${name##*-}
+    [ "$sdk" = guest-sdk/py ] && sdk=guest-sdk/python
     # A C tool also depends on the toolhost that componentized it (the WASI adapter).
     inputs=("$dir" wit "$sdk")
-    [ "$sdk" = sdk/c ] && inputs+=(target/release/toolhost)
-    if [ -f "$out/$name.wasm" ] && [ -z "$(find "${inputs[@]}" -newer "$out/$name.wasm" -type f -not -path '*/node_modules/*' | head -1)" ]; then
+    [ "$sdk" = guest-sdk/c ] && inputs+=(target/release/toolhost)
+    # The scaffold templates beside the SDK are not part of the tool.
+    if [ -f "$out/$name.wasm" ] && [ -z "$(find "${inputs[@]}" -newer "$out/$name.wasm" -type f \
+        -not -path '*/node_modules/*' -not -path "$sdk/template*" | head -1)" ]; then
         echo "$name is up to date"
         continue
     fi

@@ -5,7 +5,7 @@
 #   - componentize-py (Python tools), pinned
 #   - componentize-js and jco, from example-tools/units-js/package-lock.json
 #   - redis-server (Debian's package), for the tests of shared stores
-# (C tools' compiler and libc are installed by sdk/c/build.sh, which builds them.)
+# (C tools' compiler and libc are installed by guest-sdk/c/build.sh, which builds them.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -21,8 +21,8 @@ scripts/build-tools.sh
 cargo test --release --workspace "$@"
 # The Python and JavaScript SDKs' own tests: schema derivation, argument
 # checks, results and errors, without a component.
-python3 -m unittest discover -s sdk/python/tests
-(cd sdk/js/test && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent check && npm test --silent)
+python3 -m unittest discover -s guest-sdk/python/tests
+(cd guest-sdk/js/test && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent check && npm test --silent)
 
 if [ -n "${TOOLHOST_SKIP_SCAFFOLDS:-}" ]; then
     echo "test: scaffold tier skipped (TOOLHOST_SKIP_SCAFFOLDS is set)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the base64-c tool component: build.sh OUT.wasm
-# With the C SDK's build (sdk/c/build.sh), warnings as errors, and the
+# With the C SDK's build (guest-sdk/c/build.sh), warnings as errors, and the
 # repository's toolhost (TOOLHOST, default target/release/toolhost).
 set -euo pipefail
 
@@ -11,4 +11,4 @@ fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 TOOLHOST=${TOOLHOST:-$repo/target/release/toolhost} CFLAGS="-Werror" \
-    "$repo/sdk/c/build.sh" "$1" "$here/tool.c"
+    "$repo/guest-sdk/c/build.sh" "$1" "$here/tool.c"

@@ -2,7 +2,7 @@
  * Base64 for toolhost, in C: `base64_encode` and `base64_decode`.
  *
  * Pure computation: no grants. Built by build.sh with clang for wasm32-wasi
- * and `toolhost componentize`, against the C SDK in sdk/c.
+ * and `toolhost componentize`, against the C SDK in guest-sdk/c.
  */
 #include <stdio.h>
 #include <string.h>

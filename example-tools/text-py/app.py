@@ -8,9 +8,9 @@ with a `[store.tally]` table). Without the grant the SDK raises a
 `permission_denied` error naming both lines, which toolhost, having recorded
 the refusal, replaces with its own `capability_denied` message.
 
-Written with the toolhost Python SDK (`sdk/python/toolhost`): each tool is a
-typed function, and its input schema comes from the type hints and the
-docstring.
+Written with the toolhost Python SDK (`guest-sdk/python/toolhost`): each
+tool is a typed function, and its input schema comes from the type hints and
+the docstring.
 """
 
 import json

@@ -25,4 +25,4 @@ fi
 # point at this folder and at the SDK (the `toolhost` package) so the build
 # works from any working directory.
 componentize-py -d "$here/../../wit" -w toolbox componentize \
-    -p "$here" -p "$here/../../sdk/python" app -o "$out"
+    -p "$here" -p "$here/../../guest-sdk/python" app -o "$out"

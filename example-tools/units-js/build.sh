@@ -24,7 +24,8 @@ if [[ ! -d node_modules || package-lock.json -nt node_modules ]]; then
 fi
 
 # componentize-js takes one ES module: esbuild bundles tool.js with the SDK
-# (sdk/js, TypeScript) into it, leaving the WIT imports for componentize-js.
+# (guest-sdk/js, TypeScript) into it, leaving the WIT imports for
+# componentize-js.
 node_modules/.bin/esbuild tool.js --bundle --format=esm --platform=neutral --target=es2022 \
     --external:'toolhost:*' --external:'wasi:*' --log-level=warning --outfile=build/tool.js
 

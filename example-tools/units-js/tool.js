@@ -1,10 +1,10 @@
 // Unit conversion for toolhost: the `convert_units` tool, written with the
-// JavaScript SDK (sdk/js). Build with ./build.sh OUT.wasm.
+// JavaScript SDK (guest-sdk/js). Build with ./build.sh OUT.wasm.
 //
 // Pure computation: it reads one config value and logs, both through the
 // `host` import, and needs nothing else from the host.
 
-import { Output, ToolError, config, defineTool, log, s, toolbox } from '../../sdk/js/toolhost';
+import { Output, ToolError, config, defineTool, log, s, toolbox } from '../../guest-sdk/js/toolhost';
 
 const DEFAULT_PRECISION = 4;
 

@@ -230,14 +230,14 @@ fn rss_bytes() -> u64 {
 }
 
 fn toolnode() -> Value {
-    let python = root().join("bench/.venv/bin/python");
+    let python = root().join("target/bench-venv/bin/python");
     assert!(
         python.is_file(),
         "{} is missing: run scripts/bench.sh, which creates it",
         python.display()
     );
     let output = Command::new(python)
-        .arg(root().join("bench/peers/toolnode.py"))
+        .arg(root().join("host/benches/peers/toolnode.py"))
         .output()
         .expect("the ToolNode benchmark runs");
     assert!(

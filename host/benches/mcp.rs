@@ -1,8 +1,9 @@
 //! MCP serving side by side, in one run: an MCP `tools/call` of `calc`
 //! against `toolhost serve` (Streamable HTTP and stdio) and against the
 //! Python MCP server most tool authors write today (the official `mcp`
-//! SDK's `MCPServer`, bench/peers/mcp_calc_server.py), driven by the same
-//! Rust client, so the client's own cost is the same for every server.
+//! SDK's `MCPServer`, `host/benches/peers/mcp_calc_server.py`), driven by
+//! the same Rust client, so the client's own cost is the same for every
+//! server.
 //!
 //! Run with `scripts/bench.sh`, which builds the tools and the Python venv
 //! (target/clients-venv) first.
@@ -186,7 +187,7 @@ async fn python_http() -> (Server, String) {
         listener.local_addr().unwrap().port()
     };
     let child = Command::new(python())
-        .arg(root().join("bench/peers/mcp_calc_server.py"))
+        .arg(root().join("host/benches/peers/mcp_calc_server.py"))
         .args(["--http", &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -478,7 +479,7 @@ fn main() {
 
         let mut command = Command::new(python());
         command
-            .arg(root().join("bench/peers/mcp_calc_server.py"))
+            .arg(root().join("host/benches/peers/mcp_calc_server.py"))
             .arg("--stdio");
         let client = Arc::new(StdioClient::spawn(command).await);
         let python_stdio = measure(move |_| {

@@ -185,7 +185,7 @@ async def test_timeout_and_invalid_arguments_reach_the_model_as_errors(
             {"name": "echo", "args": {"text": "hi", "times": 2}, "id": "t3", "type": "tool_call"},
         ]
         # Outside a graph, ToolNode needs the Runtime a graph would inject
-        # (see bench/peers/toolnode.py).
+        # (see host/benches/peers/toolnode.py).
         output = await node.ainvoke({"messages": [AIMessage(content="", tool_calls=calls)]}, runtime=Runtime())
     messages = {m.tool_call_id: m for m in output["messages"]}
     assert messages["t1"].status == "error" and "timed out" in text(messages["t1"])

@@ -19,7 +19,7 @@ mod files {
 mod tests {
     use std::path::Path;
 
-    /// The C SDK's bindings (`sdk/c/bindings/`) are wit-bindgen's for the
+    /// The C SDK's bindings (`guest-sdk/c/bindings/`) are wit-bindgen's for the
     /// contract in `wit/`, by the wit-bindgen release the Rust SDK uses:
     /// change the contract and this fails until they are made again
     /// (`UPDATE_EXPECT=1 cargo test --release --workspace --lib authoring`).
@@ -41,7 +41,7 @@ mod tests {
             .build()
             .generate(&mut resolve, world, &mut files)
             .unwrap();
-        let dir = root.join("sdk/c/bindings");
+        let dir = root.join("guest-sdk/c/bindings");
         let update = std::env::var_os("UPDATE_EXPECT").is_some();
         let mut names = Vec::new();
         for (name, contents) in files.iter() {

@@ -1,11 +1,14 @@
 //! `toolhost new NAME --lang LANG`: a folder holding one working tool.
 //!
-//! The folder mirrors this repository's layout: the tool's source,
-//! `toolhost.toml`, `README.md` and `build.sh` at the top (from
-//! `templates/LANG/`), the language's SDK under `sdk/LANG/` and the contract
-//! under `wit/`, all of the version this binary was built with. Its one tool
-//! is named after the folder (`-` becomes `_`), takes `{"name": string}` and
-//! answers `Hello, <name>!`, in every language alike.
+//! The folder holds the tool's source, `toolhost.toml`, `README.md` and
+//! `build.sh` at the top (from the language's template beside its SDK in
+//! `guest-sdk/`, e.g. `guest-sdk/python/template/`), the language's SDK
+//! under `sdk/SDK/` (from `guest-sdk/SDK/`, without its templates and tests)
+//! and the contract under `wit/`, all of the version this binary was built
+//! with. The SDK sits two folders down, as in this repository, so its paths
+//! to the contract (`../../wit`) hold in both. Its one tool is named after
+//! the folder (`-` becomes `_`), takes `{"name": string}` and answers
+//! `Hello, <name>!`, in every language alike.
 //!
 //! The folder is written beside its final place and renamed into it, so a
 //! failure leaves nothing half-written.
@@ -41,7 +44,7 @@ impl Language {
         Self::C,
     ];
 
-    /// The name `--lang` takes, which is also its folder under `templates/`.
+    /// The name `--lang` takes, which also keys its template (see `host/build.rs`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Rust => "rust",
@@ -52,7 +55,8 @@ impl Language {
         }
     }
 
-    /// Its SDK's folder under `sdk/`.
+    /// Its SDK's folder, under `guest-sdk/` here and under `sdk/` in a new
+    /// tool's folder.
     fn sdk(self) -> &'static str {
         match self {
             Self::Rust => "rust",
@@ -251,9 +255,10 @@ const RESERVED: &[&str] = &[
     "toolhost_guest",
 ];
 
-/// The folder's files, relative path to contents: the contract, the SDK,
-/// then the template, whose files win over the SDK's (the Rust SDK's
-/// manifest is the template's, standing alone outside this workspace).
+/// The folder's files, relative path to contents: the contract, the SDK
+/// (without its templates), then the template, whose files win over the
+/// SDK's (the Rust SDK's manifest is the template's, standing alone outside
+/// this workspace).
 fn plan(lang: Language, name: &str, tool: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut out = std::collections::BTreeMap::new();
     for (path, bytes) in files::WIT {
@@ -337,6 +342,43 @@ mod tests {
                 "{lang}: build leftovers embedded"
             );
         }
+    }
+
+    /// The templates live beside the SDKs in `guest-sdk/`; a new tool's
+    /// `sdk/` holds its SDK alone, and its top its own language's template.
+    #[test]
+    fn a_new_folder_holds_its_sdk_and_its_own_template_only() {
+        for (lang, source, sdk_file) in [
+            (Language::Rust, "src/lib.rs", "sdk/rust/src/lib.rs"),
+            (
+                Language::Python,
+                "app.py",
+                "sdk/python/toolhost/__init__.py",
+            ),
+            (Language::TypeScript, "tool.ts", "sdk/js/toolhost/index.ts"),
+            (Language::JavaScript, "tool.js", "sdk/js/toolhost/index.ts"),
+            (Language::C, "tool.c", "sdk/c/build.sh"),
+        ] {
+            let files = plan(lang, "my-tool", "my_tool");
+            assert!(files.contains_key(source), "{lang}: no {source}");
+            assert!(files.contains_key(sdk_file), "{lang}: no {sdk_file}");
+            let stray: Vec<_> = files
+                .keys()
+                .filter(|path| {
+                    path.split('/')
+                        .any(|part| part == "template" || part.starts_with("template-"))
+                })
+                .collect();
+            assert!(stray.is_empty(), "{lang}: templates copied: {stray:?}");
+        }
+        let typescript = plan(Language::TypeScript, "my-tool", "my_tool");
+        assert!(!typescript.contains_key("tool.js") && typescript.contains_key("tsconfig.json"));
+        let javascript = plan(Language::JavaScript, "my-tool", "my_tool");
+        assert!(!javascript.contains_key("tool.ts") && javascript.contains_key("jsconfig.json"));
+        // The Rust SDK's manifest is the template's, which stands alone.
+        let rust = plan(Language::Rust, "my-tool", "my_tool");
+        let manifest = String::from_utf8_lossy(&rust["sdk/rust/Cargo.toml"]).into_owned();
+        assert!(!manifest.contains(".workspace"), "{manifest}");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The C SDK (`sdk/c`), through its probe (`tests/probe-c`): arguments, the
+//! The C SDK (`guest-sdk/c`), through its probe (`tests/probe-c`): arguments, the
 //! host's imports, HTTP, key-value stores and file errors, as a C tool made
 //! by `toolhost componentize` uses them.
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build a C tool component: sdk/c/build.sh OUT.wasm SOURCE.c...
+# Build a C tool component: build.sh OUT.wasm SOURCE.c... (this is
+# guest-sdk/c/build.sh in the repository, sdk/c/build.sh in a new tool).
 #
 # clang compiles the sources, this SDK and the contract's bindings for
 # wasm32-wasi against wasi-libc, as a reactor (a library, no main); then

@@ -1,6 +1,6 @@
 // Tests of the SDK under plain node: the schema builder, argument checks,
 // results and errors as the host receives them, the host helpers, the
-// stores and HTTP requests. Run with `npm test` in sdk/js/test (after `npm install` there).
+// stores and HTTP requests. Run with `npm test` in guest-sdk/js/test (after `npm install` there).
 //
 // The SDK is TypeScript that imports WIT interfaces, so it is bundled first
 // with esbuild, its `toolhost:` and `wasi:` imports pointed at fake-host.ts.

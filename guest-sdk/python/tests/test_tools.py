@@ -1,7 +1,7 @@
 """Running a call without the host: arguments, results and errors.
 
 Run under plain CPython, without a component:
-    python3 -m unittest discover -s sdk/python/tests
+    python3 -m unittest discover -s guest-sdk/python/tests
 """
 
 import dataclasses

@@ -6,10 +6,10 @@ it on the same trivial tool toolhost's Rust example uses, `calc("6*7")`, for
 batches of 1, 8 and 64 tool calls in one AIMessage, and measures sustained
 throughput with batches of 64 back to back.
 
-Run (after `python3 -m venv bench/.venv &&
-bench/.venv/bin/pip install -r bench/peers/requirements.txt`):
+Run (after `python3 -m venv target/bench-venv &&
+target/bench-venv/bin/pip install -r host/benches/peers/requirements.txt`):
 
-    bench/.venv/bin/python bench/peers/toolnode.py [--iterations N]
+    target/bench-venv/bin/python host/benches/peers/toolnode.py [--iterations N]
 
 --iterations N times N invokes for every batch size instead of the defaults.
 Prints one JSON object on stdout and progress on stderr.

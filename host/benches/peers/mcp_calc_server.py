@@ -10,12 +10,12 @@ tool error (isError) for an expression it cannot evaluate.
 Run (in the venv tests/clients/run.sh builds from tests/clients/requirements.txt,
 target/clients-venv):
 
-    target/clients-venv/bin/python bench/peers/mcp_calc_server.py --stdio
-    target/clients-venv/bin/python bench/peers/mcp_calc_server.py --http 8931
+    target/clients-venv/bin/python host/benches/peers/mcp_calc_server.py --stdio
+    target/clients-venv/bin/python host/benches/peers/mcp_calc_server.py --http 8931
 
 --http serves Streamable HTTP at http://127.0.0.1:PORT/mcp, stateless and
 with JSON responses (no SSE stream, no session to keep): the SDK's fastest
-HTTP configuration. Drive it with bench/peers/mcp_client_bench.py.
+HTTP configuration. Drive it with host/benches/peers/mcp_client_bench.py.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-#[path = "../../../example-tools/calc/src/eval.rs"]
+#[path = "../../../../example-tools/calc/src/eval.rs"]
 #[allow(dead_code, unused_imports)]
 mod calc;
 

@@ -2,7 +2,7 @@
 
 It drives any MCP server with the official MCP Python SDK's client (mcp 2.x
 `Client`), so toolhost (`toolhost serve`) and the Python peer
-(bench/peers/mcp_calc_server.py) are measured the same way, through the
+(host/benches/peers/mcp_calc_server.py) are measured the same way, through the
 client most Python agents use. Each of C concurrent clients has its own
 connection (its own server process over stdio, its own session over HTTP)
 and calls in a closed loop: one call, wait for the answer, the next. With
@@ -12,9 +12,9 @@ and calls in a closed loop: one call, wait for the answer, the next. With
 Run (in the venv tests/clients/run.sh builds, target/clients-venv):
 
     PY=target/clients-venv/bin/python
-    $PY bench/peers/mcp_client_bench.py --stdio -- $PY bench/peers/mcp_calc_server.py --stdio
-    $PY bench/peers/mcp_client_bench.py --stdio -- target/release/toolhost --config example-tools/toolhost.toml serve --stdio
-    $PY bench/peers/mcp_client_bench.py --url http://127.0.0.1:8931/mcp      # a server already listening
+    $PY host/benches/peers/mcp_client_bench.py --stdio -- $PY host/benches/peers/mcp_calc_server.py --stdio
+    $PY host/benches/peers/mcp_client_bench.py --stdio -- target/release/toolhost --config example-tools/toolhost.toml serve --stdio
+    $PY host/benches/peers/mcp_client_bench.py --url http://127.0.0.1:8931/mcp      # a server already listening
 
 Options: --calls N (timed calls per concurrency level, default 2000),
 --concurrency 1,16 (levels), --warmup N (untimed calls per client first),

@@ -1,7 +1,7 @@
 """Schemas derived from type hints and docstrings, and arguments converted back.
 
 Run under plain CPython, without a component:
-    python3 -m unittest discover -s sdk/python/tests
+    python3 -m unittest discover -s guest-sdk/python/tests
 """
 
 import dataclasses
