@@ -19,12 +19,12 @@
 //! [`Outcome`](crate::Outcome). The model providers' request and response
 //! formats live with the providers, in [`crate::model`].
 
-pub mod batch_file;
-pub mod calls;
+mod batch_file;
+mod calls;
 pub mod definitions;
 pub mod image;
 pub mod providers;
 pub mod results;
 
-pub use batch_file::BatchFile;
+pub use batch_file::{BatchFile, Reading};
 pub use calls::{BatchError, parse_batch, parse_batch_at_most};
