@@ -96,6 +96,106 @@ struct Slot {
     cache: Option<ResultCache>,
 }
 
+/// A component compiled (or loaded from the cache) on a blocking thread,
+/// and how long that took.
+type Compiled =
+    Result<(wasmtime::Result<LoadedComponent>, std::time::Duration), tokio::task::JoinError>;
+
+/// Compile every component at once, each on a blocking thread: compiling a
+/// large one takes seconds, cached ones milliseconds.
+async fn compile_all(sandbox: &Arc<Sandbox>, components: &[ComponentConfig]) -> Vec<Compiled> {
+    futures::future::join_all(components.iter().cloned().map(|config| {
+        let sandbox = sandbox.clone();
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let loaded = sandbox.load(&config);
+            (loaded, started.elapsed())
+        })
+    }))
+    .await
+}
+
+/// The tools of the components loaded so far, as the host will hold them.
+#[derive(Default)]
+struct Tools {
+    slots: Vec<Slot>,
+    entries: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Tools {
+    /// Add one compiled component: ask it for its tools, check each, and
+    /// refuse a name another tool has.
+    async fn add(&mut self, config: ComponentConfig, compiled: Compiled) -> Result<(), LoadError> {
+        let label = config.label();
+        let component_error = |message: String| LoadError::Component {
+            component: label.clone(),
+            message,
+        };
+        let (loaded, elapsed) =
+            compiled.map_err(|e| component_error(format!("loading panicked: {e}")))?;
+        let loaded = loaded.map_err(|e| component_error(format!("{e:#}")))?;
+        tracing::info!(component = %label, cache = ?loaded.cache, ms = elapsed.as_millis() as u64, "component loaded");
+        let raw_specs = loaded
+            .tools()
+            .await
+            .map_err(|e| component_error(format!("its tools() call failed: {}", e.message)))?;
+        if raw_specs.is_empty() {
+            return Err(component_error("it provides no tools".into()));
+        }
+        if raw_specs.len() > MAX_TOOLS_PER_COMPONENT {
+            return Err(component_error(format!(
+                "it provides {} tools; at most {MAX_TOOLS_PER_COMPONENT} per component",
+                raw_specs.len()
+            )));
+        }
+        let index = self.slots.len();
+        let mut names = Vec::new();
+        let mut schemas = ComponentSchemas::default();
+        for raw in raw_specs {
+            let entry = load::validate_spec(raw, index, &mut schemas).map_err(&component_error)?;
+            if let Some(&other) = self.by_name.get(&entry.spec.name) {
+                return Err(component_error(self.taken(&entry.spec.name, other)));
+            }
+            names.push(entry.spec.name.clone());
+            self.by_name
+                .insert(entry.spec.name.clone(), self.entries.len());
+            self.entries.push(entry);
+        }
+        let cache = match config.cache {
+            Some(ttl) => {
+                let first = self.entries.len() - names.len();
+                load::cacheable(&config, &mut self.entries[first..]).map_err(&component_error)?;
+                Some(ResultCache::new(ttl))
+            }
+            None => None,
+        };
+        let loaded = Arc::new(loaded);
+        loaded.keep_ready();
+        self.slots.push(Slot {
+            permits: Semaphore::new(config.limits.max_concurrency),
+            loaded,
+            config,
+            tools: names,
+            cache,
+        });
+        Ok(())
+    }
+
+    /// Why a tool's name cannot be taken: tool `other` has it.
+    fn taken(&self, name: &str, other: usize) -> String {
+        // The current component's slot is pushed after its tools: a clash
+        // within it has no slot to name yet.
+        match self.slots.get(self.entries[other].component) {
+            Some(slot) => format!(
+                "tool name {name:?} is already provided by {}; tool names must be unique across components",
+                slot.config.label()
+            ),
+            None => format!("its tools() lists the name {name:?} twice; tool names must be unique"),
+        }
+    }
+}
+
 /// Runs tool calls in fresh sandboxed instances. Cheap to clone: clones share
 /// the engine, the compiled components and the limits.
 #[derive(Clone)]
@@ -175,93 +275,16 @@ impl ToolHost {
         let sandbox = Arc::new(
             Sandbox::new(&options, ahead).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
         );
-        let compiled = futures::future::join_all(components.iter().cloned().map(|config| {
-            let sandbox = sandbox.clone();
-            tokio::task::spawn_blocking(move || {
-                let started = Instant::now();
-                let loaded = sandbox.load(&config);
-                (loaded, started.elapsed())
-            })
-        }))
-        .await;
-
-        let mut slots: Vec<Slot> = Vec::new();
-        let mut entries = Vec::new();
-        let mut by_name = HashMap::new();
+        let compiled = compile_all(&sandbox, &components).await;
+        let mut tools = Tools::default();
         for (config, joined) in components.into_iter().zip(compiled) {
-            let label = config.label();
-            let component_error = |message: String| LoadError::Component {
-                component: label.clone(),
-                message,
-            };
-            let (loaded, elapsed) =
-                joined.map_err(|e| component_error(format!("loading panicked: {e}")))?;
-            let loaded = loaded.map_err(|e| component_error(format!("{e:#}")))?;
-            tracing::info!(component = %label, cache = ?loaded.cache, ms = elapsed.as_millis() as u64, "component loaded");
-            let raw_specs = loaded
-                .tools()
-                .await
-                .map_err(|e| component_error(format!("its tools() call failed: {}", e.message)))?;
-            if raw_specs.is_empty() {
-                return Err(component_error("it provides no tools".into()));
-            }
-            if raw_specs.len() > MAX_TOOLS_PER_COMPONENT {
-                return Err(component_error(format!(
-                    "it provides {} tools; at most {MAX_TOOLS_PER_COMPONENT} per component",
-                    raw_specs.len()
-                )));
-            }
-            let index = slots.len();
-            let mut names = Vec::new();
-            let mut schemas = ComponentSchemas::default();
-            for raw in raw_specs {
-                let entry =
-                    load::validate_spec(raw, index, &mut schemas).map_err(&component_error)?;
-                if let Some(&other) = by_name.get(&entry.spec.name) {
-                    let other: &Entry = &entries[other];
-                    // The current component's slot is pushed after its
-                    // tools: a clash within it has no slot to name yet.
-                    let message = match slots.get(other.component) {
-                        Some(slot) => format!(
-                            "tool name {:?} is already provided by {}; tool names must be unique across components",
-                            entry.spec.name,
-                            slot.config.label()
-                        ),
-                        None => format!(
-                            "its tools() lists the name {:?} twice; tool names must be unique",
-                            entry.spec.name
-                        ),
-                    };
-                    return Err(component_error(message));
-                }
-                names.push(entry.spec.name.clone());
-                by_name.insert(entry.spec.name.clone(), entries.len());
-                entries.push(entry);
-            }
-            let cache = match config.cache {
-                Some(ttl) => {
-                    let first = entries.len() - names.len();
-                    let tools = &mut entries[first..];
-                    load::cacheable(&config, tools).map_err(&component_error)?;
-                    Some(ResultCache::new(ttl))
-                }
-                None => None,
-            };
-            let loaded = Arc::new(loaded);
-            loaded.keep_ready();
-            slots.push(Slot {
-                permits: Semaphore::new(config.limits.max_concurrency),
-                loaded,
-                config,
-                tools: names,
-                cache,
-            });
+            tools.add(config, joined).await?;
         }
         Ok(Self {
             inner: Arc::new(Inner {
-                slots,
-                entries,
-                by_name,
+                slots: tools.slots,
+                entries: tools.entries,
+                by_name: tools.by_name,
                 in_flight: Semaphore::new(options.max_instances as usize),
                 max_in_flight: options.max_instances as usize,
                 _sandbox: sandbox,
