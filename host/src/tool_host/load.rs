@@ -52,11 +52,45 @@ pub(super) fn cacheable(config: &ComponentConfig, tools: &mut [Entry]) -> Result
     Ok(())
 }
 
+/// Check a tool's spec as its component gave it, and compile its schemas:
+/// the entry the host keeps for it.
+///
+/// # Errors
+///
+/// What is wrong and the limit or rule it breaks, naming the tool.
 pub(super) fn validate_spec(
     raw: RawSpec,
     component: usize,
     schemas: &mut ComponentSchemas,
 ) -> Result<Entry, String> {
+    check_sizes(&raw)?;
+    let (input_schema, schema) = input_schema(&raw, schemas)?;
+    let (output_schema, output) = output_schema(&raw, schemas)?;
+    let title = title(&raw)?;
+    Ok(Entry {
+        spec: ToolSpec {
+            title,
+            name: raw.name,
+            description: raw.description,
+            input_schema,
+            output_schema,
+            hints: Hints {
+                read_only: raw.read_only,
+                destructive: raw.destructive,
+                idempotent: raw.idempotent,
+                open_world: raw.open_world,
+            },
+        },
+        component,
+        schema,
+        output,
+        cached: false,
+    })
+}
+
+/// The name's rule, and the description's and schemas' sizes, checked
+/// before anything is parsed.
+fn check_sizes(raw: &RawSpec) -> Result<(), String> {
     if !valid_name(&raw.name) {
         return Err(format!(
             "tool name {:?} must match ^[A-Za-z0-9_-]{{1,64}}$ (what OpenAI and Anthropic accept)",
@@ -84,14 +118,25 @@ pub(super) fn validate_spec(
             ));
         }
     }
-    let parse = |what: &str, text: &str| -> Result<Value, String> {
-        serde_json::from_str(text)
-            .map_err(|e| format!("tool {:?}: its {what} is not JSON: {e}", raw.name))
-    };
-    // Normalised once, here: every format that lists the tool, and the
-    // argument check, read the same schema (see crate::schema).
-    let mut input_schema = parse("input-schema", &raw.input_schema)?;
-    crate::schema::normalize_integer_formats(&mut input_schema);
+    Ok(())
+}
+
+/// `text`, one of the tool's schemas, as JSON with its integer formats
+/// normalised once, here: every format that lists the tool, and the
+/// argument check, read the same schema (see crate::schema).
+fn parse_schema(raw: &RawSpec, what: &str, text: &str) -> Result<Value, String> {
+    let mut schema: Value = serde_json::from_str(text)
+        .map_err(|e| format!("tool {:?}: its {what} is not JSON: {e}", raw.name))?;
+    crate::schema::normalize_integer_formats(&mut schema);
+    Ok(schema)
+}
+
+/// The input schema: an object's, compiled.
+fn input_schema(
+    raw: &RawSpec,
+    schemas: &mut ComponentSchemas,
+) -> Result<(Value, CompiledSchema), String> {
+    let input_schema = parse_schema(raw, "input-schema", &raw.input_schema)?;
     if input_schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err(format!(
             "tool {:?}: its input-schema must describe an object (\"type\": \"object\"): models send arguments as an object",
@@ -104,57 +149,43 @@ pub(super) fn validate_spec(
             raw.name
         )
     })?;
-    let mut output_schema = raw
-        .output_schema
-        .as_deref()
-        .map(|text| parse("output-schema", text))
-        .transpose()?;
-    let output = match &mut output_schema {
-        Some(output_schema) => {
-            crate::schema::normalize_integer_formats(output_schema);
-            let compiled = CompiledSchema::compile(output_schema, schemas).map_err(|e| {
-                format!(
-                    "tool {:?}: its output-schema is not valid JSON Schema: {e}",
-                    raw.name
-                )
-            })?;
-            Some(compiled)
-        }
-        None => None,
+    Ok((input_schema, schema))
+}
+
+/// The output schema, when the tool declares one, compiled.
+fn output_schema(
+    raw: &RawSpec,
+    schemas: &mut ComponentSchemas,
+) -> Result<(Option<Value>, Option<CompiledSchema>), String> {
+    let Some(text) = raw.output_schema.as_deref() else {
+        return Ok((None, None));
     };
-    let title = match raw.title {
-        None => crate::spec::title(&raw.name),
+    let output_schema = parse_schema(raw, "output-schema", text)?;
+    let compiled = CompiledSchema::compile(&output_schema, schemas).map_err(|e| {
+        format!(
+            "tool {:?}: its output-schema is not valid JSON Schema: {e}",
+            raw.name
+        )
+    })?;
+    Ok((Some(output_schema), Some(compiled)))
+}
+
+/// The tool's own title, checked, or one derived from its name.
+fn title(raw: &RawSpec) -> Result<String, String> {
+    match &raw.title {
+        None => Ok(crate::spec::title(&raw.name)),
         Some(title)
             if title.trim().is_empty()
                 || title.chars().count() > MAX_TITLE
                 || title.chars().any(char::is_control) =>
         {
-            return Err(format!(
+            Err(format!(
                 "tool {:?}: its title must be 1 to {MAX_TITLE} characters on one line",
                 raw.name
-            ));
+            ))
         }
-        Some(title) => title,
-    };
-    Ok(Entry {
-        spec: ToolSpec {
-            title,
-            name: raw.name,
-            description: raw.description,
-            input_schema,
-            output_schema,
-            hints: Hints {
-                read_only: raw.read_only,
-                destructive: raw.destructive,
-                idempotent: raw.idempotent,
-                open_world: raw.open_world,
-            },
-        },
-        component,
-        schema,
-        output,
-        cached: false,
-    })
+        Some(title) => Ok(title.clone()),
+    }
 }
 
 #[cfg(test)]
