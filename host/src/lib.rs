@@ -41,6 +41,7 @@ mod arguments;
 pub mod authoring;
 mod component;
 pub mod describe;
+pub mod duration;
 pub mod grants;
 pub mod limits;
 pub mod manifest;
