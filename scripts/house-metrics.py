@@ -148,6 +148,10 @@ LAYERS = {
     "observe": DOMAIN,  # what a call reports and asks (the observer and asker traits)
     "printable": DOMAIN,  # which characters a person may be shown
     "schema": DOMAIN,  # JSON Schema normalisation (integer formats)
+    "duration": DOMAIN,  # the one parser of "5m", "30s", "100ms"
+    # The [model] table and the loop controls: ModelConfig, LoopControls, BaseUrl. A leaf
+    # under the model folder, beside the providers that read it, importing none of them.
+    "model::config": DOMAIN,
     # Capabilities and the stores behind them.
     "sandbox": SANDBOX,
     "stores": SANDBOX,
@@ -158,7 +162,7 @@ LAYERS = {
     "describe": FACADE,  # a component's grants in words, for check and reload logs
     # Every protocol shape.
     "wire": WIRE,
-    # Model providers (model::config, ModelConfig, too: it lives there) and the loop.
+    # Model providers and the loop.
     "model": MODEL,
     "agent": MODEL,
     # Front ends.

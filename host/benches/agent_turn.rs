@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use serde_json::json;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy};
+use toolhost::model::config::LoopControls;
 use toolhost::model::{
     AssistantToolCall, ClientSettings, EventSink, Message, ModelClient, ModelError, ModelRequest,
     ModelResponse, OpenAIClient, Prices, ResponseFormat, Sampling, ToolChoice,
@@ -141,7 +142,7 @@ fn main() {
         let host = ToolHost::load_components(vec![ComponentConfig::new(common::tool("calc"))], SandboxOptions::default())
             .await
             .expect("calc loads");
-        let policy = AgentPolicy { max_steps: TURNS, ..AgentPolicy::default() };
+        let policy = AgentPolicy::new(LoopControls { max_steps: TURNS, ..LoopControls::default() });
         let server_nanos = Arc::new(AtomicU64::new(0));
 
         let in_process = Agent::new(Arc::new(Instant_), host.clone(), Arc::new(RefuseAll), policy.clone());
@@ -149,7 +150,7 @@ fn main() {
 
         let base_url = http_model(server_nanos.clone()).await;
         let client = OpenAIClient::new(ClientSettings {
-            base_url,
+            base_url: base_url.parse().unwrap(),
             model: "bench".into(),
             api_key: None,
             stream: false,
@@ -160,7 +161,7 @@ fn main() {
         let over_http = Agent::new(client.clone(), host.clone(), Arc::new(RefuseAll), policy.clone());
         let (with_http, _) = measure(&over_http, &server_nanos).await;
 
-        let controlled = AgentPolicy {
+        let controlled = AgentPolicy::new(LoopControls {
             tool_choice: ToolChoice::Required,
             sampling: Sampling { temperature: Some(0.0), top_p: Some(0.9), seed: Some(7), stop: vec!["END".into()] },
             max_run_tokens: Some(1_000_000),
@@ -171,8 +172,8 @@ fn main() {
                 schema: json!({"type": "object", "properties": {"product": {"type": "integer"}}, "required": ["product"]}),
                 strict: false,
             }),
-            ..policy
-        };
+            ..policy.controls
+        });
         let with_controls = Agent::new(client, host, Arc::new(RefuseAll), controlled);
         let (controls, _) = measure(&with_controls, &server_nanos).await;
 

@@ -60,8 +60,8 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("loading target/tools/calc.wasm (build it with scripts/build-tools.sh --rust)")?;
 
-    let config = ModelConfig::openai(&base_url, model);
-    let client = client_for(&config).map_err(anyhow::Error::msg)?;
+    let config = ModelConfig::openai(base_url.parse()?, model);
+    let client = client_for(&config)?;
     let policy = AgentPolicy::from_config(&config);
     let approver = Arc::new(OnlyThese(vec!["calc".to_owned()]));
     let agent = Agent::new(Arc::from(client), host, approver, policy);

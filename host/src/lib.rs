@@ -44,6 +44,7 @@ mod arguments;
 pub mod authoring;
 mod component;
 pub mod describe;
+pub mod duration;
 mod grants;
 mod limits;
 mod manifest;

@@ -145,7 +145,7 @@ impl Limits {
     pub(crate) fn overridden_by(&self, raw: &RawLimits) -> Result<Self, (&'static str, String)> {
         let mut limits = *self;
         if let Some(timeout) = &raw.timeout {
-            let parsed = humantime::parse_duration(timeout).map_err(|_| {
+            let parsed = crate::duration::parse(timeout).map_err(|_| {
                 (
                     "timeout",
                     format!("{timeout:?} is not a duration; write e.g. \"5s\" or \"500ms\""),

@@ -30,7 +30,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,7 +37,9 @@ use serde::Deserialize;
 
 use crate::component::ComponentConfig;
 use crate::limits::{Limits, RawLimits};
-use crate::model::config::{ModelConfig, Prices, Provider, ResponseFormat, Sampling, ToolChoice};
+use crate::model::config::{
+    ControlOverrides, ModelConfig, Overrides, Prices, Provider, ResponseFormat, ToolChoice,
+};
 use crate::stores::Store;
 use store::RawStore;
 use tool::RawTool;
@@ -111,52 +112,34 @@ impl RawModel {
         let err = |key: &str, message: String| {
             ManifestError::file(file, format!("`model.{key}`: {message}"))
         };
-        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
-            return Err(err(
-                "base_url",
-                format!(
-                    "{:?} must start with http:// or https://, e.g. \"http://127.0.0.1:8080/v1\"",
-                    self.base_url
-                ),
-            ));
-        }
-        let defaults = ModelConfig::openai(&self.base_url, &self.model);
-        let timeout = match &self.timeout {
-            Some(text) => humantime::parse_duration(text).map_err(|_| {
+        let base_url = self
+            .base_url
+            .parse()
+            .map_err(|e: crate::model::config::BaseUrlError| err("base_url", e.to_string()))?;
+        let mut config = ModelConfig::new(self.provider, base_url, self.model);
+        if let Some(text) = &self.timeout {
+            config.timeout = crate::duration::parse(text).map_err(|_| {
                 err(
                     "timeout",
                     format!("{text:?} is not a duration; write e.g. \"120s\""),
                 )
-            })?,
-            None => defaults.timeout,
-        };
-        let max_steps = self.max_steps.unwrap_or(defaults.max_steps);
-        let parallel_tool_calls = self.parallel_tool_calls.unwrap_or(true);
-        let config = ModelConfig {
-            provider: self.provider,
-            api_key_env: self.api_key_env,
-            max_steps,
-            max_tokens: self.max_tokens.unwrap_or(defaults.max_tokens),
-            stream: self.stream.unwrap_or(defaults.stream),
-            timeout,
-            max_retries: self.max_retries.unwrap_or(defaults.max_retries),
-            tool_choice: self
-                .tool_choice
-                .as_deref()
-                .map_or(ToolChoice::Auto, ToolChoice::parse),
-            tool_choice_steps: self.tool_choice_steps.unwrap_or(1),
-            parallel_tool_calls,
-            max_tool_calls_per_turn: match self.max_tool_calls_per_turn {
-                Some(n) => NonZeroU32::new(n)
-                    .ok_or_else(|| err("max_tool_calls_per_turn", "must be at least 1".into()))?,
-                None => crate::model::config::default_calls_per_turn(parallel_tool_calls),
-            },
-            sampling: Sampling {
-                temperature: self.temperature,
-                top_p: self.top_p,
-                seed: self.seed,
-                stop: self.stop,
-            },
+            })?;
+        }
+        config.api_key_env = self.api_key_env;
+        config.stream = self.stream.unwrap_or(config.stream);
+        config.system = self.system;
+        let controls = ControlOverrides {
+            max_steps: self.max_steps,
+            max_tokens: self.max_tokens,
+            max_retries: self.max_retries,
+            tool_choice: self.tool_choice.as_deref().map(ToolChoice::parse),
+            tool_choice_steps: self.tool_choice_steps,
+            parallel_tool_calls: self.parallel_tool_calls,
+            max_tool_calls_per_turn: self.max_tool_calls_per_turn,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            seed: self.seed,
+            stop: Some(self.stop),
             max_run_tokens: self.max_run_tokens,
             max_run_cost: self.max_run_cost,
             prices: self.prices.map(|p| Prices {
@@ -167,10 +150,13 @@ impl RawModel {
                 .response_format
                 .map(|raw| raw.validate(file))
                 .transpose()?,
-            system: self.system,
-            ..defaults
         };
-        config.check().map_err(|(key, message)| err(key, message))?;
+        config
+            .apply(Overrides {
+                controls,
+                ..Overrides::default()
+            })
+            .map_err(|e| err(e.key(), e.message().to_owned()))?;
         Ok(config)
     }
 }
@@ -185,18 +171,7 @@ impl RawResponseFormat {
                 .map_err(|e| err("schema", format!("cannot be read as JSON: {e}")))?,
             (None, Some(path)) => {
                 let path = file.parent().unwrap_or(Path::new(".")).join(path);
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    err(
-                        "schema_file",
-                        format!("cannot read {}: {e}", path.display()),
-                    )
-                })?;
-                serde_json::from_str(&text).map_err(|e| {
-                    err(
-                        "schema_file",
-                        format!("{} is not JSON: {e}", path.display()),
-                    )
-                })?
+                ResponseFormat::read_schema(&path).map_err(|e| err("schema_file", e.to_string()))?
             }
             _ => {
                 return Err(err(
@@ -205,12 +180,11 @@ impl RawResponseFormat {
                 ));
             }
         };
-        let name = self.name.unwrap_or_else(|| "final_answer".to_owned());
-        let format = ResponseFormat {
-            name,
-            schema,
-            strict: self.strict.unwrap_or(false),
-        };
+        let mut format = ResponseFormat::new(schema);
+        if let Some(name) = self.name {
+            format.name = name;
+        }
+        format.strict = self.strict.unwrap_or(false);
         Ok(format)
     }
 }

@@ -8,8 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use toolhost::DEFAULT_MANIFEST;
 use toolhost::FileMode;
 use toolhost::authoring::scaffold;
-use toolhost::model::config::{ModelConfig, Provider};
-use toolhost::model::{ResponseFormat, ToolChoice};
+use toolhost::model::config::{BaseUrl, ControlOverrides, Provider, ResponseFormat, ToolChoice};
 use toolhost::wire::definitions::Format;
 use toolhost::wire::results;
 
@@ -99,7 +98,7 @@ pub(crate) enum Command {
         /// On SIGTERM or SIGINT, how long calls in flight may take to finish
         /// (new requests are refused meanwhile); those still running then are
         /// stopped and answered with an error.
-        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = toolhost::duration::parse)]
         drain: std::time::Duration,
     },
     /// Validate the manifest and components; print what each tool may touch,
@@ -138,7 +137,7 @@ pub(crate) enum Command {
         prompt: Option<String>,
         /// Model endpoint base URL (overrides [model] base_url).
         #[arg(long)]
-        base_url: Option<String>,
+        base_url: Option<BaseUrl>,
         /// Model name (overrides [model] model).
         #[arg(long)]
         model: Option<String>,
@@ -192,7 +191,7 @@ pub(crate) struct ComponentFlags {
     #[arg(long, value_name = "K=V", requires = "component")]
     pub(crate) config_value: Vec<String>,
     /// Wall-clock limit (default 5s).
-    #[arg(long, value_name = "DURATION", requires = "component", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", requires = "component", value_parser = toolhost::duration::parse)]
     pub(crate) timeout: Option<std::time::Duration>,
     /// Fuel limit (default 2000000000).
     #[arg(long, value_name = "N", requires = "component")]
@@ -343,9 +342,13 @@ pub(crate) struct LoopFlags {
 }
 
 impl LoopFlags {
-    /// Apply the flags given to `config`, and check the result as the
-    /// manifest's values are checked.
-    pub(crate) fn apply(self, config: &mut ModelConfig) -> anyhow::Result<()> {
+    /// The controls the flags given replace, for
+    /// [`ModelConfig::apply`](toolhost::model::config::ModelConfig::apply).
+    ///
+    /// # Errors
+    ///
+    /// When the `--response-schema` file cannot be read or is not JSON.
+    pub(crate) fn overrides(self) -> anyhow::Result<ControlOverrides> {
         let Self {
             max_steps,
             max_tokens,
@@ -361,46 +364,27 @@ impl LoopFlags {
             max_run_cost,
             response_schema,
         } = self;
-        config.max_steps = max_steps.unwrap_or(config.max_steps);
-        config.max_tokens = max_tokens.unwrap_or(config.max_tokens);
-        if let Some(choice) = tool_choice {
-            config.tool_choice = ToolChoice::parse(&choice);
-        }
-        config.tool_choice_steps = tool_choice_steps.unwrap_or(config.tool_choice_steps);
-        if let Some(parallel) = parallel_tool_calls {
-            config.set_parallel_tool_calls(parallel);
-        }
-        if let Some(n) = max_tool_calls_per_turn {
-            config.max_tool_calls_per_turn = std::num::NonZeroU32::new(n).ok_or_else(|| {
-                UsageError(
-                    "--max-tool-calls-per-turn must be at least 1 (it caps the calls run per turn)"
-                        .into(),
-                )
-            })?;
-        }
-        config.sampling.temperature = temperature.or(config.sampling.temperature);
-        config.sampling.top_p = top_p.or(config.sampling.top_p);
-        config.sampling.seed = seed.or(config.sampling.seed);
-        if !stop.is_empty() {
-            config.sampling.stop = stop;
-        }
-        config.max_run_tokens = max_run_tokens.or(config.max_run_tokens);
-        config.max_run_cost = max_run_cost.or(config.max_run_cost);
-        if let Some(path) = response_schema {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("--response-schema: reading {}", path.display()))?;
-            let schema = serde_json::from_str(&text)
-                .with_context(|| format!("--response-schema: {} is not JSON", path.display()))?;
-            config.response_format = Some(ResponseFormat {
-                name: "final_answer".into(),
-                schema,
-                strict: false,
-            });
-        }
-        config.check().map_err(|(key, message)| {
-            anyhow::anyhow!(UsageError(format!(
-                "{key} ([model] or its flag): {message}"
-            )))
+        let response_format = match response_schema {
+            Some(path) => Some(ResponseFormat::new(
+                ResponseFormat::read_schema(&path).context("--response-schema")?,
+            )),
+            None => None,
+        };
+        Ok(ControlOverrides {
+            max_steps,
+            max_tokens,
+            tool_choice: tool_choice.as_deref().map(ToolChoice::parse),
+            tool_choice_steps,
+            parallel_tool_calls,
+            max_tool_calls_per_turn,
+            temperature,
+            top_p,
+            seed,
+            stop: (!stop.is_empty()).then_some(stop),
+            max_run_tokens,
+            max_run_cost,
+            response_format,
+            ..ControlOverrides::default()
         })
     }
 }

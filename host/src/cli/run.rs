@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
-use toolhost::model::config::{ModelConfig, Provider};
+use toolhost::model::config::{BaseUrl, ModelConfig, Overrides, Provider};
 use toolhost::model::{self, Message};
 use toolhost::{ApproveAll, Approver, Manifest, RefuseAll, ToolHost};
 
-use super::args::LoopFlags;
+use super::args::{LoopFlags, UsageError};
 use super::display::Display;
 use super::prompts::{TerminalApprover, TerminalAsker};
 use super::terminal::TERMINAL;
@@ -20,7 +20,7 @@ use super::terminal::TERMINAL;
 /// What `toolhost run` was asked to do.
 pub(crate) struct RunCommand {
     pub(crate) prompt: Option<String>,
-    pub(crate) base_url: Option<String>,
+    pub(crate) base_url: Option<BaseUrl>,
     pub(crate) model: Option<String>,
     pub(crate) provider: Option<Provider>,
     pub(crate) json: bool,
@@ -36,22 +36,26 @@ pub(crate) struct RunCommand {
 fn model_config(manifest: &Manifest, command: &mut RunCommand) -> anyhow::Result<ModelConfig> {
     let mut config = match (manifest.model.clone(), &command.base_url, &command.model) {
         (Some(config), _, _) => config,
-        (None, Some(base_url), Some(model)) => ModelConfig::openai(base_url, model),
+        (None, Some(base_url), Some(model)) => ModelConfig::openai(base_url.clone(), model),
         (None, _, _) => anyhow::bail!(
             "{} has no [model] table; add one (see example-tools/toolhost.toml) or pass --base-url and --model",
             manifest.path.display()
         ),
     };
-    if let Some(base_url) = command.base_url.take() {
-        config.base_url = base_url;
-    }
-    if let Some(model) = command.model.take() {
-        config.model = model;
-    }
-    if let Some(provider) = command.provider {
-        config.provider = provider;
-    }
-    std::mem::take(&mut command.controls).apply(&mut config)?;
+    let overrides = Overrides {
+        base_url: command.base_url.take(),
+        model: command.model.take(),
+        provider: command.provider,
+        system: command.system.take(),
+        controls: std::mem::take(&mut command.controls).overrides()?,
+    };
+    config.apply(overrides).map_err(|error| {
+        UsageError(format!(
+            "{} ([model] or its flag): {}",
+            error.key(),
+            error.message()
+        ))
+    })?;
     Ok(config)
 }
 
@@ -62,7 +66,7 @@ pub(crate) async fn run(
     mut command: RunCommand,
 ) -> anyhow::Result<ExitCode> {
     let config = model_config(manifest, &mut command)?;
-    let client = model::client_for(&config).map_err(anyhow::Error::msg)?;
+    let client = model::client_for(&config)?;
     let interactive = std::io::stdin().is_terminal();
     let approver: Arc<dyn Approver> = if command.yes {
         Arc::new(ApproveAll)
@@ -84,9 +88,9 @@ pub(crate) async fn run(
         agent = agent.with_context(context);
     }
     let mut sink = TranscriptSink::new(command.json, command.transcript.as_deref())?;
-    let mut messages: Vec<Message> = command
+    let mut messages: Vec<Message> = config
         .system
-        .or_else(|| config.system.clone())
+        .clone()
         .into_iter()
         .map(Message::system)
         .collect();

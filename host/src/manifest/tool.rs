@@ -202,7 +202,7 @@ fn unknown_store(store: &str, declared: &BTreeMap<String, Arc<Store>>) -> String
 /// A tool's `cache` time to live: a duration from 1 s to the cache's
 /// longest.
 fn cache_ttl(text: &str, err: &KeyError<'_>) -> Result<std::time::Duration, ManifestError> {
-    match humantime::parse_duration(text) {
+    match crate::duration::parse(text) {
         Ok(ttl) if !ttl.is_zero() && ttl <= crate::result_cache::MAX_TTL => Ok(ttl),
         _ => Err(err(
             "cache",

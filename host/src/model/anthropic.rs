@@ -3,12 +3,15 @@
 //! Tool results of a turn go back as `tool_result` blocks, all in one user
 //! message, first (before any text), as the API requires.
 
-use futures::StreamExt as _;
+use std::ops::ControlFlow;
+
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::stream::{Lenient, view};
 use super::{
-    AssistantToolCall, ClientSettings, EventSink, Message, ModelError, ModelErrorKind, ModelEvent,
-    ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
+    AnswerError, AssistantToolCall, ClientSettings, Message, ModelError, ModelErrorKind,
+    ModelRequest, ModelResponse, StreamedAnswer, ToolChoice, Usage, Wire, sse,
 };
 use crate::wire::definitions::{Format, tool_definition};
 use crate::wire::providers::{self, Vendor};
@@ -23,8 +26,14 @@ pub struct Anthropic;
 impl Wire for Anthropic {
     const NAME: &'static str = "anthropic";
     const PATH: &'static str = "/messages";
+    type Answer = Answer;
+    type Event = Event;
+    type Reader = Reader;
 
-    fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> Value {
+    fn body<'a>(
+        settings: &'a ClientSettings,
+        request: &'a ModelRequest<'a>,
+    ) -> impl Serialize + Send + 'a {
         let system: Vec<&str> = request
             .messages
             .iter()
@@ -33,65 +42,21 @@ impl Wire for Anthropic {
                 _ => None,
             })
             .collect();
-        let mut body = json!({
-            "model": settings.model,
-            "max_tokens": request.max_tokens,
-            "messages": messages(request.messages),
-            "stream": settings.stream,
-        });
-        if !system.is_empty() {
-            body["system"] = json!(system.join("\n\n"));
-        }
-        let mut tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| tool_definition(t, Format::Anthropic))
-            .collect();
-        // A structured answer is given through a tool whose input is the
-        // answer (the API has no response format of its own), and the
-        // model must call a tool to answer at all.
-        let mut choice = request.tool_choice.clone();
-        if let Some(format) = request.response_format {
-            tools.push(json!({
-                "name": format.name,
-                "description": "Give your final answer by calling this tool, once you need no other tool. Its input is the answer.",
-                "input_schema": format.schema,
-            }));
-            choice = match choice {
-                ToolChoice::Auto | ToolChoice::Required => ToolChoice::Required,
-                // "No tools" with a structured answer: answer now.
-                ToolChoice::None => ToolChoice::Tool(format.name.clone()),
-                named @ ToolChoice::Tool(_) => named,
-            };
-        }
-        if !tools.is_empty() {
-            body["tools"] = Value::Array(tools);
-            let mut tool_choice = match &choice {
-                ToolChoice::Auto => json!({"type": "auto"}),
-                ToolChoice::Required => json!({"type": "any"}),
-                ToolChoice::None => json!({"type": "none"}),
-                ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
-            };
-            if !request.parallel_tool_calls && choice != ToolChoice::None {
-                tool_choice["disable_parallel_tool_use"] = json!(true);
-            }
-            // Only sent when it says more than the default.
-            if tool_choice != json!({"type": "auto"}) {
-                body["tool_choice"] = tool_choice;
-            }
-        }
+        let (tools, tool_choice) = tools(request);
         let sampling = request.sampling;
-        if let Some(temperature) = sampling.temperature {
-            // Unchanged: `ModelConfig::check` keeps it within 0 to 1.
-            body["temperature"] = json!(temperature);
+        MessagesRequest {
+            model: &settings.model,
+            max_tokens: request.max_tokens,
+            messages: messages(request.messages),
+            stream: settings.stream,
+            system: (!system.is_empty()).then(|| system.join("\n\n")),
+            tools,
+            tool_choice,
+            // Unchanged: `LoopControls::check` keeps it within 0 to 1.
+            temperature: sampling.temperature,
+            top_p: sampling.top_p,
+            stop_sequences: &sampling.stop,
         }
-        if let Some(top_p) = sampling.top_p {
-            body["top_p"] = json!(top_p);
-        }
-        if !sampling.stop.is_empty() {
-            body["stop_sequences"] = json!(sampling.stop);
-        }
-        body
     }
 
     fn prepare(
@@ -105,23 +70,93 @@ impl Wire for Anthropic {
         }
     }
 
-    fn parse_response(body: Value) -> Result<ModelResponse, ModelError> {
-        parse_response(&body)
+    fn answer(whole: Answer) -> Result<ModelResponse, AnswerError> {
+        answer(whole)
     }
 
-    fn read_stream(
-        response: reqwest::Response,
-        events: EventSink<'_>,
-    ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send + '_ {
-        read_stream(response, events)
+    fn read(
+        reader: &mut Reader,
+        event: Event,
+        answer: &mut StreamedAnswer<'_>,
+    ) -> Result<ControlFlow<()>, ModelError> {
+        read(reader, event, answer)
     }
+
+    fn finish(reader: Reader, answer: StreamedAnswer<'_>) -> Result<ModelResponse, ModelError> {
+        finish(reader, answer)
+    }
+}
+
+/// A Messages API request. What is not set is not sent.
+#[derive(Serialize)]
+struct MessagesRequest<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    messages: Vec<Value>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+}
+
+/// The tools of a request and the choice among them, when there are any.
+/// A structured answer is given through a tool whose input is the answer
+/// (the API has no response format of its own), and the model must call a
+/// tool to answer at all. The choice is only sent when it says more than
+/// the default, `auto`.
+fn tools(request: &ModelRequest<'_>) -> (Option<Vec<Value>>, Option<Value>) {
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| tool_definition(t, Format::Anthropic))
+        .collect();
+    let mut choice = request.tool_choice.clone();
+    if let Some(format) = request.response_format {
+        tools.push(json!({
+            "name": format.name,
+            "description": "Give your final answer by calling this tool, once you need no other tool. Its input is the answer.",
+            "input_schema": format.schema,
+        }));
+        choice = match choice {
+            ToolChoice::Auto | ToolChoice::Required => ToolChoice::Required,
+            // "No tools" with a structured answer: answer now.
+            ToolChoice::None => ToolChoice::Tool(format.name.clone()),
+            named @ ToolChoice::Tool(_) => named,
+        };
+    }
+    if tools.is_empty() {
+        return (None, None);
+    }
+    let mut tool_choice = match &choice {
+        ToolChoice::Auto => json!({"type": "auto"}),
+        ToolChoice::Required => json!({"type": "any"}),
+        ToolChoice::None => json!({"type": "none"}),
+        ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+    };
+    if !request.parallel_tool_calls
+        && choice != ToolChoice::None
+        && let Value::Object(fields) = &mut tool_choice
+    {
+        fields.insert("disable_parallel_tool_use".to_owned(), Value::Bool(true));
+    }
+    let tool_choice = (tool_choice != json!({"type": "auto"})).then_some(tool_choice);
+    (Some(tools), tool_choice)
 }
 
 /// The conversation in Anthropic's shape: user and assistant messages
 /// alternate, tool results of a turn share one user message, before any text.
 fn messages(conversation: &[Message]) -> Vec<Value> {
     let mut fitted = super::fitted_tool_results(conversation, Vendor::Anthropic);
-    let mut out: Vec<Value> = Vec::new();
+    let mut out: Vec<Turn> = Vec::new();
     for message in conversation.iter().filter(|m| !m.is_empty_turn()) {
         match message {
             Message::System { .. } => {}
@@ -132,8 +167,11 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
                 let block = json!({"type": "text", "text": content});
                 match out.last_mut() {
                     // After tool results: the text joins their message, after them.
-                    Some(last) if last["role"] == "user" => push_block(last, block),
-                    _ => out.push(json!({"role": "user", "content": [block]})),
+                    Some(last) if last.role == USER => {
+                        last.blocks.push(block);
+                        last.results_only = false;
+                    }
+                    _ => out.push(Turn::new(USER, block, false)),
                 }
             }
             Message::Assistant {
@@ -141,23 +179,8 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
                 tool_calls,
                 ..
             } => {
-                let mut blocks = Vec::new();
-                // Models often write a blank line before their tool calls;
-                // the API refuses it sent back as a text block.
-                if !content.trim().is_empty() {
-                    blocks.push(json!({"type": "text", "text": content}));
-                }
-                for call in tool_calls {
-                    // The API takes `input` as an object; arguments the model
-                    // garbled were already answered with invalid_arguments.
-                    let input = serde_json::from_str::<Value>(&call.arguments)
-                        .ok()
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| json!({}));
-                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
-                }
-                if !blocks.is_empty() {
-                    out.push(json!({"role": "assistant", "content": blocks}));
+                if let Some(turn) = assistant_turn(content, tool_calls) {
+                    out.push(turn);
                 }
             }
             Message::Tool {
@@ -176,201 +199,319 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
                 };
                 let block = json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content, "is_error": is_error});
                 match out.last_mut() {
-                    Some(last) if last["role"] == "user" && is_tool_results(last) => {
-                        push_block(last, block)
-                    }
-                    _ => out.push(json!({"role": "user", "content": [block]})),
+                    Some(last) if last.role == USER && last.results_only => last.blocks.push(block),
+                    _ => out.push(Turn::new(USER, block, true)),
                 }
             }
         }
     }
-    out
+    out.into_iter()
+        .map(|turn| json!({"role": turn.role, "content": turn.blocks}))
+        .collect()
 }
 
-fn push_block(message: &mut Value, block: Value) {
-    if let Some(blocks) = message["content"].as_array_mut() {
-        blocks.push(block);
-    }
+const USER: &str = "user";
+
+/// A message of the request as it is built.
+struct Turn {
+    role: &'static str,
+    blocks: Vec<Value>,
+    /// Whether every block is a tool result, so that the turn's next
+    /// result joins them.
+    results_only: bool,
 }
 
-fn is_tool_results(message: &Value) -> bool {
-    message["content"]
-        .as_array()
-        .is_some_and(|blocks| blocks.iter().all(|b| b["type"] == "tool_result"))
-}
-
-/// Anthropic counts cached prompt tokens apart from `input_tokens`; the
-/// prompt's size is their sum.
-fn usage(value: &Value) -> Usage {
-    let count = |key: &str| value[key].as_u64().unwrap_or(0);
-    Usage {
-        input_tokens: count("input_tokens")
-            .saturating_add(count("cache_read_input_tokens"))
-            .saturating_add(count("cache_creation_input_tokens")),
-        output_tokens: value["output_tokens"].as_u64().unwrap_or(0),
-    }
-}
-
-fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
-    let blocks = body["content"].as_array().ok_or_else(|| {
-        ModelError::new(
-            ModelErrorKind::Protocol,
-            format!(
-                "the answer has no content blocks: {}",
-                super::excerpt(&body.to_string())
-            ),
-        )
-    })?;
-    let mut answer = ModelResponse {
-        stop_reason: body["stop_reason"].as_str().map(str::to_owned),
-        usage: usage(&body["usage"]),
-        ..ModelResponse::default()
-    };
-    for block in blocks {
-        match block["type"].as_str() {
-            Some("text") => answer
-                .content
-                .push_str(block["text"].as_str().unwrap_or_default()),
-            Some("tool_use") => answer.tool_calls.push(AssistantToolCall {
-                id: block["id"].as_str().unwrap_or_default().to_owned(),
-                name: block["name"].as_str().unwrap_or_default().to_owned(),
-                arguments: block["input"].to_string(),
-            }),
-            _ => {}
+impl Turn {
+    fn new(role: &'static str, block: Value, results_only: bool) -> Self {
+        Self {
+            role,
+            blocks: vec![block],
+            results_only,
         }
     }
-    Ok(answer)
 }
 
-/// A content block being assembled from stream events.
+/// An assistant turn's blocks, if it has any: its text, unless blank
+/// (models often write a blank line before their tool calls, and the API
+/// refuses it sent back as a text block), then its tool calls.
+fn assistant_turn(content: &str, tool_calls: &[AssistantToolCall]) -> Option<Turn> {
+    let mut blocks = Vec::new();
+    if !content.trim().is_empty() {
+        blocks.push(json!({"type": "text", "text": content}));
+    }
+    for call in tool_calls {
+        // The API takes `input` as an object; arguments the model
+        // garbled were already answered with invalid_arguments.
+        let input = serde_json::from_str::<Value>(&call.arguments)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+    }
+    (!blocks.is_empty()).then_some(Turn {
+        role: "assistant",
+        blocks,
+        results_only: false,
+    })
+}
+
+/// A whole Messages API answer.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct Answer {
+    content: Lenient<Vec<Lenient<Block>>>,
+    stop_reason: Lenient<String>,
+    usage: Lenient<AnthropicUsage>,
+}
+
+/// A content block of an answer, whole or as it starts in a stream.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 enum Block {
-    Text,
-    ToolUse {
-        id: String,
-        name: String,
-        json: String,
-    },
+    Text(TextBlock),
+    ToolUse(ToolUse),
+    #[serde(other)]
     Other,
 }
 
-async fn read_stream(
-    response: reqwest::Response,
-    events: EventSink<'_>,
-) -> Result<ModelResponse, ModelError> {
-    let mut stream = std::pin::pin!(sse::events(response));
-    let mut answer = ModelResponse::default();
-    // Blocks by index; some servers close them all only at the end.
-    let mut blocks: Vec<(u64, Block)> = Vec::new();
-    let mut stopped = false;
-    while let Some(event) = stream.next().await {
-        let event = event?;
-        let data: Value = match serde_json::from_str(&event.data) {
-            Ok(data) => data,
-            Err(_) if event.data.trim().is_empty() => continue,
-            Err(e) => {
-                return Err(ModelError::new(
-                    ModelErrorKind::Protocol,
-                    format!(
-                        "a stream event is not JSON ({e}): {}",
-                        super::excerpt(&event.data)
-                    ),
-                ));
-            }
-        };
-        let kind = data["type"]
-            .as_str()
-            .unwrap_or(event.name.as_str())
-            .to_owned();
-        match kind.as_str() {
-            "message_start" => answer.usage += usage(&data["message"]["usage"]),
-            "content_block_start" => {
-                let block = &data["content_block"];
-                let index = data["index"].as_u64().unwrap_or(blocks.len() as u64);
-                let entry = match block["type"].as_str() {
-                    Some("text") => {
-                        if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
-                            answer.content.push_str(text);
-                            events(ModelEvent::TextDelta(text.to_owned()));
-                        }
-                        Block::Text
-                    }
-                    Some("tool_use") => Block::ToolUse {
-                        id: block["id"].as_str().unwrap_or_default().to_owned(),
-                        name: block["name"].as_str().unwrap_or_default().to_owned(),
-                        json: String::new(),
-                    },
-                    _ => Block::Other,
-                };
-                blocks.push((index, entry));
-            }
-            "content_block_delta" => {
-                let index = data["index"].as_u64();
-                let delta = &data["delta"];
-                let block = blocks
-                    .iter_mut()
-                    .rev()
-                    .find(|(i, _)| index.is_none_or(|index| *i == index));
-                match (delta["type"].as_str(), block) {
-                    (Some("text_delta"), _) => {
-                        let text = delta["text"].as_str().unwrap_or_default();
-                        answer.content.push_str(text);
-                        events(ModelEvent::TextDelta(text.to_owned()));
-                    }
-                    (Some("input_json_delta"), Some((_, Block::ToolUse { json, .. }))) => {
-                        json.push_str(delta["partial_json"].as_str().unwrap_or_default());
-                    }
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = data["delta"]["stop_reason"].as_str() {
-                    answer.stop_reason = Some(reason.to_owned());
-                }
-                // Output tokens here are cumulative for the message.
-                if let Some(output) = data["usage"]["output_tokens"].as_u64() {
-                    answer.usage.output_tokens = output;
-                }
-            }
-            "message_stop" => {
-                stopped = true;
-                break;
-            }
-            "error" => {
-                let error = &data["error"];
-                let kind = match error["type"].as_str() {
-                    Some("overloaded_error" | "api_error") => ModelErrorKind::Overloaded,
-                    _ => ModelErrorKind::Protocol,
-                };
-                return Err(ModelError::new(
-                    kind,
-                    format!(
-                        "the model endpoint failed mid-stream: {}",
-                        super::excerpt(&error.to_string())
-                    ),
-                ));
-            }
-            _ => {} // ping, content_block_stop
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct TextBlock {
+    text: Lenient<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct ToolUse {
+    id: Lenient<String>,
+    name: Lenient<String>,
+    /// The input whole; a stream's starts empty and comes in pieces.
+    input: Value,
+}
+
+/// Token counts. Anthropic counts cached prompt tokens apart from
+/// `input_tokens`; the prompt's size is their sum.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct AnthropicUsage {
+    input_tokens: Lenient<u64>,
+    cache_read_input_tokens: Lenient<u64>,
+    cache_creation_input_tokens: Lenient<u64>,
+    output_tokens: Lenient<u64>,
+}
+
+impl AnthropicUsage {
+    fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self
+                .input_tokens
+                .count()
+                .saturating_add(self.cache_read_input_tokens.count())
+                .saturating_add(self.cache_creation_input_tokens.count()),
+            output_tokens: self.output_tokens.count(),
         }
     }
-    if !stopped {
+}
+
+/// One event of a streamed answer.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// The message begins: its prompt's token counts.
+    MessageStart(MessageStart),
+    /// A content block begins.
+    ContentBlockStart(BlockStart),
+    /// A piece of a content block.
+    ContentBlockDelta(BlockDelta),
+    /// Why generation stopped, and the output tokens so far.
+    MessageDelta(MessageDelta),
+    /// The message is complete.
+    MessageStop,
+    /// A failure mid-stream.
+    Error(StreamError),
+    /// `ping`, `content_block_stop` and whatever comes new: nothing to read.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct MessageStart {
+    message: Lenient<StartedMessage>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct StartedMessage {
+    usage: Lenient<AnthropicUsage>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct BlockStart {
+    index: Lenient<u64>,
+    content_block: Lenient<Block>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct BlockDelta {
+    index: Lenient<u64>,
+    delta: Lenient<Delta>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Delta {
+    TextDelta(TextBlock),
+    InputJsonDelta(JsonPiece),
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct JsonPiece {
+    partial_json: Lenient<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct MessageDelta {
+    delta: Lenient<StopDelta>,
+    usage: Lenient<AnthropicUsage>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct StopDelta {
+    stop_reason: Lenient<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct StreamError {
+    /// The failure, quoted as it came.
+    error: Value,
+}
+
+/// The kind of a failure, from its `type`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct ErrorType {
+    #[serde(rename = "type")]
+    kind: Lenient<String>,
+}
+
+fn answer(answer: Answer) -> Result<ModelResponse, AnswerError> {
+    let blocks = answer
+        .content
+        .0
+        .ok_or(AnswerError::Lacks("content blocks"))?;
+    let mut response = ModelResponse {
+        stop_reason: answer.stop_reason.0,
+        usage: answer.usage.0.unwrap_or_default().usage(),
+        ..ModelResponse::default()
+    };
+    for block in blocks.into_iter().filter_map(|block| block.0) {
+        match block {
+            Block::Text(text) => response.content.push_str(text.text.or_empty()),
+            Block::ToolUse(call) => response.tool_calls.push(AssistantToolCall {
+                id: call.id.0.unwrap_or_default(),
+                name: call.name.0.unwrap_or_default(),
+                arguments: call.input.to_string(),
+            }),
+            Block::Other => {}
+        }
+    }
+    Ok(response)
+}
+
+/// Whether the stream said its message is complete.
+#[derive(Debug, Default)]
+pub struct Reader {
+    stopped: bool,
+}
+
+fn read(
+    reader: &mut Reader,
+    event: Event,
+    answer: &mut StreamedAnswer<'_>,
+) -> Result<ControlFlow<()>, ModelError> {
+    match event {
+        Event::MessageStart(start) => {
+            if let Some(usage) = start.message.0.and_then(|message| message.usage.0) {
+                answer.usage += usage.usage();
+            }
+        }
+        Event::ContentBlockStart(start) => {
+            // Blocks by position; some servers close them all only at the end.
+            let index = start.index.0.or(Some(answer.parts() as u64));
+            match start.content_block.0 {
+                Some(Block::ToolUse(call)) => answer.start_call(
+                    index,
+                    Some(call.id.0.unwrap_or_default()),
+                    call.name.0.unwrap_or_default(),
+                ),
+                Some(Block::Text(text)) => {
+                    answer.text(text.text.or_empty());
+                    answer.start_part(index);
+                }
+                Some(Block::Other) | None => answer.start_part(index),
+            }
+        }
+        Event::ContentBlockDelta(piece) => match piece.delta.0 {
+            Some(Delta::TextDelta(text)) => answer.text(text.text.or_empty()),
+            Some(Delta::InputJsonDelta(json)) => {
+                answer.arguments(piece.index.0, json.partial_json.or_empty());
+            }
+            Some(Delta::Other) | None => {}
+        },
+        Event::MessageDelta(delta) => {
+            if let Some(reason) = delta.delta.0.and_then(|delta| delta.stop_reason.0) {
+                answer.stop_reason = Some(reason);
+            }
+            // Output tokens here are cumulative for the message.
+            if let Some(output) = delta.usage.0.and_then(|usage| usage.output_tokens.0) {
+                answer.usage.output_tokens = output;
+            }
+        }
+        Event::MessageStop => {
+            reader.stopped = true;
+            return Ok(ControlFlow::Break(()));
+        }
+        Event::Error(failure) => {
+            let kind = match view::<ErrorType>(&failure.error).kind.0.as_deref() {
+                Some("overloaded_error" | "api_error") => ModelErrorKind::Overloaded,
+                _ => ModelErrorKind::Protocol,
+            };
+            return Err(ModelError::new(
+                kind,
+                format!(
+                    "the model endpoint failed mid-stream: {}",
+                    super::excerpt(&failure.error.to_string())
+                ),
+            ));
+        }
+        Event::Other => {}
+    }
+    Ok(ControlFlow::Continue(()))
+}
+
+/// The streamed answer, if its message stopped; a tool call's empty input
+/// streams as no pieces at all, and is `{}`.
+fn finish(reader: Reader, answer: StreamedAnswer<'_>) -> Result<ModelResponse, ModelError> {
+    if !reader.stopped {
         return Err(sse::cut());
     }
-    for (_, block) in blocks {
-        if let Block::ToolUse { id, name, json } = block {
-            // An empty input streams as no deltas at all.
-            let arguments = if json.trim().is_empty() {
-                "{}".to_owned()
-            } else {
-                json
-            };
-            answer.tool_calls.push(AssistantToolCall {
-                id,
-                name,
-                arguments,
-            });
+    let mut response = answer.finish();
+    for call in &mut response.tool_calls {
+        if call.arguments.trim().is_empty() {
+            "{}".clone_into(&mut call.arguments);
         }
     }
-    Ok(answer)
+    Ok(response)
 }
 
 #[cfg(test)]

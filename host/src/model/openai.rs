@@ -1,11 +1,14 @@
 //! OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp, Ollama …).
 
-use futures::StreamExt as _;
+use std::ops::ControlFlow;
+
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::stream::{ArgumentsText, Lenient};
 use super::{
-    AssistantToolCall, ClientSettings, EventSink, Message, ModelError, ModelErrorKind, ModelEvent,
-    ModelRequest, ModelResponse, ToolChoice, Usage, Wire, sse,
+    AnswerError, AssistantToolCall, ClientSettings, Message, ModelError, ModelErrorKind,
+    ModelRequest, ModelResponse, Sampling, StreamedAnswer, ToolChoice, Usage, Wire, sse,
 };
 use crate::wire::definitions::{Format, tool_definition};
 use crate::wire::providers::{self, Vendor};
@@ -17,69 +20,91 @@ pub struct OpenAI;
 impl Wire for OpenAI {
     const NAME: &'static str = "openai-compatible";
     const PATH: &'static str = "/chat/completions";
+    type Answer = Completion;
+    type Event = Chunk;
+    type Reader = ();
 
-    fn body(settings: &ClientSettings, request: &ModelRequest<'_>) -> Value {
-        let mut body = json!({
-            "model": settings.model,
-            "messages": messages(request.messages),
-            "max_tokens": request.max_tokens,
-            "stream": settings.stream,
-        });
-        if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| tool_definition(t, Format::OpenAI))
-                .collect();
-            match request.tool_choice {
+    fn body<'a>(
+        settings: &'a ClientSettings,
+        request: &'a ModelRequest<'a>,
+    ) -> impl Serialize + Send + 'a {
+        let tools = !request.tools.is_empty();
+        ChatRequest {
+            model: &settings.model,
+            messages: messages(request.messages),
+            max_tokens: request.max_tokens,
+            stream: settings.stream,
+            tools: tools.then(|| {
+                request
+                    .tools
+                    .iter()
+                    .map(|t| tool_definition(t, Format::OpenAI))
+                    .collect()
+            }),
+            tool_choice: match request.tool_choice {
                 // The endpoint's default: not sent, for servers that do not
                 // know the field.
-                ToolChoice::Auto => {}
-                ToolChoice::Required => body["tool_choice"] = json!("required"),
-                ToolChoice::None => body["tool_choice"] = json!("none"),
+                _ if !tools => None,
+                ToolChoice::Auto => None,
+                ToolChoice::Required => Some(json!("required")),
+                ToolChoice::None => Some(json!("none")),
                 ToolChoice::Tool(name) => {
-                    body["tool_choice"] = json!({"type": "function", "function": {"name": name}});
+                    Some(json!({"type": "function", "function": {"name": name}}))
                 }
-            }
-            if !request.parallel_tool_calls {
-                body["parallel_tool_calls"] = json!(false);
-            }
+            },
+            parallel_tool_calls: (tools && !request.parallel_tool_calls).then_some(false),
+            sampling: request.sampling,
+            response_format: request.response_format.map(|format| {
+                json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": format.name, "schema": format.schema, "strict": format.strict},
+                })
+            }),
+            stream_options: settings
+                .stream
+                .then(|| json!({"include_usage": true})),
         }
-        let sampling = request.sampling;
-        if let Some(temperature) = sampling.temperature {
-            body["temperature"] = json!(temperature);
-        }
-        if let Some(top_p) = sampling.top_p {
-            body["top_p"] = json!(top_p);
-        }
-        if let Some(seed) = sampling.seed {
-            body["seed"] = json!(seed);
-        }
-        if !sampling.stop.is_empty() {
-            body["stop"] = json!(sampling.stop);
-        }
-        if let Some(format) = request.response_format {
-            body["response_format"] = json!({
-                "type": "json_schema",
-                "json_schema": {"name": format.name, "schema": format.schema, "strict": format.strict},
-            });
-        }
-        if settings.stream {
-            body["stream_options"] = json!({"include_usage": true});
-        }
-        body
     }
 
-    fn parse_response(body: Value) -> Result<ModelResponse, ModelError> {
-        parse_response(&body)
+    fn answer(completion: Completion) -> Result<ModelResponse, AnswerError> {
+        answer(completion)
     }
 
-    fn read_stream(
-        response: reqwest::Response,
-        events: EventSink<'_>,
-    ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send + '_ {
-        read_stream(response, events)
+    fn read(
+        (): &mut (),
+        chunk: Chunk,
+        answer: &mut StreamedAnswer<'_>,
+    ) -> Result<ControlFlow<()>, ModelError> {
+        read(chunk, answer).map(ControlFlow::Continue)
     }
+
+    fn finish((): (), answer: StreamedAnswer<'_>) -> Result<ModelResponse, ModelError> {
+        finish(answer)
+    }
+}
+
+/// A chat-completions request. What is not set is not sent, so that the
+/// endpoint's defaults apply and servers that do not know a field are not
+/// sent it.
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: Vec<Value>,
+    max_tokens: u32,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    /// Temperature, top_p, seed and stop, as OpenAI names them.
+    #[serde(flatten)]
+    sampling: &'a Sampling,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<Value>,
 }
 
 /// The conversation in OpenAI's shape. Tool messages carry text only, so
@@ -127,14 +152,19 @@ fn message(message: &Message) -> Value {
             tool_calls,
             ..
         } => {
-            let mut m = json!({"role": "assistant", "content": if content.is_empty() { Value::Null } else { json!(content) }});
-            if !tool_calls.is_empty() {
-                m["tool_calls"] = tool_calls
-                    .iter()
-                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
-                    .collect();
+            let content = if content.is_empty() {
+                Value::Null
+            } else {
+                json!(content)
+            };
+            if tool_calls.is_empty() {
+                return json!({"role": "assistant", "content": content});
             }
-            m
+            let calls: Vec<Value> = tool_calls
+                .iter()
+                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .collect();
+            json!({"role": "assistant", "content": content, "tool_calls": calls})
         }
         Message::Tool {
             tool_call_id,
@@ -144,194 +174,159 @@ fn message(message: &Message) -> Value {
     }
 }
 
-/// Arguments as text: most endpoints send a JSON string, some an object.
-fn arguments_text(arguments: &Value) -> String {
-    match arguments {
-        Value::String(text) => text.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
+/// A whole chat completion.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct Completion {
+    choices: Lenient<Vec<Lenient<Choice>>>,
+    usage: Lenient<ChatUsage>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct Choice {
+    message: Lenient<ChatMessage>,
+    finish_reason: Lenient<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct ChatMessage {
+    content: Lenient<String>,
+    tool_calls: Lenient<Vec<Lenient<ChatToolCall>>>,
+}
+
+/// A tool call, whole or a piece of one.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct ChatToolCall {
+    index: Lenient<u64>,
+    id: Lenient<String>,
+    function: Lenient<Function>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct Function {
+    name: Lenient<String>,
+    arguments: ArgumentsText,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct ChatUsage {
+    prompt_tokens: Lenient<u64>,
+    completion_tokens: Lenient<u64>,
+}
+
+impl ChatUsage {
+    fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.prompt_tokens.count(),
+            output_tokens: self.completion_tokens.count(),
+        }
     }
 }
 
-fn usage(value: &Value) -> Usage {
-    Usage {
-        input_tokens: value["prompt_tokens"].as_u64().unwrap_or(0),
-        output_tokens: value["completion_tokens"].as_u64().unwrap_or(0),
-    }
+/// One chunk of a streamed chat completion (they carry no `type`).
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct Chunk {
+    /// A failure mid-stream, quoted as it came.
+    error: Option<Value>,
+    usage: Lenient<ChatUsage>,
+    choices: Lenient<Vec<Lenient<ChunkChoice>>>,
 }
 
-fn parse_response(body: &Value) -> Result<ModelResponse, ModelError> {
-    let choice = body["choices"].get(0).ok_or_else(|| {
-        ModelError::new(
-            ModelErrorKind::Protocol,
-            format!(
-                "the answer has no choices: {}",
-                super::excerpt(&body.to_string())
-            ),
-        )
-    })?;
-    let message = &choice["message"];
-    let tool_calls = message["tool_calls"]
-        .as_array()
-        .map(|calls| {
-            calls
-                .iter()
-                .enumerate()
-                .map(|(i, call)| AssistantToolCall {
-                    id: call["id"]
-                        .as_str()
-                        .map_or_else(|| format!("call_{i}"), str::to_owned),
-                    name: call["function"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    arguments: arguments_text(&call["function"]["arguments"]),
-                })
-                .collect()
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct ChunkChoice {
+    delta: Lenient<Delta>,
+    finish_reason: Lenient<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+struct Delta {
+    content: Lenient<String>,
+    tool_calls: Lenient<Vec<Lenient<ChatToolCall>>>,
+}
+
+/// The first of `choices`, if it reads as one.
+fn first<T: Default>(choices: Lenient<Vec<Lenient<T>>>) -> Option<T> {
+    let first = choices.0?.into_iter().next()?;
+    Some(first.0.unwrap_or_default())
+}
+
+/// The items of a list that read as one, in order.
+fn each<T>(list: Lenient<Vec<Lenient<T>>>) -> impl Iterator<Item = T> {
+    list.0.into_iter().flatten().filter_map(|item| item.0)
+}
+
+fn answer(completion: Completion) -> Result<ModelResponse, AnswerError> {
+    let choice = first(completion.choices).ok_or(AnswerError::Lacks("choices"))?;
+    let message = choice.message.0.unwrap_or_default();
+    let tool_calls = each(message.tool_calls)
+        .enumerate()
+        .map(|(i, call)| {
+            let function = call.function.0.unwrap_or_default();
+            AssistantToolCall {
+                id: call.id.0.unwrap_or_else(|| format!("call_{i}")),
+                name: function.name.0.unwrap_or_default(),
+                arguments: function.arguments.0,
+            }
         })
-        .unwrap_or_default();
+        .collect();
     Ok(ModelResponse {
-        content: message["content"].as_str().unwrap_or_default().to_owned(),
+        content: message.content.0.unwrap_or_default(),
         tool_calls,
-        stop_reason: choice["finish_reason"].as_str().map(str::to_owned),
-        usage: usage(&body["usage"]),
+        stop_reason: choice.finish_reason.0,
+        usage: completion.usage.0.unwrap_or_default().usage(),
         provider_items: Vec::new(),
     })
 }
 
-/// A tool call being assembled from stream deltas.
-#[derive(Default)]
-struct Partial {
-    index: Option<u64>,
-    id: Option<String>,
-    name: String,
-    arguments: String,
+/// Take in one chunk: the stream goes on to `[DONE]` or its end.
+fn read(chunk: Chunk, answer: &mut StreamedAnswer<'_>) -> Result<(), ModelError> {
+    if let Some(error) = chunk.error {
+        return Err(ModelError::new(
+            ModelErrorKind::Overloaded,
+            format!(
+                "the model endpoint failed mid-stream: {}",
+                super::excerpt(&error.to_string())
+            ),
+        ));
+    }
+    if let Some(usage) = chunk.usage.0 {
+        answer.usage = usage.usage();
+    }
+    let Some(choice) = first(chunk.choices) else {
+        return Ok(());
+    };
+    let delta = choice.delta.0.unwrap_or_default();
+    answer.text(delta.content.or_empty());
+    for call in each(delta.tool_calls) {
+        let function = call.function.0.unwrap_or_default();
+        answer.call_piece(
+            call.index.0,
+            call.id.0.as_deref(),
+            function.name.or_empty(),
+            &function.arguments.0,
+        );
+    }
+    if let Some(reason) = choice.finish_reason.0 {
+        answer.stop_reason = Some(reason);
+    }
+    Ok(())
 }
 
-/// Tool calls arrive in pieces keyed by `index`, with `id` on the first
-/// piece. Some servers reuse index 0 for every call of a parallel batch, so a
-/// new `id` always starts a new call; a piece without an id continues the
-/// latest call with its index.
-#[derive(Default)]
-struct Assembler {
-    calls: Vec<Partial>,
-}
-
-impl Assembler {
-    fn push(&mut self, delta: &Value) {
-        let index = delta["index"].as_u64();
-        let id = delta["id"].as_str().filter(|id| !id.is_empty());
-        let position = match id {
-            Some(id) => match self.calls.iter().position(|c| c.id.as_deref() == Some(id)) {
-                Some(position) => position,
-                None => {
-                    self.calls.push(Partial {
-                        index,
-                        id: Some(id.to_owned()),
-                        ..Partial::default()
-                    });
-                    self.calls.len() - 1
-                }
-            },
-            None => match self
-                .calls
-                .iter()
-                .rposition(|c| index.is_none() || c.index == index)
-            {
-                Some(position) => position,
-                None => {
-                    self.calls.push(Partial {
-                        index,
-                        ..Partial::default()
-                    });
-                    self.calls.len() - 1
-                }
-            },
-        };
-        let call = &mut self.calls[position];
-        if let Some(name) = delta["function"]["name"].as_str() {
-            // Names come whole, but tolerate servers that split them.
-            call.name.push_str(name);
-        }
-        match &delta["function"]["arguments"] {
-            Value::String(piece) => call.arguments.push_str(piece),
-            Value::Null => {}
-            whole => call.arguments.push_str(&whole.to_string()),
-        }
-    }
-
-    fn finish(self) -> Vec<AssistantToolCall> {
-        self.calls
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| AssistantToolCall {
-                id: c.id.unwrap_or_else(|| format!("call_{i}")),
-                name: c.name,
-                arguments: c.arguments,
-            })
-            .collect()
-    }
-}
-
-async fn read_stream(
-    response: reqwest::Response,
-    events: EventSink<'_>,
-) -> Result<ModelResponse, ModelError> {
-    let mut stream = std::pin::pin!(sse::events(response));
-    let mut answer = ModelResponse::default();
-    let mut calls = Assembler::default();
-    let mut done = false;
-    while let Some(event) = stream.next().await {
-        let event = event?;
-        if event.data.trim() == "[DONE]" {
-            done = true;
-            break;
-        }
-        if event.data.trim().is_empty() {
-            continue;
-        }
-        let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
-            ModelError::new(
-                ModelErrorKind::Protocol,
-                format!(
-                    "a stream chunk is not JSON ({e}): {}",
-                    super::excerpt(&event.data)
-                ),
-            )
-        })?;
-        if let Some(error) = chunk.get("error") {
-            return Err(ModelError::new(
-                ModelErrorKind::Overloaded,
-                format!(
-                    "the model endpoint failed mid-stream: {}",
-                    super::excerpt(&error.to_string())
-                ),
-            ));
-        }
-        if chunk["usage"].is_object() {
-            answer.usage = usage(&chunk["usage"]);
-        }
-        let Some(choice) = chunk["choices"].get(0) else {
-            continue;
-        };
-        let delta = &choice["delta"];
-        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-            answer.content.push_str(text);
-            events(ModelEvent::TextDelta(text.to_owned()));
-        }
-        for call in delta["tool_calls"].as_array().into_iter().flatten() {
-            calls.push(call);
-        }
-        if let Some(reason) = choice["finish_reason"].as_str() {
-            answer.stop_reason = Some(reason.to_owned());
-        }
-    }
-    // Without [DONE], only a finish_reason shows the answer is whole.
-    if !done && answer.stop_reason.is_none() {
+/// The streamed answer, if whole: without `[DONE]`, only a `finish_reason`
+/// shows it is.
+fn finish(answer: StreamedAnswer<'_>) -> Result<ModelResponse, ModelError> {
+    if !answer.said_done() && answer.stop_reason.is_none() {
         return Err(sse::cut());
     }
-    answer.tool_calls = calls.finish();
-    Ok(answer)
+    Ok(answer.finish())
 }
 
 #[cfg(test)]
@@ -380,12 +375,27 @@ mod tests {
         assert_eq!(parts[0]["text"], "Image returned by tool call b:");
     }
 
-    fn assemble(deltas: &[Value]) -> Vec<AssistantToolCall> {
-        let mut assembler = Assembler::default();
-        for delta in deltas {
-            assembler.push(delta);
+    fn read_all(chunks: &[Value]) -> Result<ModelResponse, ModelError> {
+        let sink = |_| {};
+        let mut answer = StreamedAnswer::new(&sink);
+        for chunk in chunks {
+            let chunk: Chunk = serde_json::from_value(chunk.clone()).unwrap();
+            read(chunk, &mut answer)?;
         }
-        assembler.finish()
+        finish(answer)
+    }
+
+    fn deltas(calls: &[Value]) -> Vec<Value> {
+        let mut chunks: Vec<Value> = calls
+            .iter()
+            .map(|call| json!({"choices": [{"delta": {"tool_calls": [call]}}]}))
+            .collect();
+        chunks.push(json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}));
+        chunks
+    }
+
+    fn assemble(calls: &[Value]) -> Vec<AssistantToolCall> {
+        read_all(&deltas(calls)).unwrap().tool_calls
     }
 
     #[test]
@@ -425,5 +435,45 @@ mod tests {
             json!({"index": 0, "id": "a", "function": {"name": "calc", "arguments": {"expression": "1"}}}),
         ]);
         assert_eq!(calls[0].arguments, "{\"expression\":\"1\"}");
+    }
+
+    #[test]
+    fn an_error_chunk_is_an_overload_and_a_stream_without_an_end_is_cut() {
+        let error = read_all(&[json!({"error": {"message": "busy"}})]).unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::Overloaded);
+        assert_eq!(
+            error.message,
+            "the model endpoint failed mid-stream: {\"message\":\"busy\"}"
+        );
+        let error = read_all(&[json!({"choices": [{"delta": {"content": "Hi"}}]})]).unwrap_err();
+        assert_eq!(error.kind, ModelErrorKind::StreamCut);
+    }
+
+    #[test]
+    fn a_whole_answer_reads_leniently_but_must_have_a_choice() {
+        let body = json!({"choices": [{"finish_reason": "tool_calls", "message": {"content": null,
+            "tool_calls": [{"function": {"name": "calc", "arguments": "{}"}}, 5]}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": "x"}});
+        let answer = OpenAI::parse_response(body.to_string().as_bytes()).unwrap();
+        assert_eq!(answer.content, "");
+        assert_eq!(answer.tool_calls.len(), 1);
+        assert_eq!(answer.tool_calls[0].id, "call_0");
+        assert_eq!(answer.usage.input_tokens, 3);
+        assert_eq!(answer.stop_reason.as_deref(), Some("tool_calls"));
+        for body in ["{}", "[1, 2]", "\"text\"", "{\"choices\": []}"] {
+            let error = OpenAI::parse_response(body.as_bytes()).unwrap_err();
+            assert_eq!(error.kind, ModelErrorKind::Protocol, "{body}");
+            assert!(
+                error.message.starts_with("the answer has no choices: "),
+                "{}",
+                error.message
+            );
+        }
+        let error = OpenAI::parse_response(b"{oops").unwrap_err();
+        assert!(
+            error.message.starts_with("the model's answer is not JSON"),
+            "{}",
+            error.message
+        );
     }
 }

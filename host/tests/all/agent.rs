@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use toolhost::Approval;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd, Transcript};
-use toolhost::model::config::Provider;
+use toolhost::model::config::{LoopControls, Provider};
 use toolhost::model::{
     AnthropicClient, ClientSettings, Message, ModelClient, OpenAIClient, OpenAIResponsesClient,
 };
@@ -142,7 +142,7 @@ pub(crate) async fn model_server(replies: Vec<Reply>) -> (String, Arc<Script>) {
 
 pub(crate) fn settings(base_url: &str, stream: bool) -> ClientSettings {
     ClientSettings {
-        base_url: base_url.to_owned(),
+        base_url: base_url.parse().unwrap(),
         model: "scripted".into(),
         api_key: Some("sk-test-key-1234".into()),
         stream,
@@ -152,9 +152,25 @@ pub(crate) fn settings(base_url: &str, stream: bool) -> ClientSettings {
 
 pub(crate) fn policy() -> AgentPolicy {
     AgentPolicy {
-        max_steps: 5,
+        controls: controls(),
         base_delay: Duration::from_millis(10),
         ..AgentPolicy::default()
+    }
+}
+
+/// The tests' loop controls: at most five steps.
+pub(crate) fn controls() -> LoopControls {
+    LoopControls {
+        max_steps: 5,
+        ..LoopControls::default()
+    }
+}
+
+/// The tests' policy, with `controls`.
+pub(crate) fn policy_of(controls: LoopControls) -> AgentPolicy {
+    AgentPolicy {
+        controls,
+        ..policy()
     }
 }
 
@@ -543,10 +559,10 @@ async fn a_rejected_key_is_not_retried_and_says_where_the_key_comes_from() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_step_budget_ends_an_endless_tool_loop() {
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         max_steps: 3,
-        ..policy()
-    };
+        ..controls()
+    });
     let replies = (0..3)
         .map(|i| oa_calls(&[(&*format!("s{i}"), "counter", "{}")]))
         .collect::<Vec<_>>();

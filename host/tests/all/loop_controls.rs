@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolhost::Approval;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
-use toolhost::model::config::Provider;
+use toolhost::model::config::{LoopControls, Provider};
 use toolhost::model::{
     Message, ModelClient, OpenAIClient, Prices, ResponseFormat, Sampling, ToolChoice,
 };
@@ -49,13 +49,13 @@ fn sampling() -> Sampling {
 }
 
 fn forced(choice: ToolChoice) -> AgentPolicy {
-    AgentPolicy {
+    policy_of(LoopControls {
         tool_choice: choice,
         parallel_tool_calls: false,
         max_tool_calls_per_turn: NonZeroU32::MIN,
         sampling: sampling(),
-        ..crate::agent::policy()
-    }
+        ..controls()
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,10 +165,10 @@ async fn a_500_call_turn_runs_the_first_n_and_answers_every_id_in_order() {
         .iter()
         .map(|id| (id.as_str(), "calc", r#"{"expression":"1+1"}"#))
         .collect();
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         max_tool_calls_per_turn: NonZeroU32::new(16).unwrap(),
-        ..crate::agent::policy()
-    };
+        ..controls()
+    });
     let (transcript, script) = run_policy(
         Provider::OpenAI,
         false,
@@ -210,14 +210,14 @@ async fn a_500_call_turn_runs_the_first_n_and_answers_every_id_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_budget_ends_the_run_cleanly_and_spend_is_estimated() {
     // Each scripted call spends 100 tokens in and 20 out.
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         max_run_tokens: Some(200),
         prices: Some(Prices {
             input: 1.0,
             output: 2.0,
         }),
-        ..crate::agent::policy()
-    };
+        ..controls()
+    });
     let replies = vec![
         oa_calls(&[("a", "calc", r#"{"expression":"1"}"#)]),
         oa_calls(&[("b", "calc", r#"{"expression":"2"}"#)]),
@@ -252,14 +252,14 @@ async fn the_token_budget_ends_the_run_cleanly_and_spend_is_estimated() {
         |e| matches!(e, AgentEvent::ModelCall { cost_usd: Some(c), .. } if (c - per_call).abs() < 1e-12)
     ));
 
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         max_run_cost: Some(per_call / 2.0),
         prices: Some(Prices {
             input: 1.0,
             output: 2.0,
         }),
-        ..crate::agent::policy()
-    };
+        ..controls()
+    });
     let replies = vec![oa_calls(&[("a", "calc", r#"{"expression":"1"}"#)])];
     let (transcript, script) = run_policy(Provider::OpenAI, false, replies, policy).await;
     assert!(
@@ -285,10 +285,10 @@ fn answer_format() -> ResponseFormat {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_structured_answer_that_fails_validation_is_sent_back_once() {
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         response_format: Some(answer_format()),
-        ..crate::agent::policy()
-    };
+        ..controls()
+    });
     let replies = vec![
         oa_text("It is 42."),
         oa_text("```json\n{\"product\": 42}\n```"),
@@ -325,10 +325,10 @@ async fn a_structured_answer_that_fails_validation_is_sent_back_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_gives_a_structured_answer_through_a_forced_tool() {
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         response_format: Some(answer_format()),
-        ..crate::agent::policy()
-    };
+        ..controls()
+    });
     let replies = vec![
         an_tool_uses(&[("t1", "final_answer", json!({"product": "six"}))]),
         an_tool_uses(&[
@@ -373,47 +373,47 @@ async fn a_policy_that_does_not_fit_the_tools_or_the_endpoint_asks_nothing() {
     for (provider, policy, fix) in [
         (
             Provider::OpenAI,
-            AgentPolicy {
+            policy_of(LoopControls {
                 tool_choice: ToolChoice::Tool("no_such_tool".into()),
-                ..crate::agent::policy()
-            },
+                ..controls()
+            }),
             "calc",
         ),
         (
             Provider::OpenAI,
-            AgentPolicy {
+            policy_of(LoopControls {
                 response_format: Some(ResponseFormat {
                     name: "calc".into(),
                     ..answer_format()
                 }),
-                ..crate::agent::policy()
-            },
+                ..controls()
+            }),
             "another name",
         ),
         // The Responses API takes no fewer than 16 output tokens a call: a
         // policy that allows fewer could never ask it anything.
         (
             Provider::OpenAIResponses,
-            AgentPolicy {
+            policy_of(LoopControls {
                 max_tokens: 8,
-                ..crate::agent::policy()
-            },
+                ..controls()
+            }),
             "at least 16",
         ),
         (
             Provider::OpenAIResponses,
-            AgentPolicy {
+            policy_of(LoopControls {
                 max_run_tokens: Some(10),
-                ..crate::agent::policy()
-            },
+                ..controls()
+            }),
             "at least 16",
         ),
         (
             Provider::OpenAI,
-            AgentPolicy {
+            policy_of(LoopControls {
                 max_tokens: 0,
-                ..crate::agent::policy()
-            },
+                ..controls()
+            }),
             "at least 1",
         ),
     ] {
@@ -433,10 +433,10 @@ async fn a_policy_that_does_not_fit_the_tools_or_the_endpoint_asks_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_step_budget_message_says_what_the_model_was_doing() {
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         max_steps: 2,
-        ..crate::agent::policy()
-    };
+        ..controls()
+    });
     let replies = vec![
         oa_calls(&[("a", "calc", "{}"), ("b", "echo", r#"{"text":"x"}"#)]),
         oa_calls(&[("c", "calc", "{}")]),
@@ -673,12 +673,12 @@ fn rs_stream_calls() -> Reply {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn responses_api_calls_come_back_as_function_call_outputs_after_the_items_verbatim() {
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         sampling: sampling(),
         response_format: None,
         tool_choice: ToolChoice::Tool("calc".into()),
-        ..crate::agent::policy()
-    };
+        ..controls()
+    });
     let replies = vec![
         rs_function_call("call_1", "calc", r#"{"expression":"6*7"}"#),
         Reply::Json(json!({
@@ -736,10 +736,10 @@ async fn responses_api_calls_come_back_as_function_call_outputs_after_the_items_
     );
 
     // Streamed: interleaved argument deltas of two calls, then text.
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         response_format: Some(answer_format()),
-        ..crate::agent::policy()
-    };
+        ..controls()
+    });
     let (transcript, script) = run_with(
         Provider::OpenAIResponses,
         true,
@@ -936,11 +936,11 @@ async fn run_against_closing_server(close_after: Duration) -> (toolhost::agent::
     let (base_url, requests) = closing_server(answer, close_after).await;
     let client: Arc<dyn ModelClient> =
         Arc::new(OpenAIClient::new(settings(&base_url, false)).unwrap());
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         max_steps: 3,
         max_retries: 0,
-        ..crate::agent::policy()
-    };
+        ..controls()
+    });
     let agent = Agent::new(
         client,
         tools(Approval::Never).await,
@@ -986,10 +986,10 @@ async fn an_endless_error_body_is_read_only_as_far_as_its_message_needs() {
         ..settings(&format!("http://{addr}"), false)
     };
     let client: Arc<dyn ModelClient> = Arc::new(OpenAIClient::new(settings).unwrap());
-    let policy = AgentPolicy {
+    let policy = policy_of(LoopControls {
         max_retries: 0,
-        ..crate::agent::policy()
-    };
+        ..controls()
+    });
     let agent = Agent::new(
         client,
         tools(Approval::Never).await,
