@@ -67,5 +67,5 @@ pub use outcome::{CallError, ErrorType, Outcome};
 pub use sandbox::{CacheStatus, SandboxOptions};
 pub use spec::{Hints, MAX_DESCRIPTION, MAX_SCHEMA, MAX_TITLE, MAX_TOOLS_PER_COMPONENT, ToolSpec};
 pub use tool_call::ToolCall;
-pub use tool_host::{ApproveAll, Approver, CallEnv, LoadError, RefuseAll, ToolHost};
+pub use tool_host::{ApproveAll, Approver, CallEnv, CallResult, LoadError, RefuseAll, ToolHost};
 pub use wire::results::ToolMessage;

@@ -137,7 +137,7 @@ pub(super) fn validate_spec(
         Some(title) => title,
     };
     Ok(Entry {
-        spec: ToolSpec {
+        spec: std::sync::Arc::new(ToolSpec {
             title,
             name: raw.name,
             description: raw.description,
@@ -149,7 +149,7 @@ pub(super) fn validate_spec(
                 idempotent: raw.idempotent,
                 open_world: raw.open_world,
             },
-        },
+        }),
         component,
         schema,
         output,
