@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 
 /// The level of a line a tool logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum LogLevel {
     /// `trace`.
     Trace,
@@ -82,6 +83,7 @@ pub struct Question {
 
 /// What became of a question.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Answer {
     /// The person answered; the host checks this against the schema.
     Accepted(serde_json::Value),

@@ -26,6 +26,7 @@ use serde::Serialize;
 /// The typed reason a call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ErrorType {
     /// The tool returned an error of its own.
     ToolError,
@@ -118,6 +119,7 @@ pub const INVALID_OUTPUT: &str = "invalid_output";
 /// Binary data is [`Bytes`], so cloning an outcome (into a transcript, to
 /// several front ends) never copies an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ContentBlock {
     /// Text for the model.
     Text(String),
@@ -166,6 +168,7 @@ pub struct EmbeddedResource {
 
 /// What an embedded resource holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ResourceContents {
     /// Text.
     Text(String),
