@@ -24,11 +24,12 @@ told apart from char literals.
 
 The files are found as rustc finds them: from lib.rs (the library, module `crate`) and
 main.rs (the binary, module `main`) through every `mod x;` (x.rs or x/mod.rs, or its
-`#[path]`). A file is the module of its path (serve/http.rs is `serve::http`); the
-binary's own modules are `main::...`. A .rs file no declaration reaches is not measured
-(--list names it). Test code is left out of every number: an item under `#[cfg(test)]`
-(or `#[cfg(all(test, ...))]`), from its attribute line to the end of the item (its
-matching `}` or its `;`), and so every file such an item declares (manifest/tests.rs).
+`#[path]`). A file is the module of its path (serve/http/work.rs is `serve::http::work`,
+serve/http/mod.rs is `serve::http`); the binary's own modules are `main::...`. A .rs
+file no declaration reaches is not measured (--list names it). Test code is left out of
+every number: an item under `#[cfg(test)]` (or `#[cfg(all(test, ...))]`), from its
+attribute line to the end of the item (its matching `}` or its `;`), and so every file
+such an item declares (manifest/tests.rs).
 
 The numbers
 -----------

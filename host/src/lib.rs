@@ -86,6 +86,6 @@ pub use spec::{
 };
 pub use tool_call::{Arguments, ArgumentsError, ToolCall};
 pub use tool_host::{
-    ApproveAll, Approver, BatchRequest, CallOptions, CallRequest, LoadError, RefuseAll,
+    ApproveAll, Approver, BatchRequest, CallOptions, CallRequest, CallResult, LoadError, RefuseAll,
     StreamRequest, ToolHost,
 };

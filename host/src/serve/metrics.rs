@@ -15,8 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::outcome::Outcome;
-use crate::tool_host::ToolHost;
+use crate::tool_host::{CallResult, ToolHost};
 
 /// The `tool` label of calls to names no loaded tool has.
 pub const UNKNOWN_TOOL: &str = "(unknown)";
@@ -130,13 +129,15 @@ impl Metrics {
         }
     }
 
-    /// Count one answered call. `host` says whether its tool exists.
-    pub fn record(&self, host: &ToolHost, outcome: &Outcome, front_end: &'static str) {
-        let tool = if host.spec(&outcome.tool).is_some() {
-            outcome.tool.clone()
-        } else {
-            UNKNOWN_TOOL.to_owned()
-        };
+    /// Count one answered call, under its tool's name when the call named
+    /// a loaded tool (as it resolved when the call began), else under
+    /// [`UNKNOWN_TOOL`].
+    pub fn record(&self, result: &CallResult, front_end: &'static str) {
+        let outcome = &result.outcome;
+        let tool = result
+            .spec
+            .as_ref()
+            .map_or_else(|| UNKNOWN_TOOL.to_owned(), |spec| spec.name.clone());
         let kind = match &outcome.result {
             Ok(_) => "success",
             Err(error) => error.kind.as_str(),

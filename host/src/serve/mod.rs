@@ -37,11 +37,10 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use crate::manifest::Manifest;
-use crate::outcome::Outcome;
 use crate::sandbox::SandboxOptions;
 use crate::spec::ToolSpec;
 use crate::tool_call::ToolCall;
-use crate::tool_host::{ApproveAll, Approver, CallOptions, LoadError, ToolHost};
+use crate::tool_host::{ApproveAll, Approver, CallOptions, CallResult, LoadError, Tool, ToolHost};
 pub use drain::Drain;
 pub use metrics::Metrics;
 
@@ -52,8 +51,10 @@ pub const DEFAULT_MAX_BODY: usize = 4 << 20;
 /// The most calls one `POST /v1/tool_calls` may carry by default.
 pub const DEFAULT_MAX_BATCH: usize = 256;
 
-/// How to serve.
+/// How to serve. Built with [`ServeConfig::new`], then adjusted field by
+/// field.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServeConfig {
     /// stdio or an HTTP address.
     pub transport: Transport,
@@ -217,32 +218,35 @@ impl Shared {
 
     /// Run `calls` on `host` (the version the caller looked the tools up
     /// in) in `env` (its approver replaced under `--yes`), counting each
-    /// outcome for `front_end`.
+    /// outcome for `front_end`. Each outcome comes with the tool its call
+    /// resolved to, for the front end to render it by.
     pub async fn call_batch(
         &self,
         host: &ToolHost,
         calls: Vec<ToolCall>,
         env: CallOptions,
         front_end: &'static str,
-    ) -> Vec<Outcome> {
-        let outcomes = host.call_batch_in(calls, self.with_policy(env)).await;
-        for outcome in &outcomes {
-            self.metrics.record(host, outcome, front_end);
+    ) -> Vec<CallResult> {
+        let results = host.call_batch_resolved(calls, self.with_policy(env)).await;
+        for result in &results {
+            self.metrics.record(result, front_end);
         }
-        outcomes
+        results
     }
 
-    /// [`Shared::call_batch`] for one call.
-    pub async fn call_one(
+    /// [`Shared::call_batch`] for one call, with `id` and `arguments`, of
+    /// `tool` (resolved by the front end, which checked it first).
+    pub(crate) async fn call_tool(
         &self,
-        host: &ToolHost,
-        call: ToolCall,
+        tool: Tool<'_>,
+        id: String,
+        arguments: serde_json::Value,
         env: CallOptions,
         front_end: &'static str,
-    ) -> Outcome {
-        let outcome = host.call_in(call, &self.with_policy(env)).await;
-        self.metrics.record(host, &outcome, front_end);
-        outcome
+    ) -> CallResult {
+        let result = tool.call_in(id, arguments, &self.with_policy(env)).await;
+        self.metrics.record(&result, front_end);
+        result
     }
 
     /// `env` as the operator's flags have it (`--yes` approves every

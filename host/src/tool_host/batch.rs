@@ -3,8 +3,8 @@
 
 use futures::FutureExt as _;
 
-use super::ToolHost;
 use super::env::CallOptions;
+use super::{CallResult, ToolHost};
 use crate::outcome::{CallError, ErrorType, Outcome, clip};
 use crate::tool_call::ToolCall;
 
@@ -17,7 +17,21 @@ impl ToolHost {
         calls: Vec<ToolCall>,
         env: CallOptions,
     ) -> Vec<Outcome> {
-        let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(calls.len());
+        self.call_batch_resolved(calls, env)
+            .await
+            .into_iter()
+            .map(|result| result.outcome)
+            .collect()
+    }
+
+    /// [`ToolHost::call_batch_in`], each outcome with the tool its call
+    /// resolved to: each name is looked up once, here.
+    pub(crate) async fn call_batch_resolved(
+        &self,
+        calls: Vec<ToolCall>,
+        env: CallOptions,
+    ) -> Vec<CallResult> {
+        let mut results: Vec<Option<CallResult>> = Vec::with_capacity(calls.len());
         let mut runnable = Vec::with_capacity(calls.len());
         // A repeated tool_call_id: the first call with it runs; each later
         // one is answered (under the same id, in its place) with an error
@@ -25,11 +39,12 @@ impl ToolHost {
         // destructive call twice, and the one answer that ran is the first.
         let mut seen = std::collections::HashSet::with_capacity(calls.len());
         for (i, call) in calls.into_iter().enumerate() {
+            let found = self.resolve(&call.name);
             if seen.insert(call.id.clone()) {
-                runnable.push((i, call));
-                outcomes.push(None);
+                runnable.push((i, found, call));
+                results.push(None);
             } else {
-                outcomes.push(Some(repeated_id(&call)));
+                results.push(Some(self.with_spec(found, repeated_id(&call))));
             }
         }
         // The last call runs on this task, the others on the runtime's
@@ -39,28 +54,33 @@ impl ToolHost {
         let last = runnable.pop();
         let tasks: Vec<_> = runnable
             .into_iter()
-            .map(|(i, call)| {
+            .map(|(i, found, call)| {
                 let (id, name) = (call.id.clone(), call.name.clone());
                 let host = self.clone();
                 let env = env.clone();
-                let task = tokio::spawn(async move { host.call_in(call, &env).await });
-                (i, id, name, AbortOnDrop(task))
+                let task = tokio::spawn(async move { host.call_resolved(found, call, &env).await });
+                (i, found, id, name, AbortOnDrop(task))
             })
             .collect();
-        if let Some((i, call)) = last {
+        if let Some((i, found, call)) = last {
             let (id, name) = (call.id.clone(), call.name.clone());
-            let outcome = std::panic::AssertUnwindSafe(self.call_in(call, &env))
+            let result = std::panic::AssertUnwindSafe(self.call_resolved(found, call, &env))
                 .catch_unwind()
                 .await;
-            outcomes[i] = Some(outcome.unwrap_or_else(|_| task_failed(id, name, "panicked")));
+            results[i] = Some(
+                result.unwrap_or_else(|_| self.with_spec(found, task_failed(id, name, "panicked"))),
+            );
         }
-        for (i, id, name, mut task) in tasks {
-            let outcome = (&mut task.0).await;
-            outcomes[i] = Some(outcome.unwrap_or_else(|e| task_failed(id, name, &e.to_string())));
+        for (i, found, id, name, mut task) in tasks {
+            let result = (&mut task.0).await;
+            results[i] =
+                Some(result.unwrap_or_else(|e| {
+                    self.with_spec(found, task_failed(id, name, &e.to_string()))
+                }));
         }
-        outcomes
+        results
             .into_iter()
-            .map(|outcome| outcome.expect("every call was answered above"))
+            .map(|result| result.expect("every call was answered above"))
             .collect()
     }
 
@@ -104,9 +124,9 @@ impl ToolHost {
 }
 
 /// A spawned call that is aborted if its batch is dropped before it ends.
-struct AbortOnDrop(tokio::task::JoinHandle<Outcome>);
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 
-impl Drop for AbortOnDrop {
+impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }

@@ -1,7 +1,9 @@
-//! One call, from its name to its outcome: the tool looked up, its
-//! arguments checked at a bounded cost, approval asked for, the result
-//! cache read, then a fresh instance under the call's limits.
+//! One call, from its name to its outcome: the tool looked up (once, and
+//! carried to the end in a [`CallResult`]), its arguments checked at a
+//! bounded cost, approval asked for, the result cache read, then a fresh
+//! instance under the call's limits.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -10,25 +12,114 @@ use tracing::Instrument as _;
 use super::env::{Approver, CallOptions};
 use super::{Entry, ToolHost};
 use crate::arguments::{Invalid, check_structured};
+use crate::component::Approval;
 use crate::outcome::{CallError, CallStats, ErrorType, Outcome, ToolOutput, clip};
 use crate::sandbox::CallSide;
+use crate::spec::ToolSpec;
 use crate::tool_call::ToolCall;
 
 /// The most characters of a call's arguments written to the log.
 const MAX_LOGGED_ARGUMENTS: usize = 2048;
 
+/// How a call ended, with the tool its name resolved to: what a front end
+/// needs once the call is over (the name to count it under, the output
+/// schema its structured output is shaped after, the hints), found by the
+/// dispatcher when the call began and never looked up by name again.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CallResult {
+    /// The spec of the tool the call named; `None` when no loaded tool has
+    /// that name (the outcome is then `unknown_tool`, or an error found
+    /// before the name mattered). It is the spec of the host version that
+    /// ran the call, whatever a reload swapped in since.
+    pub spec: Option<Arc<ToolSpec>>,
+    /// How the call ended.
+    pub outcome: Outcome,
+}
+
+/// A loaded tool, its name resolved once: what a front end checks before a
+/// call (the spec, the component's configuration), and the call itself,
+/// which does not look the name up again.
+#[cfg(feature = "serve")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tool<'a> {
+    host: &'a ToolHost,
+    index: usize,
+}
+
+#[cfg(feature = "serve")]
+impl<'a> Tool<'a> {
+    /// The tool's spec.
+    pub(crate) fn spec(self) -> &'a ToolSpec {
+        &self.host.inner.entries[self.index].spec
+    }
+
+    /// The configuration of the component that provides the tool.
+    pub(crate) fn component(self) -> &'a crate::component::ComponentConfig {
+        let entry = &self.host.inner.entries[self.index];
+        &self.host.inner.slots[entry.component].config
+    }
+
+    /// Run a call of this tool with `id` and `arguments` in `env`, as
+    /// [`ToolHost::call_in`] does.
+    pub(crate) async fn call_in(
+        self,
+        id: impl Into<String>,
+        arguments: Value,
+        env: &CallOptions,
+    ) -> CallResult {
+        let call = ToolCall::new(id, self.spec().name.clone(), arguments);
+        self.host.call_resolved(Some(self.index), call, env).await
+    }
+}
+
 impl ToolHost {
     /// Run one call in `env`: its approver, asker, observer and injected
     /// context. The embedder's way in is [`ToolHost::call`].
     pub(crate) async fn call_in(&self, call: ToolCall, env: &CallOptions) -> Outcome {
+        let found = self.resolve(&call.name);
+        self.call_resolved(found, call, env).await.outcome
+    }
+
+    /// The index of tool `name` among the host's entries: the one lookup
+    /// of a call's name.
+    pub(super) fn resolve(&self, name: &str) -> Option<usize> {
+        self.inner.by_name.get(name).copied()
+    }
+
+    /// Tool `name`, resolved for a front end to check and then call.
+    #[cfg(feature = "serve")]
+    pub(crate) fn tool(&self, name: &str) -> Option<Tool<'_>> {
+        self.resolve(name).map(|index| Tool { host: self, index })
+    }
+
+    /// `outcome` with the spec of the tool at `found`.
+    pub(super) fn with_spec(&self, found: Option<usize>, outcome: Outcome) -> CallResult {
+        CallResult {
+            spec: found.map(|i| self.inner.entries[i].spec.clone()),
+            outcome,
+        }
+    }
+
+    /// [`ToolHost::call_in`] for a call whose name resolved to `found`.
+    pub(super) async fn call_resolved(
+        &self,
+        found: Option<usize>,
+        call: ToolCall,
+        env: &CallOptions,
+    ) -> CallResult {
+        let entry = found.map(|i| &self.inner.entries[i]);
         let Some(stop) = &env.stop else {
-            return self.call_traced(call, &*env.approver, env.side()).await;
+            let outcome = self
+                .call_traced(call, entry, &*env.approver, env.side())
+                .await;
+            return self.with_spec(found, outcome);
         };
         let (id, name) = (call.id.clone(), call.name.clone());
-        tokio::select! {
+        let outcome = tokio::select! {
             // A call that ends as the stop comes keeps its own outcome.
             biased;
-            outcome = self.call_traced(call, &*env.approver, env.side()) => outcome,
+            outcome = self.call_traced(call, entry, &*env.approver, env.side()) => outcome,
             () = stop.cancelled() => Outcome::error(
                 id,
                 clip(&name, 64),
@@ -38,12 +129,14 @@ impl ToolHost {
                      it may have done part of its work; retry it",
                 ),
             ),
-        }
+        };
+        self.with_spec(found, outcome)
     }
 
     async fn call_traced(
         &self,
         call: ToolCall,
+        entry: Option<&Entry>,
         approver: &dyn Approver,
         side: CallSide,
     ) -> Outcome {
@@ -57,33 +150,37 @@ impl ToolHost {
         // Formatting and masking the arguments is per-call work: only when
         // someone records the span.
         if !span.is_disabled() {
-            span.record("arguments", self.logged_arguments(&call).as_str());
+            span.record("arguments", self.logged_arguments(&call, entry).as_str());
         }
-        self.dispatch(call, approver, side).instrument(span).await
+        self.dispatch(call, entry, approver, side)
+            .instrument(span)
+            .await
     }
 
     /// The call's arguments as logged: masked, then cut to
     /// [`MAX_LOGGED_ARGUMENTS`] characters.
-    fn logged_arguments(&self, call: &ToolCall) -> String {
+    fn logged_arguments(&self, call: &ToolCall, entry: Option<&Entry>) -> String {
         let arguments = match &call.arguments {
             crate::tool_call::Arguments::Text(text) => text.clone(),
             crate::tool_call::Arguments::Json(value) => value.to_string(),
             crate::tool_call::Arguments::Malformed(message) => message.clone(),
         };
         let clipped = |text: String| clip(&text, MAX_LOGGED_ARGUMENTS);
-        match self.inner.by_name.get(&call.name) {
-            Some(&index) => clipped(
-                self.inner.slots[self.inner.entries[index].component]
-                    .loaded
-                    .mask(arguments),
-            ),
+        match entry {
+            Some(entry) => clipped(self.inner.slots[entry.component].loaded.mask(arguments)),
             None => clipped(arguments),
         }
     }
 
-    async fn dispatch(&self, call: ToolCall, approver: &dyn Approver, side: CallSide) -> Outcome {
+    async fn dispatch(
+        &self,
+        call: ToolCall,
+        entry: Option<&Entry>,
+        approver: &dyn Approver,
+        side: CallSide,
+    ) -> Outcome {
         let started = Instant::now();
-        let mut outcome = self.run(&call, approver, side).await;
+        let mut outcome = self.run(&call, entry, approver, side).await;
         // A person's time to answer is not the tool's time.
         outcome.stats.duration = started
             .elapsed()
@@ -107,23 +204,28 @@ impl ToolHost {
         outcome
     }
 
-    async fn run(&self, call: &ToolCall, approver: &dyn Approver, side: CallSide) -> Outcome {
+    async fn run(
+        &self,
+        call: &ToolCall,
+        entry: Option<&Entry>,
+        approver: &dyn Approver,
+        side: CallSide,
+    ) -> Outcome {
         // The name is the model's: never echoed at any length (a real tool
         // name is at most 64 characters, so this cuts only made-up ones).
         let fail = |error: CallError| Outcome::error(call.id.clone(), clip(&call.name, 64), error);
         // A call the batch parser could not read is answered before its name
-        // is looked up: the name may be missing or wrong too, and the model
-        // must learn that the call itself was malformed.
+        // counts: the name may be missing or wrong too, and the model must
+        // learn that the call itself was malformed.
         if let crate::tool_call::Arguments::Malformed(message) = &call.arguments {
             return fail(CallError::new(ErrorType::InvalidArguments, message.clone()));
         }
-        let Some(&index) = self.inner.by_name.get(&call.name) else {
+        let Some(entry) = entry else {
             return fail(CallError::new(
                 ErrorType::UnknownTool,
                 self.unknown_tool_message(&call.name),
             ));
         };
-        let entry = &self.inner.entries[index];
         let slot = &self.inner.slots[entry.component];
         let limits = &slot.config.limits;
         let (text, remaining) = match self.checked_arguments(call, entry, limits).await {
@@ -225,13 +327,22 @@ impl ToolHost {
         entry: &Entry,
         approver: &dyn Approver,
     ) -> Result<std::time::Duration, (String, std::time::Duration)> {
-        if !self.needs_approval(&call.name) {
+        if !self.approval_required(entry) {
             return Ok(std::time::Duration::ZERO);
         }
         let asked = Instant::now();
         let answer = approver.approve(call, &entry.spec).await;
         let waited = asked.elapsed();
         answer.map(|()| waited).map_err(|reason| (reason, waited))
+    }
+
+    /// Whether a call of `entry`'s tool must be approved first.
+    pub(super) fn approval_required(&self, entry: &Entry) -> bool {
+        match self.inner.slots[entry.component].config.approval {
+            Approval::Never => false,
+            Approval::Always => true,
+            Approval::Destructive => entry.spec.hints.destructive,
+        }
     }
 
     /// The JSON text of the call's arguments, checked against the tool's

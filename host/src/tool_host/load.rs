@@ -68,7 +68,7 @@ pub(super) fn validate_spec(
     let (output_schema, output) = output_schema(&raw, schemas)?;
     let title = title(&raw)?;
     Ok(Entry {
-        spec: ToolSpec {
+        spec: std::sync::Arc::new(ToolSpec {
             title,
             name: raw.name,
             description: raw.description,
@@ -80,7 +80,7 @@ pub(super) fn validate_spec(
                 idempotent: raw.idempotent,
                 open_world: raw.open_world,
             },
-        },
+        }),
         component,
         schema,
         output,

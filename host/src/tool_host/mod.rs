@@ -43,11 +43,14 @@ use std::time::Instant;
 
 use tokio::sync::Semaphore;
 
+pub use call::CallResult;
+#[cfg(feature = "serve")]
+pub(crate) use call::Tool;
 pub use env::{ApproveAll, Approver, CallOptions, RefuseAll};
 pub use request::{BatchRequest, CallRequest, StreamRequest};
 
 use crate::arguments::{CompiledSchema, ComponentSchemas};
-use crate::component::{Approval, ComponentConfig};
+use crate::component::ComponentConfig;
 use crate::manifest::Manifest;
 use crate::result_cache::ResultCache;
 use crate::sandbox::{CacheStatus, LoadedComponent, Sandbox, SandboxOptions};
@@ -75,7 +78,8 @@ pub enum LoadError {
 
 /// A tool, its component and its compiled schemas.
 struct Entry {
-    spec: ToolSpec,
+    /// Shared with every [`CallResult`] of the tool.
+    spec: Arc<ToolSpec>,
     component: usize,
     schema: CompiledSchema,
     /// Its output schema, when it declares one: structured output is
@@ -294,7 +298,7 @@ impl ToolHost {
 
     /// Every tool's spec, in manifest order.
     pub fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
-        self.inner.entries.iter().map(|e| &e.spec)
+        self.inner.entries.iter().map(|e| &*e.spec)
     }
 
     /// The spec of tool `name`.
@@ -302,7 +306,7 @@ impl ToolHost {
         self.inner
             .by_name
             .get(name)
-            .map(|&i| &self.inner.entries[i].spec)
+            .map(|&i| &*self.inner.entries[i].spec)
     }
 
     /// Each loaded component: its configuration, the names of its tools, and
@@ -338,15 +342,8 @@ impl ToolHost {
 
     /// Whether a call of tool `name` must be approved first.
     pub fn needs_approval(&self, name: &str) -> bool {
-        let Some(&index) = self.inner.by_name.get(name) else {
-            return false;
-        };
-        let entry = &self.inner.entries[index];
-        match self.inner.slots[entry.component].config.approval {
-            Approval::Never => false,
-            Approval::Always => true,
-            Approval::Destructive => entry.spec.hints.destructive,
-        }
+        self.resolve(name)
+            .is_some_and(|index| self.approval_required(&self.inner.entries[index]))
     }
 
     /// How many instances of each component are made ahead of their calls

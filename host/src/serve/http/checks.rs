@@ -1,0 +1,218 @@
+//! What every request passes before its route: the edge guards (Host,
+//! Origin, the token), the body read whole within its size and time, the
+//! refusal of new work while the server drains, and the caps on event
+//! streams and MCP sessions.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::listen::Peer;
+use super::work::Work;
+use super::{Edge, RETRY_AFTER_SECONDS, error, refuse};
+use crate::serve::Shared;
+use crate::serve::connections::{self, Stream};
+use crate::serve::edge;
+use crate::serve::sessions::MAX_SESSIONS;
+
+/// How long a client may take to send a request's whole body (at most
+/// `--max-body`, 4 MiB by default).
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The edge checks, the token (but for `/healthz`, so that probes need
+/// none), the body read within its bounds, and, while the server drains,
+/// the refusal of new work; then the route, its answer counted in flight
+/// until its last byte.
+pub(super) async fn check_request(
+    State((edge, shared)): State<(Arc<Edge>, Shared)>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if let Err(refusal) = edge.guard.check_request(request.headers(), request.uri()) {
+        return refuse(&shared, refusal);
+    }
+    // Every part behind the guard reads the host the guard checked.
+    if let Some(host) = edge::target_host(request.uri()) {
+        request.headers_mut().insert(header::HOST, host);
+    }
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    if let Err(refusal) = edge.guard.check_token(request.headers()) {
+        return refuse(&shared, refusal);
+    }
+    let (parts, body) = request.into_parts();
+    let body = match read_body(&shared, body, edge.max_body).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let work = Work::of(&parts, &body);
+    // Counted before the check, so a drain that has seen nothing in flight
+    // never lets this request past it.
+    let in_flight = work.is_call().then(|| shared.drain().track());
+    if shared.drain().is_draining() && work.is_new() {
+        shared.metrics().reject("http", "shutting_down");
+        return shutting_down(&work);
+    }
+    let Ok(stream) = hold_stream(&edge, &parts, &work) else {
+        return too_many_streams(&shared);
+    };
+    if let Err(response) = room_for_session(&edge, &shared, &work).await {
+        return response;
+    }
+    let request = Request::from_parts(parts, axum::body::Body::from(body));
+    let closing_session = request.method() == Method::DELETE && matches!(work, Work::Mcp { .. });
+    let mut response = next.run(request).await;
+    // rmcp answers a session's DELETE with 202; MCP clients expect 200 or
+    // 204 (the Python SDK warns "Session termination failed: 202").
+    if closing_session && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    connections::hold(response, (in_flight, stream))
+}
+
+/// There is no room for another event stream, from the request's address
+/// or in all.
+struct NoRoom;
+
+/// A place for the event stream or subscription `work` opens, within the
+/// streams allowed per address and in all; none when it opens none.
+fn hold_stream(edge: &Edge, parts: &Parts, work: &Work) -> Result<Option<Stream>, NoRoom> {
+    if !work.is_stream() {
+        return Ok(None);
+    }
+    // Requests a server built into another app carry no address: they
+    // share one allowance.
+    let peer = parts.extensions.get::<Peer>().map_or(
+        std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        |peer| peer.0,
+    );
+    edge.streams.hold(peer).map(Some).ok_or(NoRoom)
+}
+
+/// The answer to a stream there is no room for: 503, counted.
+fn too_many_streams(shared: &Shared) -> Response {
+    shared.metrics().reject("mcp", "streams");
+    let mut response = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_streams",
+        "too many event streams are open (from this address, or in all); close one, \
+         or use plain requests",
+    );
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(RETRY_AFTER_SECONDS),
+    );
+    response
+}
+
+/// Room for the MCP session `work` opens, if it opens one: a 503 when
+/// [`MAX_SESSIONS`] are open. Only `initialize` opens a session, whatever
+/// the headers say: at the cap, the check looks inside.
+async fn room_for_session(edge: &Edge, shared: &Shared, work: &Work) -> Result<(), Response> {
+    let opens_session = matches!(
+        work,
+        Work::Mcp {
+            opens_session: true,
+            ..
+        }
+    );
+    if !opens_session || edge.sessions.open().await < MAX_SESSIONS {
+        return Ok(());
+    }
+    shared.metrics().reject("mcp", "sessions");
+    Err(error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_sessions",
+        format!(
+            "{MAX_SESSIONS} MCP sessions are open, the most this server keeps; close one (DELETE /mcp), \
+             wait for an idle one to expire, or use the stateless 2026-07-28 protocol"
+        ),
+    ))
+}
+
+/// The body, read whole within `max_body` and [`BODY_READ_TIMEOUT`]: a
+/// client that dribbles one cannot hold its connection.
+async fn read_body(
+    shared: &Shared,
+    body: axum::body::Body,
+    max_body: usize,
+) -> Result<Bytes, Response> {
+    let reject = |reason, status, message: String| {
+        shared.metrics().reject("http", reason);
+        error(status, "invalid_request", message)
+    };
+    match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, max_body)).await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(e)) if is_too_large(&e) => Err(reject(
+            "body_too_large",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is over {max_body} bytes, the most this server accepts \
+                 (send fewer calls at once, or raise it with `toolhost serve --max-body`)"
+            ),
+        )),
+        Ok(Err(_)) => Err(reject(
+            "malformed",
+            StatusCode::BAD_REQUEST,
+            "the request body could not be read".into(),
+        )),
+        Err(_) => Err(reject(
+            "body_timeout",
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body took over {} s to arrive",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
+/// The answer to new work while the server drains: 503 with
+/// `Retry-After`, and for MCP a JSON-RPC error for each request's id.
+fn shutting_down(work: &Work) -> Response {
+    let message = crate::serve::requests::SHUTTING_DOWN_MESSAGE;
+    let mut response = match work {
+        Work::Mcp { requests, .. } if !requests.is_empty() => {
+            let errors: Vec<Value> = requests
+                .iter()
+                .map(|id| {
+                    json!({"jsonrpc": "2.0", "id": id, "error": {
+                        "code": crate::serve::requests::SHUTTING_DOWN.0, "message": message}})
+                })
+                .collect();
+            let body = match <[Value; 1]>::try_from(errors) {
+                Ok([one]) => one,
+                Err(many) => Value::Array(many),
+            };
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+        }
+        _ => error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message),
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(RETRY_AFTER_SECONDS),
+    );
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// Whether reading a body failed on its length.
+fn is_too_large(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = source {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}

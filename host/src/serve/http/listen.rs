@@ -1,0 +1,220 @@
+//! The listener and its connections: each connection admitted or turned
+//! away (`serve::connections` keeps count), served until it closes or is
+//! shed, and the whole server drained once a signal comes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderValue, StatusCode, header};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{RETRY_AFTER_SECONDS, error, router};
+use crate::serve::connections::{self, Connections};
+use crate::serve::{ServeConfig, ServeError, Shared};
+
+/// How long a client may take to send a request's headers: a connection
+/// that dribbles them must not hold a descriptor for ever.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long connections get to close once every call is answered: an
+/// event stream a client holds open must not keep the process alive.
+const CLOSE_CONNECTIONS: Duration = Duration::from_secs(2);
+
+/// Serve HTTP on `addr` until SIGINT or SIGTERM, then drain (see
+/// [`crate::serve::drain`]).
+pub(in crate::serve) async fn serve(
+    addr: SocketAddr,
+    shared: Shared,
+    config: &ServeConfig,
+    signal: impl std::future::Future<Output = ()>,
+    on_ready: impl FnOnce(Option<SocketAddr>),
+) -> Result<(), ServeError> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        ServeError::Transport(format!(
+            "cannot listen on {addr}: {e} (is another server using the port? choose another with --listen)"
+        ))
+    })?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| ServeError::Transport(e.to_string()))?;
+    // Ends the event streams, the sessions and the connections; fired only
+    // once every call in flight is answered.
+    let hard_stop = CancellationToken::new();
+    let app = router(shared.clone(), config, local, hard_stop.clone());
+    on_ready(Some(local));
+    let connections = Arc::new(Connections::default());
+    let mut signal = std::pin::pin!(signal);
+    let mut drained = std::pin::pin!(async {
+        (&mut signal).await;
+        let in_flight = shared.drain().in_flight();
+        tracing::warn!(
+            in_flight,
+            "shutting down: taking no new requests, finishing the calls in flight"
+        );
+        shared.drain().finish().await
+    });
+    // Connections are still taken while the server drains: a client may
+    // need a new one to cancel a call or answer a question.
+    let stopped = loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (tcp, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of descriptors, most likely: wait rather than spin.
+                        tracing::warn!(error = %e, "cannot accept a connection");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                match connections.admit(peer.ip()) {
+                    Ok(admitted) => {
+                        tokio::spawn(connection(tcp, app.clone(), admitted, hard_stop.clone(), shared.clone()));
+                    }
+                    Err(refused) => {
+                        shared.metrics().reject("http", refused.reason());
+                        tracing::warn!(peer = %peer.ip(), reason = refused.reason(), "refused a connection: every connection it could replace is busy");
+                        tokio::spawn(turn_away(tcp));
+                    }
+                }
+            }
+            stopped = &mut drained => break stopped,
+        }
+    };
+    if stopped > 0 {
+        tracing::warn!(
+            stopped,
+            "calls still running at the end of the drain were stopped and answered"
+        );
+    }
+    drop(listener);
+    hard_stop.cancel();
+    if tokio::time::timeout(CLOSE_CONNECTIONS, connections.all_closed())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after every call was answered; exiting");
+    }
+    Ok(())
+}
+
+/// Tell a connection the server has no room for it (every connection it
+/// could shed is busy with a request), then close it; a client that does
+/// not read within a second is closed without it.
+async fn turn_away(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt as _;
+    let body = json!({"error": {"type": "too_many_connections", "message":
+        "every connection this server holds is busy with a request; try again shortly"}})
+    .to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {RETRY_AFTER_SECONDS}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), tcp.write_all(answer.as_bytes())).await;
+}
+
+/// The address a request came from, for the limits kept per address.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Peer(pub(super) std::net::IpAddr);
+
+/// Serve one connection until it closes, it is shed to make room for
+/// another, or the server stops (then it finishes the request in flight).
+async fn connection(
+    tcp: tokio::net::TcpStream,
+    app: Router,
+    admitted: connections::Admitted,
+    hard_stop: CancellationToken,
+    shared: Shared,
+) {
+    // Small answers go out at once: without NODELAY, an event-stream answer
+    // written in two parts waits on the client's delayed ACK (40 ms).
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+    }
+    let admitted = Arc::new(admitted);
+    let service = {
+        let admitted = admitted.clone();
+        hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            // Busy from its headers to its answer's last byte: never shed.
+            let busy = admitted.busy();
+            let peer = admitted.peer();
+            let app = app.clone();
+            async move {
+                let Some(busy) = busy else {
+                    // Shed as this request arrived: it is not run.
+                    let mut response = error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "too_many_connections",
+                        "the server closed this connection to make room for another; send the request again",
+                    );
+                    response
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    return Ok(response);
+                };
+                let mut request = request.map(axum::body::Body::new);
+                request.extensions_mut().insert(Peer(peer));
+                let response = tower::ServiceExt::oneshot(app, request).await?;
+                Ok::<_, std::convert::Infallible>(connections::hold(response, busy))
+            }
+        })
+    };
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(connections::MAX_HEADER_BYTES)
+        .serve_connection(TokioIo::new(tcp), service)
+        .with_upgrades();
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        () = admitted.shed() => {
+            shared.metrics().reject("http", "connection_shed");
+            tracing::debug!("closed a connection with no request in progress to make room for another");
+            return;
+        }
+        () = hard_stop.cancelled() => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    let _ = connection.await;
+}
+
+/// A future that ends on SIGINT or SIGTERM. The handlers are installed
+/// when this is called, not when the future is first polled: a signal that
+/// arrives in between must not kill the process outright.
+pub(in crate::serve) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static
+{
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = terminate.recv() => {}
+                    }
+                }
+                _ => {
+                    tracing::warn!(
+                        "cannot watch for SIGINT and SIGTERM; stop the server by killing it"
+                    );
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! `toolhost serve --listen`: one HTTP server for every client.
+//!
+//! | route | what |
+//! |---|---|
+//! | `/mcp` | MCP Streamable HTTP (see [`super::mcp`]) |
+//! | `POST /v1/tool_calls` | a batch of tool calls in any shape [`crate::wire::calls`] reads, answered in order |
+//! | `GET /v1/tools` | tool definitions, `?format=openai|anthropic|mcp` |
+//! | `GET /metrics` | Prometheus text |
+//! | `GET /healthz` | liveness: `{"status":"ok","tools":N}` |
+//!
+//! Every route but `/healthz` sits behind the same guards:
+//! - **DNS rebinding**: on a loopback address the `Host` header must name a
+//!   loopback host, and a request that carries an `Origin` (every browser
+//!   request does) must come from a loopback origin or one allowed with
+//!   `--allow-origin`; anything else is 403.
+//! - **Bearer token** (`--token-env NAME`, required off loopback): compared
+//!   in constant time; a missing or wrong token is 401.
+//! - **Size**: bodies over `--max-body` are 413; batches over `--max-batch`
+//!   calls are 413; a tool call API body must be `application/json` (which
+//!   also keeps browsers from sending one without a CORS preflight).
+//!
+//! A tool that fails is still a 200 with `is_error` in its answer: only a
+//! request that cannot be read at all is 4xx. Shutdown (SIGINT, SIGTERM)
+//! stops accepting, lets in-flight calls finish, then exits.
+//!
+//! The parts, in the order a request meets them:
+//! - `listen`: the listener and each connection (header timeouts, shedding
+//!   idle connections to make room for busy ones), and the signal that
+//!   starts shutting down;
+//! - `checks`: the guards every route sits behind, the body read within its
+//!   bounds, and the refusal of new work while the server drains;
+//! - `work`: what a request asks of the server, as the drain and the
+//!   session cap see it;
+//! - `routes`: `/healthz`, `/metrics`, `GET /v1/tools` and the fallbacks;
+//! - `tool_calls`: `POST /v1/tool_calls`, from the body to the answers.
+
+mod checks;
+mod listen;
+mod routes;
+mod tool_calls;
+mod work;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::connections::Streams;
+use super::edge::{Guard, Refusal};
+use super::sessions::Sessions;
+use super::{ServeConfig, Shared};
+use checks::check_request;
+pub(super) use listen::{serve, shutdown_signal};
+use routes::{healthz, method_not_allowed, metrics, not_found, tools};
+pub use tool_calls::CONTEXT_HEADER;
+use tool_calls::tool_calls;
+
+/// What a refused request is told to wait before trying again: a drain
+/// lasts seconds, and a restarted replica is back about as soon.
+const RETRY_AFTER_SECONDS: &str = "5";
+
+/// What the guard middleware needs besides the request.
+#[derive(Debug)]
+struct Edge {
+    guard: Guard,
+    max_body: usize,
+    sessions: Arc<Sessions>,
+    streams: Arc<Streams>,
+}
+
+/// The whole app: routes, and the guards every request passes first.
+pub fn router(
+    shared: Shared,
+    config: &ServeConfig,
+    local: SocketAddr,
+    hard_stop: CancellationToken,
+) -> Router {
+    let sessions = Sessions::start(super::sessions::SESSION_IDLE, shared.drain().clone());
+    let edge = Arc::new(Edge {
+        guard: Guard::new(
+            local.ip().is_loopback(),
+            config.allow_origins.clone(),
+            config.token.as_deref(),
+        ),
+        max_body: config.max_body,
+        sessions: sessions.clone(),
+        streams: Arc::default(),
+    });
+    let mcp = super::mcp::http_service(shared.clone(), config, local, hard_stop, sessions);
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/v1/tool_calls", post(tool_calls))
+        .route("/v1/tools", get(tools))
+        .route("/metrics", get(metrics))
+        .nest_service("/mcp", mcp)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        // `check_request` reads every body, within --max-body.
+        .layer(DefaultBodyLimit::disable())
+        // Last, so it wraps every route and both fallbacks.
+        .layer(middleware::from_fn_with_state(
+            (edge, shared.clone()),
+            check_request,
+        ))
+        .with_state(shared)
+}
+
+/// A JSON error body: `{"error":{"type","message"}}`.
+fn error(status: StatusCode, kind: &str, message: impl Into<String>) -> Response {
+    let body = json!({"error": {"type": kind, "message": message.into()}});
+    (status, axum::Json(body)).into_response()
+}
+
+/// A refusal at the edge, counted.
+fn refuse(shared: &Shared, refusal: Refusal) -> Response {
+    shared.metrics().reject("http", refusal.reason);
+    let unauthorized = refusal.status == StatusCode::UNAUTHORIZED;
+    let mut response = error(refusal.status, refusal.kind, refusal.message);
+    if unauthorized {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}

@@ -1,0 +1,106 @@
+//! The routes besides the tool calls: `/healthz`, `/metrics`,
+//! `GET /v1/tools`, and the answers to routes and methods there are not.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error;
+use crate::serve::Shared;
+use crate::wire;
+
+/// The answer to a known route asked with a method it does not take.
+pub(super) async fn method_not_allowed() -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method: POST /v1/tool_calls; GET /v1/tools, /metrics and /healthz",
+    )
+}
+
+/// The answer to a route this server does not have.
+pub(super) async fn not_found() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route; this server offers /mcp, POST /v1/tool_calls, GET /v1/tools, GET /metrics and GET /healthz",
+    )
+}
+
+/// Liveness and readiness: 200 `ok`, or 503 `draining` once the server is
+/// shutting down, so a load balancer sends its work elsewhere.
+pub(super) async fn healthz(State(shared): State<Shared>) -> Response {
+    let tools = shared.host().specs().count();
+    if shared.drain().is_draining() {
+        let body = json!({"status": "draining", "tools": tools});
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    }
+    axum::Json(json!({"status": "ok", "tools": tools})).into_response()
+}
+
+/// The metrics, as Prometheus scrapes them.
+pub(super) async fn metrics(State(shared): State<Shared>) -> Response {
+    let text = shared.metrics().render(&shared.host());
+    (
+        [(header::CONTENT_TYPE, crate::serve::metrics::CONTENT_TYPE)],
+        text,
+    )
+        .into_response()
+}
+
+/// What a query string may hold.
+#[derive(Deserialize)]
+pub(super) struct FormatQuery {
+    format: Option<String>,
+}
+
+/// Why a request's `?format=` cannot be used; the message says the fix.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum FormatError {
+    /// The query string holds something else, or cannot be read.
+    #[error("the query string takes one parameter, format (e.g. ?format=anthropic)")]
+    Query,
+    /// No such format; the message names those there are.
+    #[error("{0}")]
+    Unknown(String),
+}
+
+/// The `?format=` a request asks for, or the default.
+pub(super) fn requested_format<F>(
+    query: Result<Query<FormatQuery>, QueryRejection>,
+) -> Result<F, FormatError>
+where
+    F: std::str::FromStr<Err = String> + Default,
+{
+    let Ok(Query(query)) = query else {
+        return Err(FormatError::Query);
+    };
+    query
+        .format
+        .as_deref()
+        .map_or(Ok(F::default()), str::parse)
+        .map_err(FormatError::Unknown)
+}
+
+/// Every tool's definition, in the `?format=` asked for.
+pub(super) async fn tools(
+    State(shared): State<Shared>,
+    query: Result<Query<FormatQuery>, QueryRejection>,
+) -> Response {
+    let format = match requested_format(query) {
+        Ok(format) => format,
+        Err(e) => {
+            shared.metrics().reject("http", "bad_format");
+            return error(StatusCode::BAD_REQUEST, "invalid_request", e.to_string());
+        }
+    };
+    let host = shared.host();
+    let definitions: Vec<Value> = host
+        .specs()
+        .map(|spec| wire::definitions::tool_definition(spec, format))
+        .collect();
+    axum::Json(definitions).into_response()
+}

@@ -1,0 +1,136 @@
+//! `POST /v1/tool_calls`: a batch of tool calls in any shape, with the
+//! application's context in a header, answered in order in the format
+//! asked for. A tool that fails is still a 200 with `is_error` in its
+//! answer; only a request that cannot be read is 4xx.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::error;
+use super::routes::{FormatQuery, requested_format};
+use crate::serve::{NobodyToAsk, Shared};
+use crate::tool_host::CallOptions;
+use crate::wire;
+
+/// The header that carries a batch's injected context: a JSON object the
+/// tools read (and scoped stores are kept by), which the model never sees.
+pub const CONTEXT_HEADER: &str = "toolhost-context";
+
+/// Why a batch's injected context cannot be read; the message says the
+/// fix.
+#[derive(Debug, thiserror::Error)]
+enum ContextError {
+    /// The header came more than once.
+    #[error(
+        "more than one `{header}` header; send one `{header}` header {holding}",
+        header = CONTEXT_HEADER,
+        holding = HOLDING
+    )]
+    Repeated,
+    /// The header is not a JSON object.
+    #[error(
+        "the `{header}` header is not a JSON object; send one `{header}` header {holding}",
+        header = CONTEXT_HEADER,
+        holding = HOLDING
+    )]
+    NotAnObject,
+}
+
+/// What the context header holds, for [`ContextError`]'s messages.
+const HOLDING: &str = r#"holding a JSON object, e.g. {"user":"ada"}"#;
+
+/// The batch's injected context, from [`CONTEXT_HEADER`].
+fn injected_context(headers: &HeaderMap) -> Result<Option<Value>, ContextError> {
+    let mut values = headers.get_all(CONTEXT_HEADER).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ContextError::Repeated);
+    }
+    // UTF-8, not only visible ASCII: a user may be called José.
+    match std::str::from_utf8(value.as_bytes())
+        .ok()
+        .map(serde_json::from_str::<Value>)
+    {
+        Some(Ok(context @ Value::Object(_))) => Ok(Some(context)),
+        _ => Err(ContextError::NotAnObject),
+    }
+}
+
+/// `POST /v1/tool_calls`: the batch read in any shape [`wire::calls`]
+/// knows, run, and answered in order in the `?format=` asked for.
+pub(super) async fn tool_calls(
+    State(shared): State<Shared>,
+    query: Result<Query<FormatQuery>, QueryRejection>,
+    headers: HeaderMap,
+    // Read whole by `check_request`, within --max-body and its deadline.
+    body: Bytes,
+) -> Response {
+    let reject = |reason: &'static str, status: StatusCode, message: String| {
+        shared.metrics().reject("http", reason);
+        error(status, "invalid_request", message)
+    };
+    let format = match requested_format(query) {
+        Ok(format) => format,
+        Err(e) => return reject("bad_format", StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json_body {
+        return reject(
+            "content_type",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the tool calls as JSON with `Content-Type: application/json`".into(),
+        );
+    }
+    let Ok(text) = std::str::from_utf8(&body) else {
+        return reject(
+            "malformed",
+            StatusCode::BAD_REQUEST,
+            "the body is not UTF-8 text; send a JSON array of tool calls".into(),
+        );
+    };
+    let calls = match wire::parse_batch_at_most(text, shared.max_batch) {
+        Ok(calls) => calls,
+        Err(wire::BatchError::TooMany { count, max }) => {
+            return reject(
+                "batch_too_large",
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the request carries {count} tool calls; this server takes at most {max} at once \
+                     (split the batch, or raise it with `toolhost serve --max-batch`)"
+                ),
+            );
+        }
+        Err(wire::BatchError::Unreadable(message)) => {
+            return reject("malformed", StatusCode::BAD_REQUEST, message);
+        }
+    };
+    let mut env = CallOptions::default().approver(Arc::new(NobodyToAsk));
+    match injected_context(&headers) {
+        Ok(Some(context)) => env = env.context(context),
+        Ok(None) => {}
+        Err(e) => return reject("bad_context", StatusCode::BAD_REQUEST, e.to_string()),
+    }
+    let host = shared.host();
+    // Dropping this future (a client that hung up) aborts the calls.
+    let results = shared.call_batch(&host, calls, env, "http").await;
+    let mut answers = wire::results::Answers::new(format);
+    let mut body: Vec<Value> = results
+        .iter()
+        .map(|result| answers.answer(&result.outcome, result.spec.as_deref()))
+        .collect();
+    // OpenAI's answers end with the user message carrying their images.
+    body.extend(answers.finish());
+    axum::Json(body).into_response()
+}

@@ -1,0 +1,175 @@
+//! What a request asks of the server, read from its route and, for MCP,
+//! from the heads of the JSON-RPC messages it carries: whether it starts
+//! new work (refused while the server drains), finishes work a drain waits
+//! for, holds a stream, or opens a session.
+
+use axum::http::Method;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// What a request asks of the server, as far as shutting down and the
+/// session cap care.
+#[derive(Debug)]
+pub(super) enum Work {
+    /// `POST /v1/tool_calls`: calls.
+    ToolCalls,
+    /// `/mcp`: the JSON-RPC requests it carries (notifications and answers
+    /// to the server's questions carry none), and whether one of them is
+    /// an `initialize` without a session (which opens one).
+    Mcp {
+        method: Method,
+        requests: Vec<Value>,
+        opens_session: bool,
+        /// A `GET` that resumes a stream (`Last-Event-ID`): it collects the
+        /// answer of a call in flight.
+        resumes: bool,
+        /// A `subscriptions/listen`, whose answer lasts.
+        listens: bool,
+    },
+    /// Anything else: listings, metrics, unknown routes.
+    Other,
+}
+
+impl Work {
+    /// What the request with `parts` and `body` asks.
+    pub(super) fn of(parts: &axum::http::request::Parts, body: &[u8]) -> Self {
+        let path = parts.uri.path();
+        if path == "/v1/tool_calls" && parts.method == Method::POST {
+            return Self::ToolCalls;
+        }
+        if path != "/mcp" && !path.starts_with("/mcp/") {
+            return Self::Other;
+        }
+        let messages = jsonrpc_messages(body);
+        let in_session = parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .is_some();
+        let has = |method: &str| messages.iter().any(|m| m.method.as_deref() == Some(method));
+        Self::Mcp {
+            method: parts.method.clone(),
+            opens_session: parts.method == Method::POST && !in_session && has("initialize"),
+            resumes: parts.method == Method::GET && parts.headers.contains_key("last-event-id"),
+            listens: has("subscriptions/listen"),
+            requests: messages
+                .into_iter()
+                .filter(|m| m.method.is_some())
+                .filter_map(|m| m.id)
+                .collect(),
+        }
+    }
+
+    /// Whether it starts work a draining server no longer takes: calls,
+    /// JSON-RPC requests, new event streams (but not a stream resumed to
+    /// collect an answer the drain waits for).
+    pub(super) fn is_new(&self) -> bool {
+        match self {
+            Self::ToolCalls => true,
+            Self::Mcp {
+                method,
+                requests,
+                resumes,
+                ..
+            } => (*method == Method::GET && !resumes) || !requests.is_empty(),
+            Self::Other => false,
+        }
+    }
+
+    /// Whether the answer finishes work a drain must wait for.
+    pub(super) fn is_call(&self) -> bool {
+        match self {
+            Self::ToolCalls => true,
+            Self::Mcp {
+                method,
+                requests,
+                resumes,
+                ..
+            } => (*method == Method::POST && !requests.is_empty()) || *resumes,
+            Self::Other => false,
+        }
+    }
+
+    /// Whether the answer is a stream that lasts: an event stream, or a
+    /// subscription.
+    pub(super) fn is_stream(&self) -> bool {
+        matches!(self, Self::Mcp { method, listens, .. } if *method == Method::GET || *listens)
+    }
+}
+
+/// The head of one JSON-RPC message.
+#[derive(Deserialize)]
+struct Head {
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    id: Option<Value>,
+}
+
+/// The heads of the JSON-RPC messages in a body (one, or a batch); none
+/// when it is not JSON-RPC (rmcp answers that).
+fn jsonrpc_messages(body: &[u8]) -> Vec<Head> {
+    match serde_json::from_slice::<Head>(body) {
+        Ok(message) => vec![message],
+        Err(_) => serde_json::from_slice::<Vec<Head>>(body).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_initialize_outside_a_session_opens_one() {
+        let post = |body: &[u8], session: bool| {
+            let mut request = axum::http::Request::post("/mcp");
+            if session {
+                request = request.header("mcp-session-id", "s1");
+            }
+            let (parts, ()) = request.body(()).unwrap().into_parts();
+            Work::of(&parts, body)
+        };
+        let opens = |work: Work| {
+            matches!(
+                work,
+                Work::Mcp {
+                    opens_session: true,
+                    ..
+                }
+            )
+        };
+        let initialize = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
+        assert!(opens(post(initialize, false)));
+        assert!(!opens(post(initialize, true)));
+        assert!(opens(post(
+            br#"[{"method":"ping","id":2},{"method":"initialize","id":3}]"#,
+            false
+        )));
+        assert!(!opens(post(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+            false
+        )));
+        assert!(!opens(post(b"not json", false)));
+    }
+
+    #[test]
+    fn only_requests_are_new_work_for_a_draining_server() {
+        let post = |body: &[u8]| {
+            let (parts, ()) = axum::http::Request::post("/mcp")
+                .body(())
+                .unwrap()
+                .into_parts();
+            Work::of(&parts, body)
+        };
+        assert!(post(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#).is_new());
+        // A cancellation and an answer to the server's question let calls
+        // in flight finish: they pass.
+        assert!(
+            !post(
+                br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#
+            )
+            .is_new()
+        );
+        assert!(!post(br#"{"jsonrpc":"2.0","id":0,"result":{"action":"accept"}}"#).is_new());
+    }
+}

@@ -1,0 +1,160 @@
+//! `tools/call`: the tool resolved and checked against what the client
+//! declared, the call's environment (the application's context, who is
+//! asked for approval and answers, where its log lines and progress go),
+//! the call run until it ends or the client cancels it, and its outcome
+//! rendered as a `CallToolResult`.
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, ResultType};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use super::ask::AskTheClient;
+use super::capabilities::{can_ask, missing_capabilities, stateless};
+use super::forward::CallForwarder;
+use super::{CONTEXT_META_KEY, McpServer, NOTIFY_TIMEOUT};
+use crate::serve::NobodyToAsk;
+use crate::tool_host::{CallOptions, CallResult, Tool, ToolHost};
+use crate::wire;
+
+impl McpServer {
+    /// Answer a `tools/call`: a JSON-RPC error when the call cannot be
+    /// made at all (a name no loaded tool has, a client without a
+    /// capability the tool requires, a malformed context), otherwise the
+    /// call's outcome, failed calls included, as a `CallToolResult`.
+    pub(super) async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let host = self.shared.host();
+        // Before anything is sent on the request's stream: a refusal here is
+        // the whole answer (HTTP 400 for a 2026-07-28 request).
+        let tool = self.callable(&host, &request.name, &context)?;
+        let (env, forwarding) = self.call_env(tool, &context)?;
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let run = self
+            .shared
+            .call_tool(tool, context.id.to_string(), arguments, env, "mcp");
+        // A cancelled request drops the call, which stops its instance.
+        let result = tokio::select! {
+            result = run => result,
+            () = context.ct.cancelled() => {
+                tracing::info!(tool = %tool.spec().name, "call cancelled by the client");
+                return Err(ErrorData::internal_error("the request was cancelled", None));
+            }
+        };
+        if let Some(forwarding) = forwarding {
+            flush(forwarding, &tool.spec().name).await;
+        }
+        call_tool_result(&result)
+    }
+
+    /// The tool `name` names, if this client can call it: JSON-RPC error
+    /// −32602 for a name no loaded tool has (as the specification asks),
+    /// −32021 for a client that lacks a capability the tool's component
+    /// requires. Each refusal is counted.
+    fn callable<'h>(
+        &self,
+        host: &'h ToolHost,
+        name: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Tool<'h>, ErrorData> {
+        let Some(tool) = host.tool(name) else {
+            self.shared.metrics().reject("mcp", "unknown_tool");
+            let known: Vec<&str> = host.specs().map(|s| s.name.as_str()).take(20).collect();
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool {:?}; available tools: {}",
+                    crate::outcome::clip(name, 64),
+                    known.join(", ")
+                ),
+                None,
+            ));
+        };
+        if let Some(missing) = missing_capabilities(
+            &tool.spec().name,
+            tool.component(),
+            context.client_capabilities(),
+            stateless(context),
+        ) {
+            self.shared.metrics().reject("mcp", "client_capability");
+            return Err(missing);
+        }
+        Ok(tool)
+    }
+
+    /// What a call of `tool` runs with: the application's context from the
+    /// request's `_meta` (never the model's), the client as approver and
+    /// asker when it can be asked (nobody otherwise), and a forwarder for
+    /// the call's log lines and progress when the client wants them, with
+    /// the task that sends them.
+    fn call_env(
+        &self,
+        tool: Tool<'_>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(CallOptions, Option<JoinHandle<()>>), ErrorData> {
+        let mut env = CallOptions::default().approver(Arc::new(NobodyToAsk));
+        match context.meta.get(CONTEXT_META_KEY) {
+            None | Some(Value::Null) => {}
+            Some(injected @ Value::Object(_)) => env = env.context(injected.clone()),
+            Some(_) => {
+                self.shared.metrics().reject("mcp", "bad_context");
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "_meta[\"{CONTEXT_META_KEY}\"] must be a JSON object, e.g. {{\"user\":\"ada\"}}"
+                    ),
+                    None,
+                ));
+            }
+        }
+        let minimum = self.log_level(context);
+        let progress_token = context.meta.get_progress_token();
+        let forwarding = if minimum.is_some() || progress_token.is_some() {
+            let (forwarder, task) = CallForwarder::start(
+                minimum,
+                progress_token,
+                &tool.spec().name,
+                context.peer.clone(),
+            );
+            env = env.observer(forwarder);
+            Some(task)
+        } else {
+            None
+        };
+        if can_ask(context) {
+            let client = Arc::new(AskTheClient::new(context.peer.clone()));
+            env = env.approver(client.clone()).asker(client);
+        }
+        Ok((env, forwarding))
+    }
+}
+
+/// Let the call's log lines and progress go out before its result, unless
+/// the client does not read them: then they are dropped, never the result.
+async fn flush(mut forwarding: JoinHandle<()>, tool: &str) {
+    if tokio::time::timeout(NOTIFY_TIMEOUT, &mut forwarding)
+        .await
+        .is_err()
+    {
+        forwarding.abort();
+        tracing::debug!(tool = %tool, "log lines for the MCP client were dropped: it does not read them");
+    }
+}
+
+/// The call's outcome as rmcp types it, shaped by the one MCP mapping in
+/// [`wire::results`] after the spec the call resolved to.
+fn call_tool_result(result: &CallResult) -> Result<CallToolResponse, ErrorData> {
+    let rendered = wire::results::render(
+        &result.outcome,
+        result.spec.as_deref(),
+        wire::results::Format::Mcp,
+    );
+    let mut result: CallToolResult = serde_json::from_value(rendered)
+        .map_err(|e| ErrorData::internal_error(format!("the result cannot be sent: {e}"), None))?;
+    // rmcp drops it again for clients older than 2026-07-28.
+    result.result_type = Some(ResultType::COMPLETE);
+    Ok(result.into())
+}
