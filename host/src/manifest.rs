@@ -32,7 +32,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -40,7 +39,7 @@ use crate::component::{Approval, ClientCapability, ComponentConfig};
 use crate::grants::{FileMode, Grants};
 use crate::limits::{ByteSize, Limits, RawLimits};
 use crate::model::config::{ModelConfig, Prices, Provider, ResponseFormat, Sampling, ToolChoice};
-use crate::stores::Store;
+use crate::stores::StoreConfig;
 use store::RawStore;
 
 /// The manifest's file name, looked for in the working directory.
@@ -58,7 +57,7 @@ pub struct Manifest {
     /// The `[[tool]]` entries, in order.
     pub components: Vec<ComponentConfig>,
     /// The `[store.NAME]` tables, by name.
-    pub stores: BTreeMap<String, Arc<Store>>,
+    pub stores: BTreeMap<String, StoreConfig>,
 }
 
 #[derive(Deserialize)]
@@ -397,7 +396,7 @@ impl RawTool {
         base: &Path,
         index: usize,
         defaults: &Limits,
-        stores: &BTreeMap<String, Arc<Store>>,
+        stores: &BTreeMap<String, StoreConfig>,
         lookup_env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ComponentConfig, ManifestError> {
         let component = base.join(&self.component);

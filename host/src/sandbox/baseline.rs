@@ -11,8 +11,6 @@ use wasmtime::{Config, Engine, Store};
 use super::bindings::v0_2::Toolbox;
 use super::bindings::v0_2::toolhost::tool::types as wit;
 use super::state::{CallInfo, State};
-use crate::grants::Grants;
-use std::sync::Arc;
 
 /// The usual first attempt at a wasm tool host: the default (on-demand)
 /// allocator, no `InstancePre` (imports resolved and type-checked on every
@@ -90,11 +88,8 @@ impl ReusedInstance {
 
 fn state() -> wasmtime::Result<State> {
     let info = CallInfo::unbound("baseline".into());
-    let files = super::files::ComponentFiles::default();
     State::new(
-        &Arc::new(Grants::none()),
-        &files,
-        &Arc::new(super::secrets::Secrets::default()),
+        &super::state::Capabilities::default(),
         u64::MAX,
         super::state::Binding::Call(info),
         super::state::Purpose::Call,

@@ -76,15 +76,15 @@ use self::deadline::Deadline;
 use self::files::ComponentFiles;
 use self::ready::{Pool, Prepared, Ready, StopOnExit, Toolbox};
 use self::secrets::Secrets;
-use self::state::{Binding, CallInfo, Purpose, State};
+use self::state::{Binding, CallInfo, Capabilities, Purpose, State};
 use crate::component::ComponentConfig;
-use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::observe::{Asker, CallObserver, NobodyToAsk};
 use crate::outcome::{
     CallError, ContentBlock, EmbeddedResource, ErrorType, Media, ResourceContents, ResourceLink,
     ToolOutput, truncate,
 };
+use crate::stores::Stores;
 
 /// The largest artifact kept: artifacts are for the application, not the
 /// model, so they may be larger than `max_output`, but not unbounded.
@@ -187,6 +187,8 @@ pub(crate) struct Sandbox {
     /// The instance pool as calls and instances made ahead share it.
     pool: Arc<Pool>,
     ticker: Arc<EpochTicker>,
+    /// The live handles of every component's granted stores.
+    stores: Stores,
 }
 
 impl Sandbox {
@@ -205,6 +207,7 @@ impl Sandbox {
             ticker: Arc::new(EpochTicker::start(engine.clone())),
             cache: options.cache_dir.clone().map(cache::Cache::new),
             pool: Arc::default(),
+            stores: Stores::default(),
             engine,
             linker,
         })
@@ -235,7 +238,12 @@ impl Sandbox {
                 )
             })?),
         };
-        let files = ComponentFiles::open(&config.grants)?;
+        let granted = Capabilities {
+            files: ComponentFiles::open(&config.grants)?,
+            stores: Arc::new(self.stores.granted(&config.grants)),
+            secrets: Arc::new(Secrets::new(config.grants.secrets())),
+            grants: Arc::new(config.grants.clone()),
+        };
         Ok(LoadedComponent {
             ready: {
                 let (most, measured) = kept_ready(config);
@@ -247,9 +255,8 @@ impl Sandbox {
             engine: self.engine.clone(),
             pool: self.pool.clone(),
             contract,
-            secrets: Arc::new(Secrets::new(config.grants.secrets())),
-            grants: Arc::new(config.grants.clone()),
-            files,
+            secrets: granted.secrets.clone(),
+            granted,
             limits: config.limits,
             label: label.into(),
             cache,
@@ -370,9 +377,8 @@ pub(crate) struct LoadedComponent {
     _ticker: Arc<EpochTicker>,
     pool: Arc<Pool>,
     contract: Contract,
-    grants: Arc<Grants>,
+    granted: Capabilities,
     secrets: Arc<Secrets>,
-    files: ComponentFiles,
     limits: Limits,
     pub(crate) label: Arc<str>,
     pub(crate) cache: CacheStatus,
@@ -750,14 +756,7 @@ impl LoadedComponent {
     }
 
     fn new_store(&self, binding: Binding, purpose: Purpose) -> wasmtime::Result<Store<State>> {
-        let state = State::new(
-            &self.grants,
-            &self.files,
-            &self.secrets,
-            self.limits.memory,
-            binding,
-            purpose,
-        )?;
+        let state = State::new(&self.granted, self.limits.memory, binding, purpose)?;
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         store.set_fuel(self.limits.fuel)?;
