@@ -34,7 +34,7 @@ impl NaiveHost {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        super::add_contract_to_linker(&mut linker)?;
+        super::contract::add_to_linker(&mut linker)?;
         let component = Component::new(&engine, std::fs::read(path)?)?;
         Ok(Self {
             engine,

@@ -102,7 +102,8 @@ impl ToolHost {
             Some(&index) => clipped(
                 self.inner.slots[self.inner.entries[index].component]
                     .loaded
-                    .mask(arguments),
+                    .redacted(arguments)
+                    .into_string(),
             ),
             None => clipped(arguments),
         }
