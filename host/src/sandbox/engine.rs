@@ -2,6 +2,7 @@
 //! sized for the instances that may exist at once, and the epoch that ends
 //! deadlines and makes busy guests yield.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -9,7 +10,8 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::SandboxOptions;
+use super::cache::default_dir as default_cache_dir;
+use crate::limits::Limits;
 
 /// How often the epoch advances. Each tick, a guest running CPU-bound code
 /// yields to the scheduler: this bounds how late a timeout fires and how long
@@ -28,6 +30,28 @@ const WARM_SLOTS: u32 = 32;
 /// (CPython's and SpiderMonkey's heaps are snapshots of several MiB) and
 /// the pages its calls write.
 const KEEP_RESIDENT_COPIED: usize = 64 << 20;
+
+/// Engine-wide settings.
+#[derive(Debug, Clone)]
+pub struct SandboxOptions {
+    /// Where compiled components are cached; `None` compiles every time.
+    pub cache_dir: Option<PathBuf>,
+    /// Instances that may exist at once, across all components. The pooling
+    /// allocator reserves address space for this many up front.
+    pub max_instances: u32,
+    /// The largest memory limit of any component (the pool's slot size).
+    pub max_memory: u64,
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        Self {
+            cache_dir: default_cache_dir(),
+            max_instances: 1000,
+            max_memory: Limits::default().memory,
+        }
+    }
+}
 
 /// The engine's configuration for `options`, with room in its pool for
 /// `ahead` instances made ahead of their calls.

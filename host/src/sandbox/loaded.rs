@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Engine, Store};
 
-use super::CallSide;
 use super::bindings::v0_2::toolhost::tool::types as wit;
 use super::cache::CacheStatus;
 use super::contract::{Contract, Toolbox};
@@ -18,6 +17,7 @@ use super::seal::{Sealer, SetupFailed};
 use super::secrets::Redacted;
 use super::state::{Binding, CallInfo, Capabilities, Purpose, State};
 use crate::component::ComponentConfig;
+use crate::observe::{Asker, CallObserver, NobodyToAsk};
 use crate::outcome::{CallError, ToolOutput};
 
 /// How long a call waits before trying again when the instance pool is
@@ -25,6 +25,25 @@ use crate::outcome::{CallError, ToolOutput};
 /// the dispatcher's count of instances does): the call queues, under its
 /// deadline, instead of failing.
 const POOL_RETRY: Duration = Duration::from_millis(2);
+
+/// What the application supplies with a call: who hears it, who answers
+/// its questions, and its injected context.
+#[derive(Clone)]
+pub(crate) struct CallSide {
+    pub observer: Option<Arc<dyn CallObserver>>,
+    pub asker: Arc<dyn Asker>,
+    pub context: Option<Arc<serde_json::Value>>,
+}
+
+impl Default for CallSide {
+    fn default() -> Self {
+        Self {
+            observer: None,
+            asker: Arc::new(NobodyToAsk),
+            context: None,
+        }
+    }
+}
 
 /// How many instances of `config`'s component are kept made ahead of their
 /// calls at most, and whether only where it pays (`ready = "auto"`). A

@@ -47,7 +47,6 @@ mod secrets;
 mod state;
 mod stdio;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use wasmtime::Engine;
@@ -56,8 +55,9 @@ use wasmtime::error::Context as _;
 
 pub use budget::raise_descriptor_limit;
 pub use cache::{CacheStatus, default_dir as default_cache_dir};
+pub use engine::SandboxOptions;
 pub use interact::ASK_WAIT;
-pub(crate) use loaded::{LoadedComponent, Ran, RawSpec, kept_ready};
+pub(crate) use loaded::{CallSide, LoadedComponent, Ran, RawSpec, kept_ready};
 pub use seal::{MAX_BLOCKS, MAX_MEDIA};
 
 use self::contract::Contract;
@@ -68,50 +68,7 @@ use self::seal::Sealer;
 use self::secrets::Secrets;
 use self::state::{Capabilities, State};
 use crate::component::ComponentConfig;
-use crate::limits::Limits;
-use crate::observe::{Asker, CallObserver, NobodyToAsk};
 use crate::stores::Stores;
-
-/// What the application supplies with a call: who hears it, who answers
-/// its questions, and its injected context.
-#[derive(Clone)]
-pub(crate) struct CallSide {
-    pub observer: Option<Arc<dyn CallObserver>>,
-    pub asker: Arc<dyn Asker>,
-    pub context: Option<Arc<serde_json::Value>>,
-}
-
-impl Default for CallSide {
-    fn default() -> Self {
-        Self {
-            observer: None,
-            asker: Arc::new(NobodyToAsk),
-            context: None,
-        }
-    }
-}
-
-/// Engine-wide settings.
-#[derive(Debug, Clone)]
-pub struct SandboxOptions {
-    /// Where compiled components are cached; `None` compiles every time.
-    pub cache_dir: Option<PathBuf>,
-    /// Instances that may exist at once, across all components. The pooling
-    /// allocator reserves address space for this many up front.
-    pub max_instances: u32,
-    /// The largest memory limit of any component (the pool's slot size).
-    pub max_memory: u64,
-}
-
-impl Default for SandboxOptions {
-    fn default() -> Self {
-        Self {
-            cache_dir: default_cache_dir(),
-            max_instances: 1000,
-            max_memory: Limits::default().memory,
-        }
-    }
-}
 
 /// The engine and linker shared by every call.
 pub(crate) struct Sandbox {
