@@ -8,12 +8,11 @@
 //! installs it).
 
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolhost::Grants;
-use toolhost::stores::{Backend, Quota, Scope, Store, StoreConfig};
+use toolhost::stores::{Backend, Quota, Scope, StoreConfig};
 use toolhost::{ComponentConfig, SandboxOptions, ToolCall, ToolHost};
 
 mod common;
@@ -79,7 +78,7 @@ fn main() {
             fmt_us(echo99)
         );
         for (label, backend) in backends {
-            let store = Arc::new(Store::new(StoreConfig {
+            let store = StoreConfig {
                 name: "s".into(),
                 backend,
                 scope: Scope::Global,
@@ -88,7 +87,7 @@ fn main() {
                     max_bytes: 1 << 30,
                     ..Quota::default()
                 },
-            }));
+            };
             let host = host(Grants::none().store(store)).await;
             let value = "v".repeat(100);
             let put = |i: usize| {

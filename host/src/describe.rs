@@ -62,7 +62,7 @@ fn grant_lines(config: &ComponentConfig) -> Vec<String> {
         lines.push(format!("env: sees {name}"));
     }
     for store in grants.stores() {
-        lines.push(store_line(store.config()));
+        lines.push(store_line(store));
     }
     for (key, secret) in grants.config_keys() {
         let secret = if secret {

@@ -31,7 +31,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -40,7 +39,7 @@ use crate::limits::{Limits, RawLimits};
 use crate::model::config::{
     ControlOverrides, ModelConfig, Overrides, Prices, Provider, ResponseFormat, ToolChoice,
 };
-use crate::stores::Store;
+use crate::stores::StoreConfig;
 use store::RawStore;
 use tool::RawTool;
 
@@ -59,7 +58,7 @@ pub struct Manifest {
     /// The `[[tool]]` entries, in order.
     pub components: Vec<ComponentConfig>,
     /// The `[store.NAME]` tables, by name.
-    pub stores: BTreeMap<String, Arc<Store>>,
+    pub stores: BTreeMap<String, StoreConfig>,
 }
 
 #[derive(Deserialize)]

@@ -2,15 +2,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::Deserialize;
 
 use super::{KeyError, ManifestError, RawValue};
 use crate::limits::ByteSize;
-use crate::stores::{
-    Backend, MAX_KEY_BYTES, MAX_VALUE_BYTES, Quota, Scope, Store, StoreConfig, redacted,
-};
+use crate::stores::{Backend, MAX_KEY_BYTES, MAX_VALUE_BYTES, Quota, Scope, StoreConfig, redacted};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,7 +38,7 @@ pub(super) fn validate(
     file: &Path,
     base: &Path,
     lookup_env: &dyn Fn(&str) -> Option<String>,
-) -> Result<BTreeMap<String, Arc<Store>>, ManifestError> {
+) -> Result<BTreeMap<String, StoreConfig>, ManifestError> {
     let mut stores = BTreeMap::new();
     let mut files: BTreeMap<PathBuf, String> = BTreeMap::new();
     for (name, store) in raw {
@@ -59,7 +56,7 @@ pub(super) fn validate(
                 ),
             ));
         }
-        stores.insert(name, Arc::new(Store::new(config)));
+        stores.insert(name, config);
     }
     Ok(stores)
 }

@@ -42,7 +42,7 @@ fn describe(manifest: &Manifest) -> String {
             c.grants.config_keys().collect::<Vec<_>>(),
         );
         for store in c.grants.stores() {
-            out += &format!("  store: {:?}\n", store.config());
+            out += &format!("  store: {store:?}\n");
         }
     }
     out

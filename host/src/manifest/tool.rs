@@ -11,7 +11,7 @@ use super::{KeyError, ManifestError, RawValue};
 use crate::component::{Approval, ClientCapability, ComponentConfig};
 use crate::grants::{FileMode, Grants};
 use crate::limits::{ByteSize, Limits, RawLimits};
-use crate::stores::Store;
+use crate::stores::StoreConfig;
 
 /// A `[[tool]]` entry as written.
 #[derive(Deserialize)]
@@ -57,7 +57,7 @@ impl RawTool {
         base: &Path,
         index: usize,
         defaults: &Limits,
-        stores: &BTreeMap<String, Arc<Store>>,
+        stores: &BTreeMap<String, StoreConfig>,
         lookup_env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ComponentConfig, ManifestError> {
         let component = base.join(&self.component);
@@ -171,7 +171,7 @@ fn grant_config(
 fn grant_stores(
     mut grants: Grants,
     names: &[String],
-    declared: &BTreeMap<String, Arc<Store>>,
+    declared: &BTreeMap<String, StoreConfig>,
     err: &KeyError<'_>,
 ) -> Result<Grants, ManifestError> {
     for (i, store) in names.iter().enumerate() {
@@ -184,7 +184,7 @@ fn grant_stores(
 }
 
 /// Why `store` is not a store a tool may name, and how to declare it.
-fn unknown_store(store: &str, declared: &BTreeMap<String, Arc<Store>>) -> String {
+fn unknown_store(store: &str, declared: &BTreeMap<String, StoreConfig>) -> String {
     let known = declared
         .keys()
         .map(String::as_str)

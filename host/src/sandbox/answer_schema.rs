@@ -13,7 +13,6 @@
 //! one with two fields, or two choices of a field, whose titles (or names)
 //! a person could not tell apart.
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
@@ -146,7 +145,7 @@ struct Choice {
 impl Shown<'_> {
     /// Text a person reads: masked, then printable.
     fn text(&self, text: &str) -> String {
-        printable::text(&self.secrets.mask(text)).into_owned()
+        printable::text(&self.secrets.redact(text).to_string()).into_owned()
     }
 
     /// The non-empty text of `schema[key]`, as a person reads it.
@@ -159,8 +158,8 @@ impl Shown<'_> {
     /// is passed on as written: it must already be exactly what a person
     /// is shown, on one line.
     fn exact(&self, what: &str, value: &str) -> Result<String, String> {
-        let masked = self.secrets.mask(value);
-        if let Cow::Owned(masked) = masked {
+        if self.secrets.found_in(value) {
+            let masked = self.secrets.redact(value).to_string();
             return Err(format!(
                 "{what} {} holds a secret granted to the tool; a name or choice is shown as written, so keep secrets out of it",
                 printable::json(&Value::String(masked))

@@ -11,8 +11,6 @@ use wasmtime::{Config, Engine, Store};
 use super::bindings::v0_2::Toolbox;
 use super::bindings::v0_2::toolhost::tool::types as wit;
 use super::state::{CallInfo, State};
-use crate::grants::Grants;
-use std::sync::Arc;
 
 /// The usual first attempt at a wasm tool host: the default (on-demand)
 /// allocator, no `InstancePre` (imports resolved and type-checked on every
@@ -36,7 +34,7 @@ impl NaiveHost {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        super::add_contract_to_linker(&mut linker)?;
+        super::contract::add_to_linker(&mut linker)?;
         let component = Component::new(&engine, std::fs::read(path)?)?;
         Ok(Self {
             engine,
@@ -90,11 +88,8 @@ impl ReusedInstance {
 
 fn state() -> wasmtime::Result<State> {
     let info = CallInfo::unbound("baseline".into());
-    let files = super::files::ComponentFiles::default();
     State::new(
-        &Arc::new(Grants::none()),
-        &files,
-        &Arc::new(super::secrets::Secrets::default()),
+        &super::state::Capabilities::default(),
         u64::MAX,
         super::state::Binding::Call(info),
         super::state::Purpose::Call,

@@ -109,7 +109,9 @@ impl Interaction {
         self.reports += 1;
         self.last_done = Some(done);
         let message = message
-            .map(|m| printable::one_line(&self.secrets.mask(&m), MAX_PROGRESS_MESSAGE))
+            .map(|m| {
+                printable::one_line(&self.secrets.redact(m).into_string(), MAX_PROGRESS_MESSAGE)
+            })
             .filter(|m| !m.is_empty());
         observer.progress(&Progress {
             tool: self.tool.clone(),
@@ -146,7 +148,7 @@ impl Interaction {
                 format!("the answer schema is not valid JSON Schema: {e}"),
             )
         })?;
-        let message = printable::text(&self.secrets.mask(&question)).into_owned();
+        let message = printable::text(&self.secrets.redact(question).into_string()).into_owned();
         if message.trim().is_empty() {
             return Err(refused(
                 AskRefusal::InvalidQuestion,
@@ -161,7 +163,7 @@ impl Interaction {
         };
         let answer = self.wait_for(&question).await?;
         if let Some(error) = validator.iter_errors(&answer).next() {
-            let error = self.secrets.mask_owned(error.to_string());
+            let error = self.secrets.redact(&error).to_string();
             tracing::warn!(tool = %self.tool, call_id = %self.call_id, error = %error, "an answer did not fit the tool's schema; the tool is told nobody answered");
             return Err(refused(
                 AskRefusal::Unavailable,

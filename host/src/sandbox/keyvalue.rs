@@ -33,8 +33,9 @@ use wasmtime::component::Resource;
 use super::bindings::v0_2::wasi::keyvalue::store;
 use super::refusal::Refusals;
 use super::state::State;
-use crate::grants::Grants;
-use crate::stores::{Entry, MAX_BATCH_BYTES, MAX_BATCH_KEYS, Store, StoreError, page_keys};
+use crate::stores::{
+    Entry, GrantedStores, MAX_BATCH_BYTES, MAX_BATCH_KEYS, Store, StoreError, page_keys,
+};
 
 pub(crate) use linker::add_to_linker;
 
@@ -61,7 +62,7 @@ struct Cursor {
 
 /// One call's view of its granted stores.
 pub(crate) struct CallStores {
-    grants: Arc<Grants>,
+    granted: Arc<GrantedStores>,
     context: Option<Arc<Value>>,
     refusals: Refusals,
     ops: u32,
@@ -79,12 +80,12 @@ enum Access {
 
 impl CallStores {
     pub(crate) fn new(
-        grants: Arc<Grants>,
+        granted: Arc<GrantedStores>,
         context: Option<Arc<Value>>,
         refusals: Refusals,
     ) -> Self {
         Self {
-            grants,
+            granted,
             context,
             refusals,
             ops: 0,
@@ -250,7 +251,7 @@ impl State {
         if let Err(e) = self.stores.count() {
             return Ok(Err(e));
         }
-        let Some(store) = self.stores.grants.granted_store(identifier).cloned() else {
+        let Some(store) = self.stores.granted.get(identifier).cloned() else {
             // Whether the store exists is not the tool's to learn.
             let name = crate::outcome::clip(identifier, 64);
             self.stores.refusals.deny(format!(
@@ -259,7 +260,7 @@ impl State {
             ));
             return Ok(Err(store::Error::AccessDenied));
         };
-        let namespace = match store.namespace(self.stores.context.as_deref()) {
+        let namespace = match store.config().namespace(self.stores.context.as_deref()) {
             Ok(namespace) => namespace,
             Err(message) => {
                 self.stores.refusals.deny(message);
@@ -425,7 +426,7 @@ mod tests {
 
     fn stores() -> CallStores {
         let refusals = Refusals::new(Arc::new(Secrets::new([])));
-        CallStores::new(Arc::new(Grants::none()), None, refusals)
+        CallStores::new(Arc::default(), None, refusals)
     }
 
     #[test]

@@ -70,7 +70,7 @@ impl GuestLog {
             return;
         }
         // Masked whole, then cut: a cut never leaves half a secret behind.
-        let text = truncate(self.secrets.mask_owned(message.to_owned()), MAX_LINE_BYTES);
+        let text = truncate(self.secrets.redact(message).to_string(), MAX_LINE_BYTES);
         self.lines += 1;
         self.bytes += text.len();
         if observed && let Some(observer) = &self.info.observer {

@@ -37,7 +37,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use wasmtime::Store;
 
-use super::bindings::{v0_1, v0_2};
+use super::contract::Toolbox;
 use super::state::State;
 
 /// An instantiated component, in the store it was made in.
@@ -47,12 +47,6 @@ pub(super) struct Prepared {
     /// Fuel instantiating it used: charged to its call, as it would be had
     /// the instance been made when the call came.
     pub fuel_spent: u64,
-}
-
-/// The instance's exports, in the contract it was built against.
-pub(super) enum Toolbox {
-    V0_1(v0_1::Toolbox),
-    V0_2(v0_2::Toolbox),
 }
 
 /// One component's instances made ahead, and the signal that makes more.

@@ -44,7 +44,7 @@ impl Refusals {
     /// handle past the call's budget. The first refusal is what the call is
     /// reported as; each is logged, masked.
     pub(crate) fn deny(&self, what: impl Into<String>) {
-        let what = self.secrets.mask_owned(what.into());
+        let what = self.secrets.redact(what.into()).into_string();
         let mut inner = self.lock();
         if inner.log() {
             tracing::info!(target: "toolhost::grants", denied = %what, "capability refused");
@@ -55,7 +55,7 @@ impl Refusals {
     /// Host memory held for the call reached its budget (`memory_exhausted`
     /// if the call fails).
     pub(crate) fn exhaust(&self, what: impl Into<String>) {
-        let what = self.secrets.mask_owned(what.into());
+        let what = self.secrets.redact(what.into()).into_string();
         let mut inner = self.lock();
         if inner.log() {
             tracing::info!(target: "toolhost::limits", exhausted = %what, "host budget refused");

@@ -5,9 +5,17 @@
 //! structured output (masked after JSON decoding, so `\u`-escaped copies are
 //! caught), artifact, error kind and message, the refusal messages the host
 //! builds from what the tool asked for (a URL can carry a secret), its log
-//! lines and its stderr tail. Masking runs before truncation, so a cut never
-//! splits a secret into an unmasked prefix; a tail that begins in the middle
-//! of a secret has that fragment masked too.
+//! lines, progress and questions, and its stderr tail. Masking runs before
+//! truncation, so a cut never splits a secret into an unmasked prefix; a
+//! tail that begins in the middle of a secret has that fragment masked too.
+//!
+//! One function masks text ([`Secrets::mask`], private to this module); the
+//! rest of the sandbox reaches it through two doors only. A result is sealed
+//! (`seal.rs`), which masks each part of it, structured output with
+//! [`Secrets::mask_json`]. Every other value that may hold a secret — a log
+//! field, a refusal, a guest's log line, a progress message, a question —
+//! is wrapped in a [`Redacted`] ([`Secrets::redact`]) and formatted through
+//! it, so no site masks by hand and none can forget the tail of a secret.
 //!
 //! What masking cannot do: a tool that holds a secret can always encode it
 //! (base64, hex, reversed, one character per line) and the encoded copy is
@@ -16,6 +24,7 @@
 //! with it.
 
 use std::borrow::Cow;
+use std::fmt;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
@@ -75,8 +84,39 @@ impl Secrets {
         self.matcher.as_ref().is_some_and(|m| m.is_match(data))
     }
 
-    /// `text` with every secret replaced by `[redacted]`.
-    pub(crate) fn mask<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    /// `value`, to be formatted with every secret replaced by
+    /// `[redacted]`: for a log field, a refusal, a message a person reads.
+    pub(crate) fn redact<T>(&self, value: T) -> Redacted<'_, T> {
+        Redacted {
+            value,
+            secrets: self,
+            tail: false,
+        }
+    }
+
+    /// [`Secrets::redact`] for the tail of a longer text, which may begin
+    /// partway through a secret: that leading fragment is masked too.
+    pub(crate) fn redact_tail<T>(&self, value: T) -> Redacted<'_, T> {
+        Redacted {
+            value,
+            secrets: self,
+            tail: true,
+        }
+    }
+
+    /// Whether `text` holds a secret: masking would change it.
+    pub(crate) fn found_in(&self, text: &str) -> bool {
+        matches!(self.mask(text), Cow::Owned(_))
+    }
+
+    /// Whether there is nothing to mask: no secrets, and a matcher built.
+    fn is_empty(&self) -> bool {
+        self.matcher.is_none() && !self.fail_closed
+    }
+
+    /// `text` with every secret replaced by `[redacted]`: the one masking
+    /// function, which [`Redacted`] and [`Secrets::mask_json`] call.
+    fn mask<'a>(&self, text: &'a str) -> Cow<'a, str> {
         if self.fail_closed && !text.is_empty() {
             return Cow::Owned(REDACTED.to_owned());
         }
@@ -90,16 +130,17 @@ impl Secrets {
 
     /// [`Secrets::mask`] for an owned string, without copying when nothing
     /// matches.
-    pub(crate) fn mask_owned(&self, text: String) -> String {
+    fn mask_owned(&self, text: String) -> String {
         match self.mask(&text) {
             Cow::Borrowed(_) => text,
             Cow::Owned(masked) => masked,
         }
     }
 
-    /// Every string in `value`, keys included, masked.
+    /// Every string in `value`, keys included, masked: a result's
+    /// structured output, after decoding.
     pub(crate) fn mask_json(&self, value: &mut Value) {
-        if self.matcher.is_none() && !self.fail_closed {
+        if self.is_empty() {
             return;
         }
         // Iterative: structured output can nest as deep as the JSON parser
@@ -136,7 +177,7 @@ impl Secrets {
     /// Mask the tail of a longer text, which may begin partway through a
     /// secret: besides whole secrets, a leading fragment that is the end of
     /// a secret is masked.
-    pub(crate) fn mask_tail(&self, tail: &str) -> String {
+    fn mask_tail(&self, tail: &str) -> String {
         let masked = self.mask_owned(tail.to_owned());
         let fragment = self
             .values
@@ -153,6 +194,46 @@ impl Secrets {
         match fragment {
             Some(len) => format!("{REDACTED}{}", &masked[len..]),
             None => masked,
+        }
+    }
+}
+
+/// A value that may hold a secret, as it may leave the sandbox: formatting
+/// it formats the value (`{:#}` passes on to it), then masks the text.
+/// Made by [`Secrets::redact`] and [`Secrets::redact_tail`].
+pub(crate) struct Redacted<'a, T> {
+    value: T,
+    secrets: &'a Secrets,
+    /// The value is the tail of a longer text.
+    tail: bool,
+}
+
+impl<T: fmt::Display> fmt::Display for Redacted<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Nothing to mask: no copy.
+        if self.secrets.is_empty() {
+            return self.value.fmt(f);
+        }
+        let text = if f.alternate() {
+            format!("{:#}", self.value)
+        } else {
+            self.value.to_string()
+        };
+        if self.tail {
+            f.write_str(&self.secrets.mask_tail(&text))
+        } else {
+            f.write_str(&self.secrets.mask(&text))
+        }
+    }
+}
+
+impl Redacted<'_, String> {
+    /// The masked text, without copying it when nothing matches.
+    pub(crate) fn into_string(self) -> String {
+        if self.tail {
+            self.secrets.mask_tail(&self.value)
+        } else {
+            self.secrets.mask_owned(self.value)
         }
     }
 }
@@ -193,5 +274,29 @@ mod tests {
             "[redacted] then [redacted]"
         );
         assert_eq!(secrets.mask_tail("plain"), "plain");
+    }
+
+    #[test]
+    fn redacted_values_are_masked_when_formatted_and_tails_from_their_start() {
+        let secrets = Secrets::new(["sk-live-1234"]);
+        let error = anyhow::anyhow!("bad key sk-live-1234").context("calling out");
+        assert_eq!(
+            format!("{:#}", secrets.redact(&error)),
+            "calling out: bad key [redacted]"
+        );
+        assert_eq!(
+            secrets.redact("id sk-live-1234".to_owned()).into_string(),
+            "id [redacted]"
+        );
+        assert_eq!(
+            secrets.redact_tail("-1234 then sk-live-1234").to_string(),
+            "[redacted] then [redacted]"
+        );
+        assert_eq!(
+            secrets.redact_tail("ve-1234".to_owned()).into_string(),
+            "[redacted]"
+        );
+        let none = Secrets::new([]);
+        assert_eq!(none.redact("sk-live-1234").to_string(), "sk-live-1234");
     }
 }

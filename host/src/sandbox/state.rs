@@ -29,6 +29,7 @@ use super::secrets::Secrets;
 use super::stdio::Tail;
 use super::{env, http};
 use crate::grants::Grants;
+use crate::stores::GrantedStores;
 
 /// Handles (streams, files, requests, header fields, pollables) one call may
 /// hold at once. A tool needs a few dozen at most; every host object a tool
@@ -73,12 +74,23 @@ impl CallInfo {
     }
 }
 
+/// What one component was granted, made live at load: the grants, its held
+/// directories, the handles of its stores and the masker of its secrets.
+/// Every call's [`State`] is built from these and nothing else.
+#[derive(Debug, Default)]
+pub(crate) struct Capabilities {
+    pub grants: Arc<Grants>,
+    pub files: ComponentFiles,
+    pub stores: Arc<GrantedStores>,
+    pub secrets: Arc<Secrets>,
+}
+
 /// What of a state belongs to its call: who hears its progress and answers
 /// its questions, which namespace its stores are in, how its lines are
 /// logged.
 fn call_parts(
     info: CallInfo,
-    grants: &Arc<Grants>,
+    stores: &Arc<GrantedStores>,
     secrets: &Arc<Secrets>,
     refusals: &Refusals,
 ) -> (Interaction, CallStores, GuestLog) {
@@ -90,7 +102,7 @@ fn call_parts(
         info.asker.clone(),
         info.deadline.clone(),
     );
-    let stores = CallStores::new(grants.clone(), info.context.clone(), refusals.clone());
+    let stores = CallStores::new(stores.clone(), info.context.clone(), refusals.clone());
     (interaction, stores, GuestLog::new(info, secrets.clone()))
 }
 
@@ -127,6 +139,8 @@ pub(crate) struct State {
     pub(crate) stores: CallStores,
     interaction: Interaction,
     grants: Arc<Grants>,
+    /// The stores the call may open: none when describing.
+    granted_stores: Arc<GrantedStores>,
     secrets: Arc<Secrets>,
     /// The component's label, for its log lines.
     component: Arc<str>,
@@ -150,9 +164,7 @@ impl State {
     /// When a granted directory cannot be opened for the call, or the host
     /// has no descriptors to spare for it.
     pub(crate) fn new(
-        grants: &Arc<Grants>,
-        files: &ComponentFiles,
-        secrets: &Arc<Secrets>,
+        granted: &Capabilities,
         memory_limit: u64,
         binding: Binding,
         purpose: Purpose,
@@ -162,10 +174,11 @@ impl State {
             Binding::Ahead(component) => (CallInfo::unbound(component), false),
         };
         let info_component = info.component.clone();
-        let grants = match purpose {
-            Purpose::Describe => Arc::new(Grants::none()),
-            Purpose::Call => grants.clone(),
+        let (grants, granted_stores) = match purpose {
+            Purpose::Describe => (Arc::new(Grants::none()), Arc::default()),
+            Purpose::Call => (granted.grants.clone(), granted.stores.clone()),
         };
+        let (files, secrets) = (&granted.files, &granted.secrets);
         let refusals = Refusals::new(secrets.clone());
         let stderr = Tail::default();
         let mut wasi = WasiCtxBuilder::new();
@@ -188,7 +201,7 @@ impl State {
         wasi.socket_addr_check(|_, _| Box::pin(async { false }));
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HANDLES);
-        let (interaction, stores, log) = call_parts(info, &grants, secrets, &refusals);
+        let (interaction, stores, log) = call_parts(info, &granted_stores, secrets, &refusals);
         let mut gate = HttpGate::new(grants.clone(), refusals.clone(), descriptors);
         gate.for_call = bound;
         Ok(Self {
@@ -204,6 +217,7 @@ impl State {
             stores,
             interaction,
             grants,
+            granted_stores,
             secrets: secrets.clone(),
             component: info_component,
             bound,
@@ -232,7 +246,7 @@ impl State {
     /// stores these are.
     fn set_call(&mut self, info: CallInfo) {
         (self.interaction, self.stores, self.log) =
-            call_parts(info, &self.grants, &self.secrets, &self.refusals);
+            call_parts(info, &self.granted_stores, &self.secrets, &self.refusals);
     }
 
     /// Why an instance made ahead of its call cannot be given one: it used

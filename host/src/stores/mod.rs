@@ -5,6 +5,12 @@
 //! both backends keep alike (quotas and counters) are in `rules.rs`, so the
 //! two cannot drift apart.
 //!
+//! A store's configuration ([`StoreConfig`]) is domain data, granted like
+//! any other capability (`Grants::store`); this module makes the live
+//! handles from it: at load, the host's `Stores` gives each component one
+//! handle per store it is granted, shared with every other component
+//! granted the same configuration.
+//!
 //! A store is opened on its first use, not at load, so `toolhost tools` and
 //! `toolhost check` never touch it, and one process's hot reloads share the
 //! open store (redb allows one process per file, and a reload must not lock
@@ -34,151 +40,17 @@ mod parity;
 pub(crate) mod redis;
 pub(crate) mod rules;
 
+use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
 
-/// A store as the manifest declares it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreConfig {
-    /// Its name: what tools open and what `stores = [...]` grants.
-    pub name: String,
-    /// Where its data lives.
-    pub backend: Backend,
-    /// How calls are kept apart.
-    pub scope: Scope,
-    /// What it may hold.
-    pub quota: Quota,
-}
-
-/// Where a store's data lives.
-#[derive(Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
-    /// A redb file on local disk: no setup, ACID writes, one process at a
-    /// time.
-    Embedded {
-        /// The file.
-        path: PathBuf,
-    },
-    /// A Redis server, shared by every toolhost process that names it.
-    Redis {
-        /// `redis://[user:password@]host[:port][/db]` or `redis+unix:///path`.
-        url: String,
-        /// Prefix of every key toolhost writes.
-        prefix: String,
-    },
-}
-
-impl fmt::Debug for Backend {
-    /// A Redis URL's password never reaches a log or a message.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Embedded { path } => f.debug_struct("Embedded").field("path", path).finish(),
-            Self::Redis { url, prefix } => f
-                .debug_struct("Redis")
-                .field("url", &redacted(url))
-                .field("prefix", prefix)
-                .finish(),
-        }
-    }
-}
-
-/// `url` as it may be shown: the password of its userinfo, the values of
-/// query parameters whose names suggest a secret (`password`, `pass`,
-/// `token`, `auth`, …) and any fragment are replaced by `***`. Parsed as
-/// Redis parses it (the `url` crate: the userinfo ends at the last `@`); a
-/// URL that does not parse shows only its scheme.
-pub fn redacted(url: &str) -> String {
-    const HIDDEN: &str = "***";
-    let scheme_only = || match url.split_once("://") {
-        Some((scheme, _))
-            if !scheme.is_empty()
-                && scheme
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
-        {
-            format!("{scheme}://{HIDDEN}")
-        }
-        _ => HIDDEN.to_owned(),
-    };
-    let Ok(mut parsed) = ::url::Url::parse(url) else {
-        return scheme_only();
-    };
-    if parsed.password().is_some() && parsed.set_password(Some(HIDDEN)).is_err() {
-        return scheme_only();
-    }
-    if parsed.query().is_some() {
-        let pairs: Vec<(String, String)> = parsed
-            .query_pairs()
-            .map(|(name, value)| {
-                let lower = name.to_lowercase();
-                let secret = ["pass", "pwd", "secret", "token", "auth", "key", "cred"]
-                    .iter()
-                    .any(|word| lower.contains(word));
-                let value = if secret {
-                    HIDDEN.to_owned()
-                } else {
-                    value.into_owned()
-                };
-                (name.into_owned(), value)
-            })
-            .collect();
-        parsed.query_pairs_mut().clear().extend_pairs(pairs);
-    }
-    if parsed.fragment().is_some_and(|f| f != "insecure") {
-        parsed.set_fragment(Some(HIDDEN));
-    }
-    parsed.to_string()
-}
-
-/// How a store keeps calls apart.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Scope {
-    /// Every call sees the same keys.
-    Global,
-    /// Each value of this key of the call's injected context has its own
-    /// keys.
-    ContextKey(String),
-}
-
-/// What a store may hold: per namespace, and in all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Quota {
-    /// Keys per namespace.
-    pub max_keys: u64,
-    /// Bytes of keys and values together, per namespace.
-    pub max_bytes: u64,
-    /// The longest key, in bytes.
-    pub max_key_bytes: usize,
-    /// The largest value, in bytes.
-    pub max_value_bytes: usize,
-    /// Namespaces holding at least one key, in the whole store.
-    pub max_namespaces: u64,
-    /// Bytes of keys and values together, in the whole store.
-    pub max_store_bytes: u64,
-}
-
-impl Default for Quota {
-    /// 10,000 keys and 64 MiB per namespace; keys up to 1 KiB, values up to
-    /// 1 MiB (the most one call can have the host hold for one value); and
-    /// 10,000 namespaces and 1 GiB in all, so that a store nobody sized
-    /// stays smaller than the memory of a modest Redis server however many
-    /// namespaces callers invent.
-    fn default() -> Self {
-        Self {
-            max_keys: 10_000,
-            max_bytes: 64 << 20,
-            max_key_bytes: 1024,
-            max_value_bytes: 1 << 20,
-            max_namespaces: 10_000,
-            max_store_bytes: 1 << 30,
-        }
-    }
-}
+use crate::grants::Grants;
+pub use crate::grants::store::{
+    Backend, MAX_KEY_BYTES, MAX_NAMESPACE_BYTES, MAX_VALUE_BYTES, Quota, Scope, StoreConfig,
+    redacted,
+};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -201,17 +73,6 @@ pub enum StoreError {
     Unavailable(String),
 }
 
-/// A key and its value.
-pub(crate) type Entry = (String, Vec<u8>);
-
-/// The largest `max_value_size` a manifest may set: a call's host memory
-/// holds a value (a batch holds several, up to [`MAX_BATCH_BYTES`]).
-pub const MAX_VALUE_BYTES: usize = 16 << 20;
-
-/// The largest `max_key_size` a manifest may set: keys are names, and the
-/// host holds several at once (a page of a listing, a call's cursors).
-pub const MAX_KEY_BYTES: usize = 64 << 10;
-
 /// The most bytes of keys and values one batch read or write moves,
 /// checked before the host copies a write's entries out of the guest.
 pub const MAX_BATCH_BYTES: usize = 32 << 20;
@@ -219,16 +80,14 @@ pub const MAX_BATCH_BYTES: usize = 32 << 20;
 /// The most keys one batch names.
 pub const MAX_BATCH_KEYS: usize = 1000;
 
+/// A key and its value.
+pub(crate) type Entry = (String, Vec<u8>);
+
 /// The most keys one `list-keys` page holds.
 pub(crate) const PAGE_KEYS: usize = 1000;
 
 /// The most bytes of keys one `list-keys` page holds, whatever the key size.
 pub(crate) const PAGE_BYTES: usize = 1 << 20;
-
-/// The longest namespace value a context may give: the value is written
-/// beside every key of the namespace, and comes from whoever supplies the
-/// context.
-pub const MAX_NAMESPACE_BYTES: usize = 256;
 
 /// Keys in one `list-keys` page of a store with `quota`: up to
 /// [`PAGE_KEYS`], and no more than [`PAGE_BYTES`] of the longest keys.
@@ -280,8 +139,9 @@ pub(crate) trait Engine: Send + Sync + fmt::Debug {
     ) -> BoxFuture<'a, Result<u64, StoreError>>;
 }
 
-/// A named store from the manifest, opened on first use.
-pub struct Store {
+/// A granted store's live handle: its configuration and, once a call has
+/// used it, its open backend.
+pub(crate) struct Store {
     config: StoreConfig,
     engine: tokio::sync::OnceCell<Arc<dyn Engine>>,
 }
@@ -294,15 +154,9 @@ impl fmt::Debug for Store {
     }
 }
 
-impl PartialEq for Store {
-    fn eq(&self, other: &Self) -> bool {
-        self.config == other.config
-    }
-}
-
 impl Store {
     /// A store for `config`; nothing is opened yet.
-    pub fn new(config: StoreConfig) -> Self {
+    pub(crate) fn new(config: StoreConfig) -> Self {
         Self {
             config,
             engine: tokio::sync::OnceCell::new(),
@@ -310,7 +164,7 @@ impl Store {
     }
 
     /// How the manifest declares it.
-    pub fn config(&self) -> &StoreConfig {
+    pub(crate) fn config(&self) -> &StoreConfig {
         &self.config
     }
 
@@ -336,112 +190,51 @@ impl Store {
             })
             .await
     }
+}
 
-    /// The namespace a call with `context` uses, or why it has none: `""`
-    /// for a global store, `s:VALUE` for a string and `n:INTEGER` for an
-    /// integer (in its canonical decimal spelling).
-    ///
-    /// # Errors
-    ///
-    /// For a scoped store, when the context lacks the scope key, or its
-    /// value is not a non-empty string of at most [`MAX_NAMESPACE_BYTES`]
-    /// or an integer.
-    pub(crate) fn namespace(&self, context: Option<&serde_json::Value>) -> Result<String, String> {
-        let key = match &self.config.scope {
-            Scope::Global => return Ok(String::new()),
-            Scope::ContextKey(key) => key,
-        };
-        let name = &self.config.name;
-        match context.and_then(|c| c.get(key)) {
-            Some(serde_json::Value::String(value)) if value.len() > MAX_NAMESPACE_BYTES => {
-                Err(format!(
-                    "store '{name}' is kept per `{key}` of the call's context, and this call's `{key}` has {} bytes; \
-                     the application must supply at most {MAX_NAMESPACE_BYTES}",
-                    value.len()
-                ))
-            }
-            Some(serde_json::Value::String(value)) if !value.is_empty() => Ok(format!("s:{value}")),
-            Some(serde_json::Value::Number(value)) if value.is_i64() || value.is_u64() => {
-                Ok(format!("n:{value}"))
-            }
-            Some(serde_json::Value::Number(value)) => Err(format!(
-                "store '{name}' is kept per `{key}` of the call's context, and this call's `{key}` is {value}, \
-                 a number that is not an integer; the application must supply a string or an integer"
-            )),
-            _ => Err(format!(
-                "store '{name}' is kept per `{key}` of the call's context, and this call's context has no `{key}` \
-                 (a non-empty string or an integer); the application must supply it"
-            )),
+/// The stores of one host, made at load from its components' grants: one
+/// live handle per distinct store configuration, shared by every component
+/// granted it (so tools granted one Redis store share its connection).
+/// Handles open their backends on first use, not here.
+#[derive(Debug, Default)]
+pub(crate) struct Stores {
+    made: Mutex<Vec<Arc<Store>>>,
+}
+
+impl Stores {
+    /// The handles of the stores `grants` grants, by name.
+    pub(crate) fn granted(&self, grants: &Grants) -> GrantedStores {
+        let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut by_name = BTreeMap::new();
+        for config in grants.stores() {
+            let store = match made.iter().find(|store| store.config == *config) {
+                Some(store) => store.clone(),
+                None => {
+                    let store = Arc::new(Store::new(config.clone()));
+                    made.push(store.clone());
+                    store
+                }
+            };
+            by_name.insert(config.name.clone(), store);
         }
+        GrantedStores(by_name)
+    }
+}
+
+/// One component's granted stores, by name: what its calls may open.
+#[derive(Debug, Default)]
+pub(crate) struct GrantedStores(BTreeMap<String, Arc<Store>>);
+
+impl GrantedStores {
+    /// The granted store named `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Store>> {
+        self.0.get(name)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    fn scoped() -> Store {
-        Store::new(StoreConfig {
-            name: "notes".into(),
-            backend: Backend::Embedded {
-                path: "/nonexistent".into(),
-            },
-            scope: Scope::ContextKey("user".into()),
-            quota: Quota::default(),
-        })
-    }
-
-    fn namespace(context: serde_json::Value) -> Result<String, String> {
-        scoped().namespace(Some(&context))
-    }
-
-    #[test]
-    fn scoped_namespaces_come_from_the_context_only() {
-        assert_eq!(namespace(json!({"user": "ada"})).unwrap(), "s:ada");
-        assert_ne!(
-            namespace(json!({"user": "ada"})),
-            namespace(json!({"user": "bob"}))
-        );
-        assert!(
-            scoped()
-                .namespace(None)
-                .unwrap_err()
-                .contains("has no `user`")
-        );
-        assert!(namespace(json!({"user": ""})).is_err());
-        assert!(namespace(json!({"user": {"id": 1}})).is_err());
-        assert!(namespace(json!({"user": null})).is_err());
-    }
-
-    #[test]
-    fn a_number_and_a_string_with_the_same_text_are_different_namespaces() {
-        assert_eq!(namespace(json!({"user": 7})).unwrap(), "n:7");
-        assert_eq!(namespace(json!({"user": "7"})).unwrap(), "s:7");
-        assert_eq!(namespace(json!({"user": -7})).unwrap(), "n:-7");
-        assert_eq!(
-            namespace(json!({"user": u64::MAX})).unwrap(),
-            format!("n:{}", u64::MAX)
-        );
-        // A text that looks like another namespace's encoding stays text.
-        assert_eq!(namespace(json!({"user": "n:7"})).unwrap(), "s:n:7");
-        // Only integers: 7.0 and 7 must not be two namespaces.
-        for spelling in ["7.0", "7e0", "0.5", "1e300", "18446744073709551616"] {
-            let context: serde_json::Value =
-                serde_json::from_str(&format!("{{\"user\": {spelling}}}")).unwrap();
-            let refused = namespace(context).unwrap_err();
-            assert!(refused.contains("not an integer"), "{spelling}: {refused}");
-        }
-    }
-
-    #[test]
-    fn namespace_values_are_bounded() {
-        let longest = "a".repeat(MAX_NAMESPACE_BYTES);
-        assert!(namespace(json!({ "user": longest })).is_ok());
-        let refused = namespace(json!({ "user": format!("{longest}a") })).unwrap_err();
-        assert!(refused.contains("at most 256"), "{refused}");
-    }
 
     #[test]
     fn redis_passwords_and_secret_parameters_never_show() {

@@ -167,7 +167,12 @@ impl ToolHost {
         };
         let clipped = |text: String| clip(&text, MAX_LOGGED_ARGUMENTS);
         match entry {
-            Some(entry) => clipped(self.inner.slots[entry.component].loaded.mask(arguments)),
+            Some(entry) => clipped(
+                self.inner.slots[entry.component]
+                    .loaded
+                    .redacted(arguments)
+                    .into_string(),
+            ),
             None => clipped(arguments),
         }
     }

@@ -2,11 +2,9 @@
 //! host's imports, HTTP, key-value stores and file errors, as a C tool made
 //! by `toolhost componentize` uses them.
 
-use std::sync::Arc;
-
 use serde_json::json;
 use toolhost::ErrorType;
-use toolhost::stores::{Backend, Quota, Scope, Store, StoreConfig};
+use toolhost::stores::{Backend, Quota, Scope, StoreConfig};
 use toolhost::{ComponentConfig, ToolHost};
 use toolhost::{FileMode, Grants};
 
@@ -67,14 +65,14 @@ async fn a_c_tool_posts_a_large_body_and_is_refused_other_origins() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_c_tool_keeps_counts_in_a_granted_store_only() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::new(StoreConfig {
+    let store = StoreConfig {
         name: "counts".into(),
         backend: Backend::Embedded {
             path: dir.path().join("counts.redb"),
         },
         scope: Scope::Global,
         quota: Quota::default(),
-    }));
+    };
     let host = c_probe(Grants::none().store(store)).await;
     let args = json!({"store": "counts", "key": "visits"});
     assert_eq!(ok(&call(&host, "c_count", args.clone()).await), "seen 1");

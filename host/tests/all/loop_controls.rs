@@ -540,16 +540,14 @@ async fn the_agent_marks_cached_results_in_its_transcript() {
 
 #[tokio::test]
 async fn caching_is_refused_for_components_that_write_or_hold_secrets() {
-    let store = Arc::new(toolhost::stores::Store::new(
-        toolhost::stores::StoreConfig {
-            name: "s".into(),
-            backend: toolhost::stores::Backend::Embedded {
-                path: std::env::temp_dir().join("toolhost-cache-refusal.redb"),
-            },
-            scope: toolhost::stores::Scope::Global,
-            quota: toolhost::stores::Quota::default(),
+    let store = toolhost::stores::StoreConfig {
+        name: "s".into(),
+        backend: toolhost::stores::Backend::Embedded {
+            path: std::env::temp_dir().join("toolhost-cache-refusal.redb"),
         },
-    ));
+        scope: toolhost::stores::Scope::Global,
+        quota: toolhost::stores::Quota::default(),
+    };
     let cases = [
         (toolhost::Grants::none().store(store), "granted a store"),
         (

@@ -4,25 +4,24 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolhost::CallOptions;
 use toolhost::ErrorType;
 use toolhost::Grants;
-use toolhost::stores::{Backend, Quota, Scope, Store, StoreConfig};
+use toolhost::stores::{Backend, Quota, Scope, StoreConfig};
 use toolhost::{ToolCall, ToolHost};
 
 use crate::util::{component, err, message, ok, probe_host, quick_limits, root};
 
-fn store(name: &str, backend: Backend, scope: Scope, quota: Quota) -> Arc<Store> {
-    Arc::new(Store::new(StoreConfig {
+fn store(name: &str, backend: Backend, scope: Scope, quota: Quota) -> StoreConfig {
+    StoreConfig {
         name: name.into(),
         backend,
         scope,
         quota,
-    }))
+    }
 }
 
 fn embedded(dir: &Path, name: &str) -> Backend {
@@ -668,7 +667,7 @@ fn aliased_batches_are_refused_before_the_host_copies_them() {
 
 /// Every backend a test should run on: an embedded file in `dir` and the
 /// Redis server `redis`, each for a store `s` with `scope` and `quota`.
-fn both(dir: &Path, redis: &RedisServer, scope: &Scope, quota: Quota) -> Vec<Arc<Store>> {
+fn both(dir: &Path, redis: &RedisServer, scope: &Scope, quota: Quota) -> Vec<StoreConfig> {
     vec![
         store("s", embedded(dir, "s"), scope.clone(), quota),
         store(

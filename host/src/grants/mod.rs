@@ -1,10 +1,12 @@
 //! What a component may touch: directories, HTTP origins, environment
-//! variables and configuration values. Deny by default: [`Grants::none`]
+//! variables, configuration values and key-value stores. Deny by default: [`Grants::none`]
 //! computes and nothing else.
 //!
 //! This is the one place a manifest's words become capabilities. The sandbox
 //! builds each call's WASI context and HTTP hook from a [`Grants`] and from
-//! nothing else, so a grant that is not here does not exist.
+//! nothing else, so a grant that is not here does not exist. Grants are
+//! domain data: a store is granted by its configuration (`store.rs`), and
+//! the sandbox makes the live handle from it at load.
 //!
 //! # Examples
 //!
@@ -24,12 +26,13 @@
 //! # Ok(()) }
 //! ```
 
+pub(crate) mod store;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use crate::stores::Store;
+use self::store::StoreConfig;
 
 /// Everything one component is allowed beyond pure computation.
 #[derive(Debug, Clone, Default)]
@@ -38,7 +41,7 @@ pub struct Grants {
     hosts: AllowedHosts,
     env: Vec<(String, String)>,
     config: BTreeMap<String, ConfigValue>,
-    stores: BTreeMap<String, Arc<Store>>,
+    stores: BTreeMap<String, StoreConfig>,
 }
 
 impl Grants {
@@ -144,18 +147,16 @@ impl Grants {
     }
 
     /// Let the tool open `store` (by its name, through `wasi:keyvalue`).
-    pub fn store(mut self, store: Arc<Store>) -> Self {
-        self.stores.insert(store.config().name.clone(), store);
+    /// A second store of the same name replaces the first. The host opens
+    /// the store on a call's first use of it; components granted the same
+    /// configuration share it.
+    pub fn store(mut self, store: StoreConfig) -> Self {
+        self.stores.insert(store.name.clone(), store);
         self
     }
 
-    /// The granted store named `name`.
-    pub fn granted_store(&self, name: &str) -> Option<&Arc<Store>> {
-        self.stores.get(name)
-    }
-
-    /// The granted stores.
-    pub fn stores(&self) -> impl Iterator<Item = &Arc<Store>> {
+    /// The granted stores, by name.
+    pub fn stores(&self) -> impl Iterator<Item = &StoreConfig> {
         self.stores.values()
     }
 
