@@ -27,6 +27,7 @@ mod linker;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::Value;
 use wasmtime::component::Resource;
 
@@ -34,7 +35,7 @@ use super::bindings::v0_2::wasi::keyvalue::store;
 use super::refusal::Refusals;
 use super::state::State;
 use crate::stores::{
-    Entry, GrantedStores, MAX_BATCH_BYTES, MAX_BATCH_KEYS, Store, StoreError, page_keys,
+    Engine, Entry, GrantedStores, MAX_BATCH_BYTES, MAX_BATCH_KEYS, Store, StoreError, page_keys,
 };
 
 pub(crate) use linker::add_to_linker;
@@ -78,6 +79,13 @@ enum Access {
     Write,
 }
 
+/// What a size check measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Key,
+    Value,
+}
+
 impl CallStores {
     pub(crate) fn new(
         granted: Arc<GrantedStores>,
@@ -106,41 +114,31 @@ impl CallStores {
         Ok(())
     }
 
-    fn too_large(&self, access: Access, message: String) -> store::Error {
+    /// A key or value of `len` bytes must fit `store`'s quota: past it,
+    /// `too-large`, and for a write the call's refusal too.
+    fn fits(
+        &self,
+        store: &Store,
+        part: Part,
+        len: usize,
+        access: Access,
+    ) -> Result<(), store::Error> {
+        let quota = &store.config().quota;
+        let (max, parts) = match part {
+            Part::Key => (quota.max_key_bytes, "keys"),
+            Part::Value => (quota.max_value_bytes, "values"),
+        };
+        if len <= max {
+            return Ok(());
+        }
+        let message = format!(
+            "store '{}' takes {parts} of at most {max} bytes; this one has {len}",
+            store.config().name
+        );
         if access == Access::Write {
             self.refusals.deny(message.clone());
         }
-        other("too-large", message)
-    }
-
-    /// `key` must fit `store`'s keys.
-    fn key_fits(&self, store: &Store, len: usize, access: Access) -> Result<(), store::Error> {
-        let max = store.config().quota.max_key_bytes;
-        if len > max {
-            return Err(self.too_large(
-                access,
-                format!(
-                    "store '{}' takes keys of at most {max} bytes; this one has {len}",
-                    store.config().name
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// A value of `len` bytes must fit `store`'s values.
-    fn value_fits(&self, store: &Store, len: usize) -> Result<(), store::Error> {
-        let max = store.config().quota.max_value_bytes;
-        if len > max {
-            return Err(self.too_large(
-                Access::Write,
-                format!(
-                    "store '{}' takes values of at most {max} bytes; this one has {len}",
-                    store.config().name
-                ),
-            ));
-        }
-        Ok(())
+        Err(other("too-large", message))
     }
 
     /// The resume point of cursor `id`, if this call was given it for this
@@ -200,6 +198,20 @@ fn batch_bytes_fit(bytes: usize) -> Result<(), store::Error> {
 
 fn other(kind: &str, message: impl std::fmt::Display) -> store::Error {
     store::Error::Other(format!("{kind}: {message}"))
+}
+
+/// Run `op` on `store`'s backend, opening it first: its answer, or its
+/// failure as the guest sees it (see [`backend_error`]).
+async fn on_backend<'a, T>(
+    store: &'a Store,
+    refusals: &Refusals,
+    op: impl FnOnce(&'a dyn Engine) -> BoxFuture<'a, Result<T, StoreError>>,
+) -> Result<T, store::Error> {
+    match store.engine().await {
+        Ok(engine) => op(&**engine).await,
+        Err(e) => Err(e),
+    }
+    .map_err(|e| backend_error(store, refusals, e))
 }
 
 fn backend_error(store: &Store, refusals: &Refusals, error: StoreError) -> store::Error {
@@ -290,11 +302,7 @@ impl State {
         ns: &str,
         key: &str,
     ) -> Result<Option<Vec<u8>>, store::Error> {
-        match store.engine().await {
-            Ok(engine) => engine.get(ns, key).await,
-            Err(e) => Err(e),
-        }
-        .map_err(|e| self.failed(store, e))
+        on_backend(store, &self.stores.refusals, |engine| engine.get(ns, key)).await
     }
 
     async fn kv_exists(
@@ -303,11 +311,10 @@ impl State {
         ns: &str,
         key: &str,
     ) -> Result<bool, store::Error> {
-        match store.engine().await {
-            Ok(engine) => engine.exists(ns, key).await,
-            Err(e) => Err(e),
-        }
-        .map_err(|e| self.failed(store, e))
+        on_backend(store, &self.stores.refusals, |engine| {
+            engine.exists(ns, key)
+        })
+        .await
     }
 
     async fn kv_set_many(
@@ -317,11 +324,10 @@ impl State {
         entries: Vec<Entry>,
     ) -> Result<(), store::Error> {
         let quota = store.config().quota;
-        match store.engine().await {
-            Ok(engine) => engine.set_many(ns, entries, quota).await,
-            Err(e) => Err(e),
-        }
-        .map_err(|e| self.failed(store, e))
+        on_backend(store, &self.stores.refusals, |engine| {
+            engine.set_many(ns, entries, quota)
+        })
+        .await
     }
 
     async fn kv_delete_many(
@@ -330,11 +336,10 @@ impl State {
         ns: &str,
         keys: Vec<String>,
     ) -> Result<(), store::Error> {
-        match store.engine().await {
-            Ok(engine) => engine.delete_many(ns, keys).await,
-            Err(e) => Err(e),
-        }
-        .map_err(|e| self.failed(store, e))
+        on_backend(store, &self.stores.refusals, |engine| {
+            engine.delete_many(ns, keys)
+        })
+        .await
     }
 
     async fn kv_increment(
@@ -345,11 +350,10 @@ impl State {
         delta: u64,
     ) -> Result<u64, store::Error> {
         let quota = store.config().quota;
-        match store.engine().await {
-            Ok(engine) => engine.increment(ns, key, delta, quota).await,
-            Err(e) => Err(e),
-        }
-        .map_err(|e| self.failed(store, e))
+        on_backend(store, &self.stores.refusals, |engine| {
+            engine.increment(ns, key, delta, quota)
+        })
+        .await
     }
 
     /// One page of keys, from the start or from the cursor the call was
@@ -374,11 +378,11 @@ impl State {
             })?),
         };
         let limit = page_keys(&store.config().quota);
-        let (keys, more) = match store.engine().await {
-            Ok(engine) => engine.list(ns, after.as_deref(), limit).await,
-            Err(e) => Err(e),
-        }
-        .map_err(|e| self.failed(store, e))?;
+        let after = after.as_deref();
+        let (keys, more) = on_backend(store, &self.stores.refusals, |engine| {
+            engine.list(ns, after, limit)
+        })
+        .await?;
         let cursor = match keys.last() {
             Some(last) if more => Some(self.stores.issue(name, ns, last.clone())),
             _ => None,
@@ -459,10 +463,14 @@ mod tests {
             scope: crate::stores::Scope::Global,
             quota: crate::stores::Quota::default(),
         });
-        assert!(stores.key_fits(&store, 1025, Access::Read).is_err());
+        assert!(stores.fits(&store, Part::Key, 1025, Access::Read).is_err());
         assert_eq!(stores.refusals.denial(), None);
-        assert!(stores.key_fits(&store, 1024, Access::Write).is_ok());
-        assert!(stores.value_fits(&store, (1 << 20) + 1).is_err());
+        assert!(stores.fits(&store, Part::Key, 1024, Access::Write).is_ok());
+        assert!(
+            stores
+                .fits(&store, Part::Value, (1 << 20) + 1, Access::Write)
+                .is_err()
+        );
         assert!(stores.refusals.denial().is_some());
     }
 }

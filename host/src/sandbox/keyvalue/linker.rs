@@ -16,7 +16,9 @@ use std::future::Future;
 use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource, ResourceType, WasmList, WasmStr};
 
-use super::{Access, Bucket, batch_bytes_fit, batch_fits};
+use std::sync::Arc;
+
+use super::{Access, Bucket, Part, batch_bytes_fit, batch_fits};
 use crate::sandbox::bindings::v0_2::wasi::keyvalue::store;
 use crate::sandbox::state::State;
 use crate::stores::{Entry, Store};
@@ -105,32 +107,42 @@ fn read_key(
     Ok(cx
         .data()
         .stores
-        .key_fits(store, text.len(), access)
+        .fits(store, Part::Key, text.len(), access)
         .map(|()| text.into_owned()))
+}
+
+/// What an operation on one key starts with: the operation counted, and
+/// its bucket's store and namespace and its key, read once it fits.
+fn keyed(
+    cx: &mut Cx<'_>,
+    bucket: &Resource<Bucket>,
+    key: &WasmStr,
+    access: Access,
+) -> wasmtime::Result<Result<(Arc<Store>, String, String), store::Error>> {
+    let (store, ns) = or_answer_inner!(cx.data_mut().kv_begin(bucket)?);
+    let key = or_answer_inner!(read_key(cx, key, &store, access)?);
+    Ok(Ok((store, ns, key)))
 }
 
 fn get(mut cx: Cx<'_>, (bucket, key): (Resource<Bucket>, WasmStr)) -> Answer<'_, Option<Vec<u8>>> {
     Box::new(async move {
-        let (store, ns) = or_answer!(cx.data_mut().kv_begin(&bucket)?);
-        let key = or_answer!(read_key(&cx, &key, &store, Access::Read)?);
+        let (store, ns, key) = or_answer!(keyed(&mut cx, &bucket, &key, Access::Read)?);
         Ok((cx.data_mut().kv_get(&store, &ns, &key).await,))
     })
 }
 
 fn exists(mut cx: Cx<'_>, (bucket, key): (Resource<Bucket>, WasmStr)) -> Answer<'_, bool> {
     Box::new(async move {
-        let (store, ns) = or_answer!(cx.data_mut().kv_begin(&bucket)?);
-        let key = or_answer!(read_key(&cx, &key, &store, Access::Read)?);
+        let (store, ns, key) = or_answer!(keyed(&mut cx, &bucket, &key, Access::Read)?);
         Ok((cx.data_mut().kv_exists(&store, &ns, &key).await,))
     })
 }
 
 fn delete(mut cx: Cx<'_>, (bucket, key): (Resource<Bucket>, WasmStr)) -> Answer<'_, ()> {
     Box::new(async move {
-        let (store, ns) = or_answer!(cx.data_mut().kv_begin(&bucket)?);
         // A key too long to be stored cannot be deleted either: not a
         // refusal of a capability.
-        let key = or_answer!(read_key(&cx, &key, &store, Access::Read)?);
+        let (store, ns, key) = or_answer!(keyed(&mut cx, &bucket, &key, Access::Read)?);
         Ok((cx.data_mut().kv_delete_many(&store, &ns, vec![key]).await,))
     })
 }
@@ -140,9 +152,12 @@ fn set(
     (bucket, key, value): (Resource<Bucket>, WasmStr, WasmList<u8>),
 ) -> Answer<'_, ()> {
     Box::new(async move {
-        let (store, ns) = or_answer!(cx.data_mut().kv_begin(&bucket)?);
-        let key = or_answer!(read_key(&cx, &key, &store, Access::Write)?);
-        or_answer!(cx.data().stores.value_fits(&store, value.len()));
+        let (store, ns, key) = or_answer!(keyed(&mut cx, &bucket, &key, Access::Write)?);
+        let fits = cx
+            .data()
+            .stores
+            .fits(&store, Part::Value, value.len(), Access::Write);
+        or_answer!(fits);
         let value = value.as_le_slice(&cx).to_vec();
         Ok((cx
             .data_mut()
@@ -166,8 +181,7 @@ fn increment(
     (bucket, key, delta): (Resource<Bucket>, WasmStr, u64),
 ) -> Answer<'_, u64> {
     Box::new(async move {
-        let (store, ns) = or_answer!(cx.data_mut().kv_begin(&bucket)?);
-        let key = or_answer!(read_key(&cx, &key, &store, Access::Write)?);
+        let (store, ns, key) = or_answer!(keyed(&mut cx, &bucket, &key, Access::Write)?);
         Ok((cx.data_mut().kv_increment(&store, &ns, &key, delta).await,))
     })
 }
@@ -205,7 +219,7 @@ fn read_keys(
     let mut total = 0usize;
     for key in &keys {
         let len = key.to_str(&*cx)?.len();
-        or_answer_inner!(cx.data().stores.key_fits(store, len, Access::Read));
+        or_answer_inner!(cx.data().stores.fits(store, Part::Key, len, Access::Read));
         total = total.saturating_add(len);
     }
     or_answer_inner!(batch_bytes_fit(total));
@@ -260,8 +274,8 @@ fn read_entries(
     for (key, value) in &entries {
         let len = key.to_str(&*cx)?.len();
         let stores = &cx.data().stores;
-        or_answer_inner!(stores.key_fits(store, len, Access::Write));
-        or_answer_inner!(stores.value_fits(store, value.len()));
+        or_answer_inner!(stores.fits(store, Part::Key, len, Access::Write));
+        or_answer_inner!(stores.fits(store, Part::Value, value.len(), Access::Write));
         total = total.saturating_add(len).saturating_add(value.len());
     }
     or_answer_inner!(batch_bytes_fit(total));
