@@ -56,7 +56,9 @@
 //! }
 //!
 //! # #[tokio::main] async fn main() {
-//! let options = SandboxOptions { cache_dir: None, max_instances: 4, ..SandboxOptions::default() };
+//! let options = SandboxOptions::default()
+//!     .with_cache_dir(None)
+//!     .with_max_instances(std::num::NonZeroU32::new(4).unwrap());
 //! let host = ToolHost::load_components(vec![], options).await.unwrap();
 //! let agent = Agent::new(Arc::new(Hello), host, Arc::new(RefuseAll), AgentPolicy::default());
 //! let transcript = agent.run(vec![Message::user("hi")]).await;

@@ -26,6 +26,10 @@
 //! `target/tools/mcp-fixtures.wasm` and served with
 //! `tests/mcp-fixtures/toolhost.toml`.
 
+// Built with `needs-sampling`, the component has one tool and the others are
+// unused: that build exists only to be the one tool.
+#![cfg_attr(feature = "needs-sampling", allow(dead_code))]
+
 use std::borrow::Cow;
 use std::time::Duration;
 
