@@ -453,3 +453,61 @@ async fn judge(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::model::config::LoopControls;
+    use crate::model::{EventSink, ModelErrorKind};
+
+    /// A model that counts the calls it gets, and fails each.
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    impl ModelClient for Counting {
+        fn complete<'a>(
+            &'a self,
+            _: ModelRequest<'a>,
+            _: EventSink<'a>,
+        ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Err(ModelError::new(ModelErrorKind::Protocol, "no")) })
+        }
+
+        fn describe(&self) -> String {
+            "counting".into()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_response_format_whose_schema_does_not_compile_asks_nothing() {
+        let options = crate::SandboxOptions {
+            cache_dir: None,
+            max_instances: 4,
+            ..crate::SandboxOptions::default()
+        };
+        let host = ToolHost::load_components(vec![], options).await.unwrap();
+        let model = Arc::new(Counting::default());
+        let policy = AgentPolicy::new(LoopControls {
+            response_format: Some(ResponseFormat::new(serde_json::json!({
+                "type": "object",
+                "properties": {"a": {"type": "string", "pattern": "("}},
+            }))),
+            ..LoopControls::default()
+        });
+        let agent = Agent::new(model.clone(), host, Arc::new(crate::RefuseAll), policy);
+        let transcript = agent.run(vec![Message::user("hi")]).await;
+        let RunEnd::Misconfigured { error } = &transcript.end else {
+            panic!("{:?}", transcript.end);
+        };
+        assert!(
+            error.starts_with("response_format is not valid JSON Schema"),
+            "{error}"
+        );
+        assert_eq!(model.0.load(Ordering::SeqCst), 0);
+    }
+}

@@ -361,11 +361,14 @@ pub struct BlockDelta {
     delta: Lenient<Delta>,
 }
 
+/// A piece of a content block.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type")]
 enum Delta {
-    TextDelta(TextBlock),
-    InputJsonDelta(JsonPiece),
+    #[serde(rename = "text_delta")]
+    Text(TextBlock),
+    #[serde(rename = "input_json_delta")]
+    InputJson(JsonPiece),
     #[serde(other)]
     Other,
 }
@@ -462,8 +465,8 @@ fn read(
             }
         }
         Event::ContentBlockDelta(piece) => match piece.delta.0 {
-            Some(Delta::TextDelta(text)) => answer.text(text.text.or_empty()),
-            Some(Delta::InputJsonDelta(json)) => {
+            Some(Delta::Text(text)) => answer.text(text.text.or_empty()),
+            Some(Delta::InputJson(json)) => {
                 answer.arguments(piece.index.0, json.partial_json.or_empty());
             }
             Some(Delta::Other) | None => {}

@@ -410,6 +410,64 @@ mod tests {
         assert_eq!(calls[0].arguments, "{}");
     }
 
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    enum Event {
+        Stop,
+        Text {
+            #[serde(default)]
+            text: Lenient<String>,
+        },
+        #[serde(other)]
+        Other,
+    }
+
+    fn event(name: &str, data: &str) -> Result<Data<Event>, ModelError> {
+        decode(sse::Event {
+            name: name.into(),
+            data: data.into(),
+        })
+    }
+
+    fn decoded(name: &str, data: &str) -> Event {
+        match event(name, data) {
+            Ok(Data::Event(event)) => event,
+            _ => panic!("{name} {data}: no event"),
+        }
+    }
+
+    #[test]
+    fn an_events_name_stands_for_a_type_its_data_lacks() {
+        assert_eq!(decoded("stop", "{}"), Event::Stop);
+        assert_eq!(decoded("stop", r#"{"type": 5}"#), Event::Stop);
+        assert_eq!(decoded("ping", r#"{"type": "stop"}"#), Event::Stop);
+        // Data that is no object holds the name alone.
+        assert_eq!(decoded("stop", "5"), Event::Stop);
+        assert_eq!(
+            decoded("text", "[1]"),
+            Event::Text {
+                text: Lenient(None)
+            }
+        );
+        // What the reader does not know is nothing to it.
+        assert_eq!(decoded("message", r#"{"choices": []}"#), Event::Other);
+    }
+
+    #[test]
+    fn keep_alives_and_done_are_no_events_and_what_is_not_json_fails_the_stream() {
+        assert!(matches!(event("message", " "), Ok(Data::Nothing)));
+        assert!(matches!(event("message", "[DONE]"), Ok(Data::Done)));
+        let Err(error) = event("message", "{oops") else {
+            panic!("not JSON, read");
+        };
+        assert_eq!(error.kind, crate::model::ModelErrorKind::Protocol);
+        assert!(
+            error.message.starts_with("a stream event is not JSON"),
+            "{}",
+            error.message
+        );
+    }
+
     #[test]
     fn lenient_fields_read_what_fits_and_nothing_else() {
         #[derive(Deserialize, Default)]

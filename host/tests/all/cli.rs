@@ -796,3 +796,39 @@ fn loop_flags_out_of_range_or_naming_no_tool_are_usage_errors() {
         assert!(stderr.contains(named), "{flags:?}: {stderr}");
     }
 }
+
+/// Issue 25: `--base-url` is checked as the manifest's `base_url` is, and a
+/// duration flag reads durations as the manifest does: both are usage
+/// errors that quote the value and show the form.
+#[test]
+fn a_bad_base_url_or_duration_flag_is_a_usage_error_that_shows_the_form() {
+    let dir = scripted_manifest("http://127.0.0.1:9/v1");
+    let config = dir.path().join("toolhost.toml").display().to_string();
+    for (args, expected) in [
+        (
+            vec![
+                "run",
+                "--config",
+                &config,
+                "--base-url",
+                "127.0.0.1:8080/v1",
+                "go",
+            ],
+            "\"127.0.0.1:8080/v1\" must start with http:// or https://",
+        ),
+        (
+            vec!["run", "--config", &config, "--base-url", "http://", "go"],
+            "\"http://\" is not a URL",
+        ),
+        (
+            vec!["serve", "--config", EXAMPLES, "--stdio", "--drain", "soon"],
+            "\"soon\" is not a duration",
+        ),
+    ] {
+        let output = toolhost(&args, None);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(stderr.contains("e.g. \""), "{args:?}: {stderr}");
+    }
+}
