@@ -80,11 +80,12 @@ fn borrow<T: 'static>(resource: &Resource<T>) -> Resource<T> {
     Resource::new_borrow(resource.rep())
 }
 
+/// Preopened directories as wasi:filesystem returns them: each handle and
+/// its guest path.
+type Preopens = Vec<(Resource<Descriptor>, String)>;
+
 /// The preopened directories, each recorded as its grant's.
-fn get_directories(
-    mut store: Store<'_>,
-    (): (),
-) -> wasmtime::Result<(Vec<(Resource<Descriptor>, String)>,)> {
+fn get_directories(mut store: Store<'_>, (): ()) -> wasmtime::Result<(Preopens,)> {
     let state = store.data_mut();
     let directories = state.filesystem().get_directories()?;
     for (resource, guest) in &directories {
