@@ -5,9 +5,11 @@
 //! manifest grants, under fuel, wall-clock and memory limits, and ends in one
 //! typed [`Outcome`] that becomes a ToolMessage.
 //!
-//! - [`Manifest`] reads `toolhost.toml`; [`grants`] and [`limits`] are what it
+//! - [`Manifest`] reads `toolhost.toml`; [`Grants`] and [`Limits`] are what it
 //!   grants and bounds, and can be built in code instead.
-//! - [`ToolHost`] loads components and runs calls, one or a batch at a time.
+//! - [`ToolHost`] loads components and runs calls: [`ToolHost::call`],
+//!   [`ToolHost::call_batch`], [`ToolHost::call_stream`], each with its
+//!   [`CallOptions`] set by builder.
 //! - [`wire`] is the edge: it reads OpenAI, LangChain, Anthropic and MCP tool
 //!   calls into [`ToolCall`]s and writes tool definitions and [`Outcome`]s
 //!   back in each format.

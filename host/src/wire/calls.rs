@@ -52,7 +52,7 @@ use serde_json::{Map, Value};
 use crate::tool_call::{Arguments, IdSet, ToolCall};
 
 /// Parse a batch of tool calls: a JSON array of calls, one call object, or
-/// one assistant message (see the [module docs](self) for the shapes).
+/// one assistant message (the shapes are under "Shapes" below).
 ///
 /// Returns one call per element of an array (per entry of `tool_calls`),
 /// in order; content blocks that are no call for this host (`text`,
@@ -79,6 +79,51 @@ use crate::tool_call::{Arguments, IdSet, ToolCall};
 ///
 /// Only when the input as a whole is not JSON, or is JSON but neither an
 /// array nor an object.
+///
+/// # Shapes
+///
+/// Tool calls as models and frameworks write them, read into [`ToolCall`]s.
+///
+/// A batch is a JSON array of calls, one call object, or one assistant
+/// message. Accepted call shapes, mixed freely in one batch:
+/// - OpenAI: `{"id":"call_1","type":"function","function":{"name":"calc","arguments":"{\"x\":1}"}}`;
+///   `arguments` is JSON text or an object, absent or `null` for none;
+///   `type` may be left out, and `index` (sent in streamed calls) is allowed.
+/// - LangChain: `{"id":"call_1","name":"calc","args":{"x":1}}`, with an
+///   optional `"type":"tool_call"`; `args` absent or `null` for none.
+/// - Anthropic: `{"type":"tool_use","id":"toolu_1","name":"calc","input":{"x":1}}`,
+///   with an optional `cache_control`.
+/// - MCP: `{"name":"calc","arguments":{"x":1}}`, the `params` of `tools/call`
+///   (with an optional `_meta`).
+///
+/// Accepted messages:
+/// - OpenAI (or LangChain) `{"role":"assistant","tool_calls":[...]}`: its
+///   calls; `content` is the model's text and is not read.
+/// - Anthropic `{"role":"assistant","content":[...]}`: its `tool_use` blocks;
+///   `text`, `thinking` and `redacted_thinking` blocks, and the blocks of
+///   tools Anthropic runs itself, are skipped.
+///
+/// The same blocks are skipped in a batch array, so that an Anthropic
+/// `response.content` array given as it is gets answers for its `tool_use`
+/// blocks only. Any other element is a call, or is refused as one.
+///
+/// Each call shape is a typed serde struct that refuses unknown fields. The
+/// shape is read from `type` when the call has one, otherwise from the key
+/// only that shape has (`function`, `args` or `arguments`). A wrong pick can
+/// therefore only end in a refusal, never in a call read as another shape
+/// (an Anthropic block once passed as a LangChain call with no arguments).
+///
+/// Every element is parsed on its own, so one bad element never costs the
+/// others their answers: an element that fits no shape still becomes a
+/// [`ToolCall`], carrying [`Arguments::Malformed`], which the dispatcher
+/// answers with `invalid_arguments` without running anything. A call without
+/// an id gets `call_N` from its position, made unique within the batch, so
+/// that every call can still be answered.
+///
+/// No input makes the parser recurse without bound: whole elements and
+/// skipped values are scanned by serde_json's iterative `ignore_value`, and
+/// what is parsed into a [`Value`] is bounded by serde_json's recursion limit
+/// (128), past which the element is refused.
 pub fn parse_batch(json: &str) -> Result<Vec<ToolCall>, BatchError> {
     parse_batch_at_most(json, usize::MAX)
 }

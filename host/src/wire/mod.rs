@@ -1,9 +1,9 @@
 //! The edge: every wire shape toolhost reads or writes, in one place.
 //!
-//! - [`calls`]: tool calls as OpenAI, LangChain, Anthropic and MCP write
+//! - [`parse_batch`]: tool calls as OpenAI, LangChain, Anthropic and MCP write
 //!   them, read into [`ToolCall`](crate::ToolCall)s; shapes it does not
 //!   know are refused with a message that names the accepted ones.
-//! - [`batch_file`]: a batch from a file or a stream, copied, checked whole
+//! - [`BatchFile`]: a batch from a file or a stream, copied, checked whole
 //!   and then read a call at a time, so that a batch of any length holds
 //!   only its calls in flight and a hash per id.
 //! - [`definitions`]: tool definitions for OpenAI, Anthropic and MCP.

@@ -3,7 +3,7 @@
 //! | route | what |
 //! |---|---|
 //! | `/mcp` | MCP Streamable HTTP (see [`super::mcp`]) |
-//! | `POST /v1/tool_calls` | a batch of tool calls in any shape [`crate::wire::calls`] reads, answered in order |
+//! | `POST /v1/tool_calls` | a batch of tool calls in any shape [`crate::wire::parse_batch`] reads, answered in order |
 //! | `GET /v1/tools` | tool definitions, `?format=openai|anthropic|mcp` |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /healthz` | liveness: `{"status":"ok","tools":N}` |
