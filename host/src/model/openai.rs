@@ -332,25 +332,8 @@ fn finish(answer: StreamedAnswer<'_>) -> Result<ModelResponse, ModelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::tests::{answer, image};
     use crate::wire::image::tests::{gif_of, png_of};
-
-    /// A tool's answer holding `blocks`, as the agent loop records it.
-    fn answer(id: &str, blocks: Vec<crate::outcome::ContentBlock>) -> Message {
-        Message::Tool {
-            tool_call_id: id.into(),
-            name: "draw".into(),
-            content: crate::wire::providers::as_text(&blocks),
-            is_error: false,
-            blocks,
-        }
-    }
-
-    fn image(mime_type: &str, data: Vec<u8>) -> crate::outcome::ContentBlock {
-        crate::outcome::ContentBlock::Image(crate::outcome::Media {
-            mime_type: mime_type.into(),
-            data: data.into(),
-        })
-    }
 
     /// Issue 24: OpenAI takes PNG, JPEG, WebP and still GIF images: an
     /// animated one reads as a line in the tool message, the others follow
