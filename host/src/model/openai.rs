@@ -258,9 +258,13 @@ fn first<T: Default>(choices: Lenient<Vec<Lenient<T>>>) -> Option<T> {
     Some(first.0.unwrap_or_default())
 }
 
-/// The items of a list that read as one, in order.
-fn each<T>(list: Lenient<Vec<Lenient<T>>>) -> impl Iterator<Item = T> {
-    list.0.into_iter().flatten().filter_map(|item| item.0)
+/// The items of a list, in order; one that does not read as a `T` is an
+/// empty one (a call with no name is answered as an unknown tool).
+fn each<T: Default>(list: Lenient<Vec<Lenient<T>>>) -> impl Iterator<Item = T> {
+    list.0
+        .into_iter()
+        .flatten()
+        .map(|item| item.0.unwrap_or_default())
 }
 
 fn answer(completion: Completion) -> Result<ModelResponse, AnswerError> {
@@ -439,8 +443,11 @@ mod tests {
             "usage": {"prompt_tokens": 3, "completion_tokens": "x"}});
         let answer = OpenAI::parse_response(body.to_string().as_bytes()).unwrap();
         assert_eq!(answer.content, "");
-        assert_eq!(answer.tool_calls.len(), 1);
+        // What is no call reads as one without a name, which the loop
+        // answers as an unknown tool.
+        assert_eq!(answer.tool_calls.len(), 2);
         assert_eq!(answer.tool_calls[0].id, "call_0");
+        assert_eq!(answer.tool_calls[1].name, "");
         assert_eq!(answer.usage.input_tokens, 3);
         assert_eq!(answer.stop_reason.as_deref(), Some("tool_calls"));
         for body in ["{}", "[1, 2]", "\"text\"", "{\"choices\": []}"] {
