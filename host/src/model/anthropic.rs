@@ -34,14 +34,6 @@ impl Wire for Anthropic {
         settings: &'a ClientSettings,
         request: &'a ModelRequest<'a>,
     ) -> impl Serialize + Send + 'a {
-        let system: Vec<&str> = request
-            .messages
-            .iter()
-            .filter_map(|m| match m {
-                Message::System { content } => Some(content.as_str()),
-                _ => None,
-            })
-            .collect();
         let (tools, tool_choice) = tools(request);
         let sampling = request.sampling;
         MessagesRequest {
@@ -49,7 +41,7 @@ impl Wire for Anthropic {
             max_tokens: request.max_tokens,
             messages: messages(request.messages),
             stream: settings.stream,
-            system: (!system.is_empty()).then(|| system.join("\n\n")),
+            system: super::system_text(request.messages),
             tools,
             tool_choice,
             // Unchanged: `LoopControls::check` keeps it within 0 to 1.
@@ -520,26 +512,9 @@ fn finish(reader: Reader, answer: StreamedAnswer<'_>) -> Result<ModelResponse, M
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::tests::{answer, image};
     use crate::outcome::ContentBlock;
     use crate::wire::image::tests::png_of;
-
-    /// A tool's answer holding `blocks`, as the agent loop records it.
-    fn answer(id: &str, blocks: Vec<crate::outcome::ContentBlock>) -> Message {
-        Message::Tool {
-            tool_call_id: id.into(),
-            name: "draw".into(),
-            content: crate::wire::providers::as_text(&blocks),
-            is_error: false,
-            blocks,
-        }
-    }
-
-    fn image(mime_type: &str, data: Vec<u8>) -> crate::outcome::ContentBlock {
-        crate::outcome::ContentBlock::Image(crate::outcome::Media {
-            mime_type: mime_type.into(),
-            data: data.into(),
-        })
-    }
 
     /// Issue 24: a blank line before a tool call, or a blank turn, is no
     /// text block the API would refuse.

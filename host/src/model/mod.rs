@@ -263,8 +263,61 @@ pub fn client_for(config: &ModelConfig) -> Result<Box<dyn ModelClient>, ClientEr
     })
 }
 
+/// The system messages of `conversation`, in order and apart by a blank
+/// line: what Anthropic takes as `system` and the Responses API as
+/// `instructions`. None when there are none.
+pub(crate) fn system_text(conversation: &[Message]) -> Option<String> {
+    let system: Vec<&str> = conversation
+        .iter()
+        .filter_map(|m| match m {
+            Message::System { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!system.is_empty()).then(|| system.join("\n\n"))
+}
+
 /// At most 500 characters of what an endpoint sent, for an error message:
 /// enough to show what went wrong, never a whole answer in a log line.
 pub(crate) fn excerpt(text: &str) -> String {
     crate::outcome::clip(text, 500)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::Message;
+    use crate::outcome::{ContentBlock, Media};
+
+    /// A tool's answer holding `blocks`, as the agent loop records it.
+    pub(crate) fn answer(id: &str, blocks: Vec<ContentBlock>) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: "draw".into(),
+            content: crate::wire::providers::as_text(&blocks),
+            is_error: false,
+            blocks,
+        }
+    }
+
+    /// An image block of `mime_type` holding `data`.
+    pub(crate) fn image(mime_type: &str, data: Vec<u8>) -> ContentBlock {
+        ContentBlock::Image(Media {
+            mime_type: mime_type.into(),
+            data: data.into(),
+        })
+    }
+
+    #[test]
+    fn the_system_text_is_every_system_message_in_order() {
+        let conversation = [
+            Message::system("be brief"),
+            Message::user("hi"),
+            Message::system("be kind"),
+        ];
+        assert_eq!(
+            super::system_text(&conversation).as_deref(),
+            Some("be brief\n\nbe kind")
+        );
+        assert_eq!(super::system_text(&[Message::user("hi")]), None);
+    }
 }

@@ -258,9 +258,13 @@ fn first<T: Default>(choices: Lenient<Vec<Lenient<T>>>) -> Option<T> {
     Some(first.0.unwrap_or_default())
 }
 
-/// The items of a list that read as one, in order.
-fn each<T>(list: Lenient<Vec<Lenient<T>>>) -> impl Iterator<Item = T> {
-    list.0.into_iter().flatten().filter_map(|item| item.0)
+/// The items of a list, in order; one that does not read as a `T` is an
+/// empty one (a call with no name is answered as an unknown tool).
+fn each<T: Default>(list: Lenient<Vec<Lenient<T>>>) -> impl Iterator<Item = T> {
+    list.0
+        .into_iter()
+        .flatten()
+        .map(|item| item.0.unwrap_or_default())
 }
 
 fn answer(completion: Completion) -> Result<ModelResponse, AnswerError> {
@@ -332,25 +336,8 @@ fn finish(answer: StreamedAnswer<'_>) -> Result<ModelResponse, ModelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::tests::{answer, image};
     use crate::wire::image::tests::{gif_of, png_of};
-
-    /// A tool's answer holding `blocks`, as the agent loop records it.
-    fn answer(id: &str, blocks: Vec<crate::outcome::ContentBlock>) -> Message {
-        Message::Tool {
-            tool_call_id: id.into(),
-            name: "draw".into(),
-            content: crate::wire::providers::as_text(&blocks),
-            is_error: false,
-            blocks,
-        }
-    }
-
-    fn image(mime_type: &str, data: Vec<u8>) -> crate::outcome::ContentBlock {
-        crate::outcome::ContentBlock::Image(crate::outcome::Media {
-            mime_type: mime_type.into(),
-            data: data.into(),
-        })
-    }
 
     /// Issue 24: OpenAI takes PNG, JPEG, WebP and still GIF images: an
     /// animated one reads as a line in the tool message, the others follow
@@ -456,8 +443,11 @@ mod tests {
             "usage": {"prompt_tokens": 3, "completion_tokens": "x"}});
         let answer = OpenAI::parse_response(body.to_string().as_bytes()).unwrap();
         assert_eq!(answer.content, "");
-        assert_eq!(answer.tool_calls.len(), 1);
+        // What is no call reads as one without a name, which the loop
+        // answers as an unknown tool.
+        assert_eq!(answer.tool_calls.len(), 2);
         assert_eq!(answer.tool_calls[0].id, "call_0");
+        assert_eq!(answer.tool_calls[1].name, "");
         assert_eq!(answer.usage.input_tokens, 3);
         assert_eq!(answer.stop_reason.as_deref(), Some("tool_calls"));
         for body in ["{}", "[1, 2]", "\"text\"", "{\"choices\": []}"] {

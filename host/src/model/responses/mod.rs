@@ -47,21 +47,13 @@ impl Wire for OpenAIResponses {
         settings: &'a ClientSettings,
         request: &'a ModelRequest<'a>,
     ) -> impl Serialize + Send + 'a {
-        let instructions: Vec<&str> = request
-            .messages
-            .iter()
-            .filter_map(|m| match m {
-                Message::System { content } => Some(content.as_str()),
-                _ => None,
-            })
-            .collect();
         let tools = !request.tools.is_empty();
         ResponsesRequest {
             model: &settings.model,
             input: input(request.messages),
             max_output_tokens: request.max_tokens,
             stream: settings.stream,
-            instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
+            instructions: super::system_text(request.messages),
             tools: tools.then(|| request.tools.iter().map(function_tool).collect()),
             tool_choice: match request.tool_choice {
                 _ if !tools => None,
@@ -229,6 +221,7 @@ fn call_output(call_id: &str, content: &str, blocks: &[ContentBlock]) -> Value {
 mod tests {
     use super::items::MAX_OUTPUT_ITEMS;
     use super::*;
+    use crate::model::tests::{answer, image};
     use crate::model::{ModelErrorKind, ModelEvent};
 
     fn parse_response(body: Value) -> Result<ModelResponse, ModelError> {
@@ -242,24 +235,6 @@ mod tests {
         OpenAIResponses::read_stream(response, events).await
     }
     use crate::wire::image::tests::png_of;
-
-    /// A tool's answer holding `blocks`, as the agent loop records it.
-    fn answer(id: &str, blocks: Vec<crate::outcome::ContentBlock>) -> Message {
-        Message::Tool {
-            tool_call_id: id.into(),
-            name: "draw".into(),
-            content: crate::wire::providers::as_text(&blocks),
-            is_error: false,
-            blocks,
-        }
-    }
-
-    fn image(mime_type: &str, data: Vec<u8>) -> crate::outcome::ContentBlock {
-        crate::outcome::ContentBlock::Image(crate::outcome::Media {
-            mime_type: mime_type.into(),
-            data: data.into(),
-        })
-    }
 
     #[test]
     fn function_call_outputs_carry_only_the_images_openai_takes() {
