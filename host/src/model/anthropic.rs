@@ -232,12 +232,7 @@ fn assistant_turn(content: &str, tool_calls: &[AssistantToolCall]) -> Option<Tur
         blocks.push(json!({"type": "text", "text": content}));
     }
     for call in tool_calls {
-        // The API takes `input` as an object; arguments the model
-        // garbled were already answered with invalid_arguments.
-        let input = serde_json::from_str::<Value>(&call.arguments)
-            .ok()
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
+        let input = call.arguments_object();
         blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
     }
     (!blocks.is_empty()).then_some(Turn {

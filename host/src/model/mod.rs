@@ -137,6 +137,33 @@ pub struct AssistantToolCall {
     pub arguments: String,
 }
 
+impl AssistantToolCall {
+    /// The arguments as sent back to the model in the conversation: the
+    /// object the model wrote, or an empty one when its text was not a JSON
+    /// object. Endpoints refuse a conversation holding garbled arguments
+    /// (llama.cpp answers 500; Anthropic's `input` must be an object), and a
+    /// model cut off at its token limit mid-call writes exactly those. The
+    /// call itself was answered with `invalid_arguments`, which tells the
+    /// model what was wrong.
+    #[must_use]
+    pub fn arguments_object(&self) -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(&self.arguments)
+            .ok()
+            .filter(serde_json::Value::is_object)
+            .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()))
+    }
+
+    /// The arguments as JSON text to send back: the model's own text when it
+    /// is a JSON object (kept byte for byte, so a cached prompt prefix still
+    /// matches), else `{}` (see [`AssistantToolCall::arguments_object`]).
+    #[must_use]
+    pub fn arguments_text(&self) -> &str {
+        let object = serde_json::from_str::<serde_json::Value>(&self.arguments)
+            .is_ok_and(|value| value.is_object());
+        if object { &self.arguments } else { "{}" }
+    }
+}
+
 /// What the agent asks of the model.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelRequest<'a> {

@@ -162,7 +162,7 @@ fn message(message: &Message) -> Value {
             }
             let calls: Vec<Value> = tool_calls
                 .iter()
-                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_text()}}))
                 .collect();
             json!({"role": "assistant", "content": content, "tool_calls": calls})
         }
@@ -383,6 +383,42 @@ mod tests {
 
     fn assemble(calls: &[Value]) -> Vec<AssistantToolCall> {
         read_all(&deltas(calls)).unwrap().tool_calls
+    }
+
+    /// A model cut off at its token limit mid-call leaves arguments that are
+    /// no JSON; sent back as they came, llama.cpp refuses the whole
+    /// conversation (500), so the run could never go on. They go back as
+    /// `{}`; whole arguments go back byte for byte.
+    #[test]
+    fn garbled_arguments_go_back_as_an_empty_object() {
+        let call = |id: &str, arguments: &str| AssistantToolCall {
+            id: id.into(),
+            name: "calc".into(),
+            arguments: arguments.into(),
+        };
+        let conversation = [Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![
+                call("a", "{\n  \"expression\": \"1\"\n}"),
+                call("b", "{\n  \"expression\": \"1234 * 5678"),
+                call("c", "[1]"),
+            ],
+            provider_items: Vec::new(),
+        }];
+        let sent: Vec<Value> = messages(&conversation)[0]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["function"]["arguments"].clone())
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                json!("{\n  \"expression\": \"1\"\n}"),
+                json!("{}"),
+                json!("{}")
+            ]
+        );
     }
 
     #[test]

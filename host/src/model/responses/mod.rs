@@ -181,7 +181,7 @@ fn assistant_items(
                 "type": "function_call",
                 "call_id": call.id,
                 "name": call.name,
-                "arguments": call.arguments,
+                "arguments": call.arguments_text(),
             }));
         }
     }
