@@ -95,30 +95,7 @@ impl RawStore {
                 Backend::Embedded { path }
             }
             Some(url) if url.starts_with("redis://") || url.starts_with("redis+unix://") => {
-                if self.path.is_some() {
-                    return Err(err(
-                        "path",
-                        "a redis store has no file; remove `path`".into(),
-                    ));
-                }
-                if let Err(e) = ::redis::Client::open(url) {
-                    return Err(err(
-                        "backend",
-                        format!(
-                            "{} is not a URL Redis accepts ({:?}); write e.g. \"redis://127.0.0.1:6379\"",
-                            redacted(url),
-                            e.kind()
-                        ),
-                    ));
-                }
-                let prefix = self.prefix.unwrap_or_else(|| "toolhost".into());
-                if prefix.is_empty() || prefix.contains(char::is_whitespace) {
-                    return Err(err("prefix", "must be non-empty and have no spaces".into()));
-                }
-                Backend::Redis {
-                    url: url.to_owned(),
-                    prefix,
-                }
+                redis_backend(url, self.prefix, self.path.is_some(), &err)?
             }
             Some(other) => {
                 // A URL may hold a password: the message shows it redacted.
@@ -131,22 +108,63 @@ impl RawStore {
                 ));
             }
         };
-        let scope = match self.scope.as_deref() {
-            None | Some("global") => Scope::Global,
-            Some("") => {
-                return Err(err(
-                    "scope",
-                    "write \"global\" or a key of the call's context, e.g. \"user\"".into(),
-                ));
-            }
-            Some(key) => Scope::ContextKey(key.to_owned()),
-        };
+        let scope = scope(self.scope.as_deref(), &err)?;
         Ok(StoreConfig {
             name: name.to_owned(),
             backend,
             scope,
             quota,
         })
+    }
+}
+
+/// A `redis://` (or `redis+unix://`) backend: a URL Redis accepts, and a
+/// key prefix (`toolhost` unless set).
+fn redis_backend(
+    url: &str,
+    prefix: Option<String>,
+    has_path: bool,
+    err: &dyn Fn(&str, String) -> ManifestError,
+) -> Result<Backend, ManifestError> {
+    if has_path {
+        return Err(err(
+            "path",
+            "a redis store has no file; remove `path`".into(),
+        ));
+    }
+    if let Err(e) = ::redis::Client::open(url) {
+        return Err(err(
+            "backend",
+            format!(
+                "{} is not a URL Redis accepts ({:?}); write e.g. \"redis://127.0.0.1:6379\"",
+                redacted(url),
+                e.kind()
+            ),
+        ));
+    }
+    let prefix = prefix.unwrap_or_else(|| "toolhost".into());
+    if prefix.is_empty() || prefix.contains(char::is_whitespace) {
+        return Err(err("prefix", "must be non-empty and have no spaces".into()));
+    }
+    Ok(Backend::Redis {
+        url: url.to_owned(),
+        prefix,
+    })
+}
+
+/// A store's `scope`: `global` (the default) or a key of the call's
+/// context.
+fn scope(
+    raw: Option<&str>,
+    err: &dyn Fn(&str, String) -> ManifestError,
+) -> Result<Scope, ManifestError> {
+    match raw {
+        None | Some("global") => Ok(Scope::Global),
+        Some("") => Err(err(
+            "scope",
+            "write \"global\" or a key of the call's context, e.g. \"user\"".into(),
+        )),
+        Some(key) => Ok(Scope::ContextKey(key.to_owned())),
     }
 }
 
