@@ -80,11 +80,11 @@ fn borrow<T: 'static>(resource: &Resource<T>) -> Resource<T> {
     Resource::new_borrow(resource.rep())
 }
 
+/// A preopened directory and its guest path.
+type Preopen = (Resource<Descriptor>, String);
+
 /// The preopened directories, each recorded as its grant's.
-fn get_directories(
-    mut store: Store<'_>,
-    (): (),
-) -> wasmtime::Result<(Vec<(Resource<Descriptor>, String)>,)> {
+fn get_directories(mut store: Store<'_>, (): ()) -> wasmtime::Result<(Vec<Preopen>,)> {
     let state = store.data_mut();
     let directories = state.filesystem().get_directories()?;
     for (resource, guest) in &directories {

@@ -111,6 +111,9 @@ fn read_key(
         .map(|()| text.into_owned()))
 }
 
+/// A store, a namespace and a key.
+type Keyed = (Arc<Store>, String, String);
+
 /// What an operation on one key starts with: the operation counted, and
 /// its bucket's store and namespace and its key, read once it fits.
 fn keyed(
@@ -118,7 +121,7 @@ fn keyed(
     bucket: &Resource<Bucket>,
     key: &WasmStr,
     access: Access,
-) -> wasmtime::Result<Result<(Arc<Store>, String, String), store::Error>> {
+) -> wasmtime::Result<Result<Keyed, store::Error>> {
     let (store, ns) = or_answer_inner!(cx.data_mut().kv_begin(bucket)?);
     let key = or_answer_inner!(read_key(cx, key, &store, access)?);
     Ok(Ok((store, ns, key)))
