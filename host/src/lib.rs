@@ -76,7 +76,9 @@ pub use outcome::{
     CallError, CallStats, ContentBlock, EmbeddedResource, ErrorType, INVALID_OUTPUT, Media,
     Outcome, ResourceContents, ResourceLink, ToolOutput,
 };
-/// The baselines the benchmarks compare the host with (not API).
+/// The baselines the benchmarks compare the host with: not API, and built
+/// only with the `bench` feature, which the benches turn on.
+#[cfg(feature = "bench")]
 #[doc(hidden)]
 pub use sandbox::baseline;
 pub use sandbox::{

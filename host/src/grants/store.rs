@@ -155,35 +155,72 @@ impl StoreConfig {
     ///
     /// For a scoped store, when the context lacks the scope key, or its
     /// value is not a non-empty string of at most [`MAX_NAMESPACE_BYTES`]
-    /// or an integer. The message is the refusal the call records.
-    pub(crate) fn namespace(&self, context: Option<&serde_json::Value>) -> Result<String, String> {
+    /// or an integer. Its message is the refusal the call records.
+    pub(crate) fn namespace(
+        &self,
+        context: Option<&serde_json::Value>,
+    ) -> Result<String, NamespaceError> {
         let key = match &self.scope {
             Scope::Global => return Ok(String::new()),
             Scope::ContextKey(key) => key,
         };
-        let name = &self.name;
+        let (store, key_name) = (|| self.name.clone(), || key.clone());
         match context.and_then(|c| c.get(key)) {
             Some(serde_json::Value::String(value)) if value.len() > MAX_NAMESPACE_BYTES => {
-                Err(format!(
-                    "store '{name}' is kept per `{key}` of the call's context, and this call's `{key}` has {} bytes; \
-                     the application must supply at most {MAX_NAMESPACE_BYTES}",
-                    value.len()
-                ))
+                Err(NamespaceError::TooLong {
+                    store: store(),
+                    key: key_name(),
+                    len: value.len(),
+                })
             }
             Some(serde_json::Value::String(value)) if !value.is_empty() => Ok(format!("s:{value}")),
             Some(serde_json::Value::Number(value)) if value.is_i64() || value.is_u64() => {
                 Ok(format!("n:{value}"))
             }
-            Some(serde_json::Value::Number(value)) => Err(format!(
-                "store '{name}' is kept per `{key}` of the call's context, and this call's `{key}` is {value}, \
-                 a number that is not an integer; the application must supply a string or an integer"
-            )),
-            _ => Err(format!(
-                "store '{name}' is kept per `{key}` of the call's context, and this call's context has no `{key}` \
-                 (a non-empty string or an integer); the application must supply it"
-            )),
+            Some(serde_json::Value::Number(value)) => Err(NamespaceError::NotAnInteger {
+                store: store(),
+                key: key_name(),
+                value: value.to_string(),
+            }),
+            _ => Err(NamespaceError::Missing {
+                store: store(),
+                key: key_name(),
+            }),
         }
     }
+}
+
+/// Why a call has no namespace in a scoped store: what the application must
+/// supply in the call's context.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NamespaceError {
+    /// The scope key's value is a string past [`MAX_NAMESPACE_BYTES`].
+    #[error(
+        "store '{store}' is kept per `{key}` of the call's context, and this call's `{key}` has {len} bytes; \
+         the application must supply at most {MAX_NAMESPACE_BYTES}"
+    )]
+    TooLong {
+        store: String,
+        key: String,
+        len: usize,
+    },
+    /// The scope key's value is a number that is not an integer.
+    #[error(
+        "store '{store}' is kept per `{key}` of the call's context, and this call's `{key}` is {value}, \
+         a number that is not an integer; the application must supply a string or an integer"
+    )]
+    NotAnInteger {
+        store: String,
+        key: String,
+        value: String,
+    },
+    /// The context lacks the scope key, or its value is neither a non-empty
+    /// string nor a number.
+    #[error(
+        "store '{store}' is kept per `{key}` of the call's context, and this call's context has no `{key}` \
+         (a non-empty string or an integer); the application must supply it"
+    )]
+    Missing { store: String, key: String },
 }
 
 /// The largest `max_value_size` a manifest may set: a call's host memory
@@ -217,7 +254,9 @@ mod tests {
     }
 
     fn namespace(context: serde_json::Value) -> Result<String, String> {
-        scoped().namespace(Some(&context))
+        scoped()
+            .namespace(Some(&context))
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -231,6 +270,7 @@ mod tests {
             scoped()
                 .namespace(None)
                 .unwrap_err()
+                .to_string()
                 .contains("has no `user`")
         );
         assert!(namespace(json!({"user": ""})).is_err());

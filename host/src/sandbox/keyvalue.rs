@@ -274,8 +274,8 @@ impl State {
         };
         let namespace = match store.config().namespace(self.stores.context.as_deref()) {
             Ok(namespace) => namespace,
-            Err(message) => {
-                self.stores.refusals.deny(message);
+            Err(no_namespace) => {
+                self.stores.refusals.deny(no_namespace.to_string());
                 return Ok(Err(store::Error::AccessDenied));
             }
         };

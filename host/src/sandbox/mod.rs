@@ -25,6 +25,7 @@
 //! sees one.
 
 mod answer_schema;
+#[cfg(feature = "bench")]
 #[doc(hidden)]
 pub mod baseline;
 mod bindings;

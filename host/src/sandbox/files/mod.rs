@@ -44,7 +44,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 pub(crate) use self::linker::add_to_linker;
-use self::quota::{DiskQuota, charge, measure};
+use self::quota::{DiskQuota, measure};
 use super::budget::{FdPermit, FdShare};
 use super::refusal::Refusals;
 use crate::grants::{FileMode, Grants};
@@ -281,4 +281,26 @@ impl CallFiles {
         };
         charge(dir, bytes, what, &self.refusals)
     }
+}
+
+/// Charge `bytes` to `dir`'s quota, if it has one; past it, the refusal
+/// (`quota`). `what` says what the tool was doing, for the refusal.
+fn charge(
+    dir: &GrantedDir,
+    bytes: u64,
+    what: &str,
+    refusals: &Refusals,
+) -> Result<(), ErrorCode> {
+    let Some(quota) = &dir.quota else {
+        return Ok(());
+    };
+    if quota.try_charge(bytes, || dir.reopen_path()) {
+        return Ok(());
+    }
+    refusals.deny(format!(
+        "{what} in {}: past its disk quota of {} (raise `quota` on that files entry)",
+        dir.guest,
+        bytesize::ByteSize::b(quota.limit()).display().iec()
+    ));
+    Err(ErrorCode::Quota)
 }

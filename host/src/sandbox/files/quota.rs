@@ -4,15 +4,10 @@
 //! overwrites and deletions are credited.
 
 use std::os::unix::fs::MetadataExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
-
-use super::GrantedDir;
-use crate::sandbox::refusal::Refusals;
 
 /// What a new file, directory or link is charged against the quota: about
 /// one block, so a tool cannot exhaust the disk's inodes with empty files.
@@ -25,28 +20,6 @@ const RECOUNT_INTERVAL: Duration = Duration::from_secs(1);
 /// Entries walked when measuring a directory; beyond it the tree counts as
 /// full (a quota that large is better enforced by the file system).
 const MAX_WALK: usize = 100_000;
-
-/// Charge `bytes` to `dir`'s quota, if it has one; past it, the refusal
-/// (`quota`). `what` says what the tool was doing, for the refusal.
-pub(super) fn charge(
-    dir: &GrantedDir,
-    bytes: u64,
-    what: &str,
-    refusals: &Refusals,
-) -> Result<(), ErrorCode> {
-    let Some(quota) = &dir.quota else {
-        return Ok(());
-    };
-    if quota.try_charge(bytes, dir) {
-        return Ok(());
-    }
-    refusals.deny(format!(
-        "{what} in {}: past its disk quota of {} (raise `quota` on that files entry)",
-        dir.guest,
-        bytesize::ByteSize::b(quota.limit).display().iec()
-    ));
-    Err(ErrorCode::Quota)
-}
 
 /// A read-write grant's disk quota, counted across calls.
 #[derive(Debug)]
@@ -67,7 +40,15 @@ impl DiskQuota {
         }
     }
 
-    fn try_charge(&self, bytes: u64, dir: &GrantedDir) -> bool {
+    /// The most the directory may hold.
+    pub(super) fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Count `bytes` more, if the quota allows; when the count would pass
+    /// it, the directory (under `root`, which names it) is measured again
+    /// first, at most once per [`RECOUNT_INTERVAL`].
+    pub(super) fn try_charge(&self, bytes: u64, root: impl FnOnce() -> PathBuf) -> bool {
         let add = |used: u64| used.checked_add(bytes).filter(|&total| total <= self.limit);
         if self
             .used
@@ -88,8 +69,7 @@ impl DiskQuota {
                 return false;
             }
             *last = Some(Instant::now());
-            self.used
-                .store(measure(&dir.reopen_path()), Ordering::Release);
+            self.used.store(measure(&root()), Ordering::Release);
         }
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, add)

@@ -8,8 +8,7 @@ use wasmtime_wasi::p2::{
     DynInputStream, DynOutputStream, InputStream, OutputStream, Pollable, StreamError,
 };
 
-use super::quota::charge;
-use super::{GrantedDir, OpenFile};
+use super::{GrantedDir, OpenFile, charge};
 use crate::sandbox::refusal::Refusals;
 
 /// A file's output stream: it keeps its file counted as open while it

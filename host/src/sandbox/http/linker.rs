@@ -56,79 +56,99 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
     bounded
 }
 
+type Store<'a> = StoreContextMut<'a, State>;
+
+/// What a request setter answers: `Err(())` for a value refused.
+type Set = wasmtime::Result<(Result<(), ()>,)>;
+
+/// What a `fields` mutation answers.
+type FieldsAnswer<T> = wasmtime::Result<(Result<T, wit::HeaderError>,)>;
+
 /// Replace the unbounded `wasi:http/types` functions with checked wrappers
 /// around wasmtime-wasi-http's own.
 fn bound_types(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     let mut types = linker.instance(TYPES)?;
-    types.func_wrap(
-        "[method]outgoing-request.set-method",
-        |mut store: StoreContextMut<'_, State>,
-         (request, method): (Resource<wit::OutgoingRequest>, wit::Method)| {
-            if let wit::Method::Other(name) = &method
-                && name.len() > MAX_METHOD
-            {
-                too_long(&store, "method", name.len(), MAX_METHOD);
-                return Ok((Err(()),));
-            }
-            let mut view = store.data_mut().http();
-            wit::HostOutgoingRequest::set_method(&mut view, request, method).map(|r| (r,))
-        },
-    )?;
+    types.func_wrap("[method]outgoing-request.set-method", set_method)?;
     types.func_wrap(
         "[method]outgoing-request.set-path-with-query",
-        |mut store: StoreContextMut<'_, State>,
-         (request, path): (Resource<wit::OutgoingRequest>, Option<String>)| {
-            let len = path.as_ref().map_or(0, String::len);
-            if len > MAX_PATH_WITH_QUERY {
-                too_long(&store, "path-with-query", len, MAX_PATH_WITH_QUERY);
-                return Ok((Err(()),));
-            }
-            let mut view = store.data_mut().http();
-            wit::HostOutgoingRequest::set_path_with_query(&mut view, request, path).map(|r| (r,))
-        },
+        set_path_with_query,
     )?;
-    types.func_wrap(
-        "[method]outgoing-request.set-authority",
-        |mut store: StoreContextMut<'_, State>,
-         (request, authority): (Resource<wit::OutgoingRequest>, Option<String>)| {
-            let len = authority.as_ref().map_or(0, String::len);
-            if len > MAX_AUTHORITY {
-                too_long(&store, "authority", len, MAX_AUTHORITY);
-                return Ok((Err(()),));
-            }
-            let mut view = store.data_mut().http();
-            wit::HostOutgoingRequest::set_authority(&mut view, request, authority).map(|r| (r,))
-        },
-    )?;
-    types.func_wrap(
-        "[method]fields.append",
-        |mut store: StoreContextMut<'_, State>,
-         (fields, name, value): (Resource<wit::Fields>, String, Vec<u8>)| {
-            let appended =
-                wit::HostFields::append(&mut store.data_mut().http(), fields, name, value);
-            fields_result(&store, appended).map(|r| (r,))
-        },
-    )?;
-    types.func_wrap(
-        "[method]fields.set",
-        |mut store: StoreContextMut<'_, State>,
-         (fields, name, values): (Resource<wit::Fields>, String, Vec<Vec<u8>>)| {
-            let set = wit::HostFields::set(&mut store.data_mut().http(), fields, name, values);
-            fields_result(&store, set).map(|r| (r,))
-        },
-    )?;
-    types.func_wrap(
-        "[static]fields.from-list",
-        |mut store: StoreContextMut<'_, State>, (entries,): (Vec<(String, Vec<u8>)>,)| {
-            let made = wit::HostFields::from_list(&mut store.data_mut().http(), entries);
-            fields_result(&store, made).map(|r| (r,))
-        },
-    )?;
+    types.func_wrap("[method]outgoing-request.set-authority", set_authority)?;
+    types.func_wrap("[method]fields.append", fields_append)?;
+    types.func_wrap("[method]fields.set", fields_set)?;
+    types.func_wrap("[static]fields.from-list", fields_from_list)?;
     Ok(())
 }
 
+/// A method, refused past [`MAX_METHOD`] bytes.
+fn set_method(
+    mut store: Store<'_>,
+    (request, method): (Resource<wit::OutgoingRequest>, wit::Method),
+) -> Set {
+    if let wit::Method::Other(name) = &method
+        && name.len() > MAX_METHOD
+    {
+        too_long(&store, "method", name.len(), MAX_METHOD);
+        return Ok((Err(()),));
+    }
+    let mut view = store.data_mut().http();
+    wit::HostOutgoingRequest::set_method(&mut view, request, method).map(|r| (r,))
+}
+
+/// A path and query, refused past [`MAX_PATH_WITH_QUERY`] bytes.
+fn set_path_with_query(
+    mut store: Store<'_>,
+    (request, path): (Resource<wit::OutgoingRequest>, Option<String>),
+) -> Set {
+    let len = path.as_ref().map_or(0, String::len);
+    if len > MAX_PATH_WITH_QUERY {
+        too_long(&store, "path-with-query", len, MAX_PATH_WITH_QUERY);
+        return Ok((Err(()),));
+    }
+    let mut view = store.data_mut().http();
+    wit::HostOutgoingRequest::set_path_with_query(&mut view, request, path).map(|r| (r,))
+}
+
+/// An authority, refused past [`MAX_AUTHORITY`] bytes.
+fn set_authority(
+    mut store: Store<'_>,
+    (request, authority): (Resource<wit::OutgoingRequest>, Option<String>),
+) -> Set {
+    let len = authority.as_ref().map_or(0, String::len);
+    if len > MAX_AUTHORITY {
+        too_long(&store, "authority", len, MAX_AUTHORITY);
+        return Ok((Err(()),));
+    }
+    let mut view = store.data_mut().http();
+    wit::HostOutgoingRequest::set_authority(&mut view, request, authority).map(|r| (r,))
+}
+
+fn fields_append(
+    mut store: Store<'_>,
+    (fields, name, value): (Resource<wit::Fields>, String, Vec<u8>),
+) -> FieldsAnswer<()> {
+    let appended = wit::HostFields::append(&mut store.data_mut().http(), fields, name, value);
+    fields_result(&store, appended).map(|r| (r,))
+}
+
+fn fields_set(
+    mut store: Store<'_>,
+    (fields, name, values): (Resource<wit::Fields>, String, Vec<Vec<u8>>),
+) -> FieldsAnswer<()> {
+    let set = wit::HostFields::set(&mut store.data_mut().http(), fields, name, values);
+    fields_result(&store, set).map(|r| (r,))
+}
+
+fn fields_from_list(
+    mut store: Store<'_>,
+    (entries,): (Vec<(String, Vec<u8>)>,),
+) -> FieldsAnswer<Resource<wit::Fields>> {
+    let made = wit::HostFields::from_list(&mut store.data_mut().http(), entries);
+    fields_result(&store, made).map(|r| (r,))
+}
+
 /// Record that a request part was refused for its length.
-fn too_long(store: &StoreContextMut<'_, State>, what: &str, len: usize, max: usize) {
+fn too_long(store: &Store<'_>, what: &str, len: usize, max: usize) {
     store.data().refusals.exhaust(format!(
         "an HTTP request {what} of {len} bytes (the host keeps at most {max})"
     ));
@@ -138,7 +158,7 @@ fn too_long(store: &StoreContextMut<'_, State>, what: &str, len: usize, max: usi
 /// ordinary error (wasmtime-wasi-http would trap), recorded as the call's
 /// exhausted budget.
 fn fields_result<T>(
-    store: &StoreContextMut<'_, State>,
+    store: &Store<'_>,
     result: HeaderResult<T>,
 ) -> wasmtime::Result<Result<T, wit::HeaderError>> {
     let error = match result {
