@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use serde_json::json;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy};
-use toolhost::model::config::LoopControls;
+use toolhost::model::config::{LoopControls, Prices, ResponseFormat, Sampling, ToolChoice};
 use toolhost::model::{
     AssistantToolCall, ClientSettings, EventSink, Message, ModelClient, ModelError, ModelRequest,
-    ModelResponse, OpenAIClient, Prices, ResponseFormat, Sampling, ToolChoice,
+    ModelResponse, OpenAIClient,
 };
 use toolhost::{ComponentConfig, RefuseAll, SandboxOptions, ToolHost};
 

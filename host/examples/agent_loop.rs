@@ -17,7 +17,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use futures::future::BoxFuture;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
-use toolhost::model::{Message, ModelConfig, client_for};
+use toolhost::model::config::ModelConfig;
+use toolhost::model::{Message, client_for};
 use toolhost::{Approval, ComponentConfig, SandboxOptions, ToolCall, ToolHost, ToolSpec};
 
 /// Approves calls of the tools it was given, refuses every other.

@@ -115,8 +115,8 @@ async fn batch(
     let batch = batch.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     let window = host.batch_window();
     let (calls, reading) = batch.calls(window);
-    let outcomes = host.call_stream(calls).options(&env).run();
-    let answers = results::answer_stream(outcomes, |name| host.spec(name), format);
+    let results = host.call_stream(calls).options(&env).run();
+    let answers = results::answer_stream(results, format);
     print_json_array(answers).await?;
     reading.finished().await.map_err(|e| {
         anyhow::anyhow!("{e}; the answers written are those of the calls before that point")

@@ -18,8 +18,9 @@ mod stream;
 use futures::future::BoxFuture;
 use serde::Serialize;
 
+use config::{ModelConfig, Provider, ResponseFormat, Sampling, ToolChoice};
+
 pub use anthropic::Anthropic;
-pub use config::{ModelConfig, Prices, Provider, ResponseFormat, Sampling, ToolChoice};
 pub use error::{ClientError, ModelError, ModelErrorKind};
 pub use http::{AnswerError, ClientSettings, HttpClient, MAX_ANSWER_BYTES, Wire};
 pub use openai::OpenAI;

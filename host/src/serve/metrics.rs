@@ -18,10 +18,7 @@ use prometheus_client::registry::Registry;
 use crate::tool_host::{CallResult, ToolHost};
 
 /// The `tool` label of calls to names no loaded tool has.
-pub const UNKNOWN_TOOL: &str = "(unknown)";
-
-/// The content type of [`Metrics::render`]'s text.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const UNKNOWN_TOOL: &str = "(unknown)";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -68,6 +65,9 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The content type of [`Metrics::render`]'s text.
+    pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
     /// Empty metrics, registered under `toolhost_`.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("toolhost");
@@ -131,7 +131,7 @@ impl Metrics {
 
     /// Count one answered call, under its tool's name when the call named
     /// a loaded tool (as it resolved when the call began), else under
-    /// [`UNKNOWN_TOOL`].
+    /// `(unknown)`.
     pub fn record(&self, result: &CallResult, front_end: &'static str) {
         let outcome = &result.outcome;
         let tool = result

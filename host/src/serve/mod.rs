@@ -10,8 +10,8 @@
 //!   bearer token, body and batch limits.
 //! - [`reload`]: `--watch`, which loads a changed manifest or component
 //!   beside the running one and swaps it in atomically.
-//! - [`metrics`]: what `/metrics` reports.
-//! - [`drain`]: graceful shutdown: no new work, every call in flight
+//! - [`Metrics`]: what `/metrics` reports.
+//! - [`Drain`]: graceful shutdown: no new work, every call in flight
 //!   answered, then exit.
 //! - `edge`, `connections`, `sessions`, `requests`: what the HTTP server
 //!   checks before any route (Host, Origin, repeated protocol headers,
@@ -22,11 +22,11 @@
 //! [`crate::wire::results`], so a call reads the same whichever way it came.
 
 mod connections;
-pub mod drain;
+mod drain;
 mod edge;
 pub mod http;
 pub mod mcp;
-pub mod metrics;
+mod metrics;
 pub mod reload;
 mod requests;
 mod sessions;
@@ -41,7 +41,7 @@ use crate::sandbox::SandboxOptions;
 use crate::spec::ToolSpec;
 use crate::tool_call::ToolCall;
 use crate::tool_host::{ApproveAll, Approver, CallOptions, CallResult, LoadError, Tool, ToolHost};
-pub use drain::Drain;
+pub use drain::{DEFAULT_DRAIN, Drain};
 pub use metrics::Metrics;
 
 /// The largest HTTP request body accepted by default: 4 MiB, sixteen
@@ -123,7 +123,7 @@ pub enum ServeError {
 
 /// Load `manifest` and serve it until stdin closes (stdio) or the process
 /// is told to stop (SIGINT or SIGTERM; calls in flight are answered first,
-/// see [`drain`]).
+/// see [`Drain`]).
 /// `on_ready` is called once the tools are loaded and, for HTTP, the
 /// address is bound (with the address, which matters when its port was 0).
 ///

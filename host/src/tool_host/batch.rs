@@ -84,30 +84,35 @@ impl ToolHost {
             .collect()
     }
 
-    /// Run `calls` as [`ToolHost::call_batch_in`] does, through a window
-    /// of at most `window` calls in flight (see [`super::StreamRequest::run`]).
+    /// Run `calls` as [`ToolHost::call_batch_resolved`] does, through a
+    /// window of at most `window` calls in flight (see
+    /// [`super::StreamRequest::run`]): each name is looked up once, here.
     pub(crate) fn stream_calls(
         &self,
         calls: impl futures::Stream<Item = ToolCall> + Send + 'static,
         env: CallOptions,
         window: usize,
-    ) -> impl futures::Stream<Item = Outcome> + Send + 'static {
+    ) -> impl futures::Stream<Item = CallResult> + Send + 'static {
         use futures::StreamExt as _;
         let host = self.clone();
         let mut seen = crate::tool_call::IdSet::new();
         calls
             .map(move |call| {
+                let found = host.resolve(&call.name);
                 if !seen.insert(&call.id) {
-                    return futures::future::ready(repeated_id(&call)).left_future();
+                    let result = host.with_spec(found, repeated_id(&call));
+                    return futures::future::ready(result).left_future();
                 }
                 let (id, name) = (call.id.clone(), call.name.clone());
                 let (host, env) = (host.clone(), env.clone());
-                let mut task =
-                    AbortOnDrop(tokio::spawn(async move { host.call_in(call, &env).await }));
+                let mut task = AbortOnDrop(tokio::spawn({
+                    let host = host.clone();
+                    async move { host.call_resolved(found, call, &env).await }
+                }));
                 async move {
-                    (&mut task.0)
-                        .await
-                        .unwrap_or_else(|e| task_failed(id, name, &e.to_string()))
+                    (&mut task.0).await.unwrap_or_else(|e| {
+                        host.with_spec(found, task_failed(id, name, &e.to_string()))
+                    })
                 }
                 .right_future()
             })

@@ -30,8 +30,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::ToolHost;
 use super::env::{Approver, CallOptions};
+use super::{CallResult, ToolHost};
 use crate::observe::{Asker, CallObserver};
 use crate::outcome::Outcome;
 use crate::tool_call::ToolCall;
@@ -90,9 +90,9 @@ impl ToolHost {
     /// let calls = futures::stream::iter((0..10_000).map(|i| {
     ///     toolhost::ToolCall::new(i.to_string(), "calc", serde_json::json!({"expression": "1+1"}))
     /// }));
-    /// let mut outcomes = host.call_stream(calls).run();
-    /// while let Some(outcome) = outcomes.next().await {
-    ///     println!("{}", outcome.content());
+    /// let mut results = host.call_stream(calls).run();
+    /// while let Some(result) = results.next().await {
+    ///     println!("{}", result.outcome.content());
     /// }
     /// # }
     /// ```
@@ -232,14 +232,17 @@ where
         self
     }
 
-    /// The outcomes, one per call in the calls' order, each given as soon
-    /// as it and every call before it are done. What the stream holds is
+    /// The results, one per call in the calls' order, each given as soon
+    /// as it and every call before it are done. Each carries the spec of
+    /// the tool its call named, for a front end that renders answers as
+    /// they come (the stream is the path of front ends; a single call or a
+    /// batch gives the outcomes alone). What the stream holds is
     /// bounded by the window, not by the number of calls (past the window,
     /// a 128-bit hash per id, to find repeated ones). The window counts in
     /// the calls' order, so a slow call holds back the start of calls a
     /// whole window behind it. Dropping the stream aborts the calls in
     /// flight and starts no other.
-    pub fn run(self) -> impl futures::Stream<Item = Outcome> + Send + 'static {
+    pub fn run(self) -> impl futures::Stream<Item = CallResult> + Send + 'static {
         let window = self
             .window
             .map_or_else(|| self.host.batch_window(), NonZeroUsize::get);

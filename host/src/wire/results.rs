@@ -29,6 +29,7 @@ use serde_json::{Map, Value, json};
 
 use crate::outcome::{CallError, ContentBlock, Outcome, ResourceContents};
 use crate::spec::ToolSpec;
+use crate::tool_host::CallResult;
 use crate::wire::definitions::mcp_structured;
 use crate::wire::providers::{self, ImageBudget, Vendor};
 
@@ -143,24 +144,24 @@ impl Answers {
     }
 }
 
-/// `outcomes` answered in `format` as they come (see [`Answers`]): one
-/// value per outcome, in order, then for [`Format::OpenAI`] the user
-/// message carrying the batch's images. `spec` finds a called tool's spec.
-pub fn answer_stream<'a>(
-    outcomes: impl futures::Stream<Item = Outcome> + 'a,
-    spec: impl Fn(&str) -> Option<&'a ToolSpec> + 'a,
+/// `results` answered in `format` as they come (see [`Answers`]): one
+/// value per result, in order, then for [`Format::OpenAI`] the user message
+/// carrying the batch's images. Each result carries its tool's spec, so no
+/// name is looked up again.
+pub fn answer_stream(
+    results: impl futures::Stream<Item = CallResult> + Send + 'static,
     format: Format,
-) -> impl futures::Stream<Item = Value> + 'a {
+) -> impl futures::Stream<Item = Value> + Send + 'static {
     use futures::StreamExt as _;
-    let state = (Box::pin(outcomes), Some(Answers::new(format)), spec);
-    futures::stream::unfold(state, |(mut outcomes, answers, spec)| async move {
+    let state = (Box::pin(results), Some(Answers::new(format)));
+    futures::stream::unfold(state, |(mut results, answers)| async move {
         let mut answers = answers?;
-        match outcomes.next().await {
-            Some(outcome) => {
-                let answer = answers.answer(&outcome, spec(&outcome.tool));
-                Some((answer, (outcomes, Some(answers), spec)))
+        match results.next().await {
+            Some(result) => {
+                let answer = answers.answer(&result.outcome, result.spec.as_deref());
+                Some((answer, (results, Some(answers))))
             }
-            None => answers.finish().map(|last| (last, (outcomes, None, spec))),
+            None => answers.finish().map(|last| (last, (results, None))),
         }
     })
 }

@@ -74,13 +74,13 @@ async fn a_large_batch_runs_concurrently_and_completes() {
     );
 }
 
-/// A stream of outcomes with at most `window` calls in flight, sampled for
+/// A stream of results with at most `window` calls in flight, sampled for
 /// the most instances it ever ran at once.
 async fn stream_sampling(
     host: &toolhost::ToolHost,
     calls: Vec<ToolCall>,
     window: usize,
-) -> (Vec<toolhost::Outcome>, usize) {
+) -> (Vec<toolhost::CallResult>, usize) {
     use futures::StreamExt as _;
     let most = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let sampler = {
@@ -93,7 +93,7 @@ async fn stream_sampling(
         })
     };
     let env = toolhost::CallOptions::default();
-    let outcomes: Vec<_> = host
+    let results: Vec<_> = host
         .call_stream(futures::stream::iter(calls))
         .options(&env)
         .window(std::num::NonZeroUsize::new(window).unwrap())
@@ -101,7 +101,7 @@ async fn stream_sampling(
         .collect()
         .await;
     sampler.abort();
-    (outcomes, most.load(std::sync::atomic::Ordering::SeqCst))
+    (results, most.load(std::sync::atomic::Ordering::SeqCst))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +119,15 @@ async fn a_streamed_batch_answers_in_order_through_its_window() {
     calls.insert(3, ToolCall::new("s0", "sleep", json!({"n": 1})));
     calls.push(ToolCall::with_raw_arguments("bad", "sleep", "{"));
     let expected: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
-    let (outcomes, most) = stream_sampling(&host, calls, 3).await;
+    let (results, most) = stream_sampling(&host, calls, 3).await;
+    // Each result carries the spec of the tool its call named, the
+    // repeated and the malformed calls' too: a front end renders it as is.
+    assert!(
+        results
+            .iter()
+            .all(|r| r.spec.as_ref().is_some_and(|spec| spec.name == "sleep"))
+    );
+    let outcomes: Vec<toolhost::Outcome> = results.into_iter().map(|r| r.outcome).collect();
     let ids: Vec<String> = outcomes.iter().map(|o| o.call_id.clone()).collect();
     assert_eq!(ids, expected, "one outcome per call, in the calls' order");
     assert!(

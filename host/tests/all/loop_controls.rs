@@ -12,10 +12,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolhost::Approval;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
-use toolhost::model::config::{LoopControls, Provider};
-use toolhost::model::{
-    Message, ModelClient, OpenAIClient, Prices, ResponseFormat, Sampling, ToolChoice,
+use toolhost::model::config::{
+    LoopControls, Prices, Provider, ResponseFormat, Sampling, ToolChoice,
 };
+use toolhost::model::{Message, ModelClient, OpenAIClient};
 use toolhost::{ComponentConfig, RefuseAll};
 
 use crate::agent::*;

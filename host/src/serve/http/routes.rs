@@ -45,7 +45,7 @@ pub(super) async fn healthz(State(shared): State<Shared>) -> Response {
 pub(super) async fn metrics(State(shared): State<Shared>) -> Response {
     let text = shared.metrics().render(&shared.host());
     (
-        [(header::CONTENT_TYPE, crate::serve::metrics::CONTENT_TYPE)],
+        [(header::CONTENT_TYPE, crate::serve::Metrics::CONTENT_TYPE)],
         text,
     )
         .into_response()
