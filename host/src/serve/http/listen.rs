@@ -254,8 +254,10 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains("--"), "{message}");
-        let mut fixes = Fixes::default();
-        fixes.listen = "choose another with --listen".into();
+        let fixes = Fixes {
+            listen: "choose another with --listen".into(),
+            ..Fixes::default()
+        };
         let message = taken(Some(fixes)).await.to_string();
         assert!(
             message.ends_with("(is another server using the port? choose another with --listen)"),
