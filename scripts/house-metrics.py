@@ -150,6 +150,7 @@ LAYERS = {
     "printable": DOMAIN,  # which characters a person may be shown
     "schema": DOMAIN,  # JSON Schema normalisation (integer formats)
     "duration": DOMAIN,  # the one parser of "5m", "30s", "100ms"
+    "fixes": DOMAIN,  # how refusals spell the fix for each setting
     # The [model] table and the loop controls: ModelConfig, LoopControls, BaseUrl. A leaf
     # under the model folder, beside the providers that read it, importing none of them.
     "model::config": DOMAIN,

@@ -47,6 +47,7 @@ pub mod authoring;
 mod component;
 pub mod describe;
 pub mod duration;
+mod fixes;
 mod grants;
 mod limits;
 mod manifest;
@@ -66,6 +67,7 @@ mod tool_host;
 pub mod wire;
 
 pub use component::{Approval, ClientCapability, ComponentConfig};
+pub use fixes::Fixes;
 pub use grants::{
     AllowedHosts, DEFAULT_QUOTA, FileGrant, FileMode, GrantError, Grants, HostPattern,
 };
@@ -91,5 +93,5 @@ pub use spec::{
 pub use tool_call::{Arguments, ArgumentsError, ToolCall};
 pub use tool_host::{
     ApproveAll, Approver, BatchRequest, CallOptions, CallRequest, CallResult, LoadError, RefuseAll,
-    StreamRequest, ToolHost,
+    RefuseWithFix, StreamRequest, ToolHost,
 };

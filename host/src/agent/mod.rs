@@ -82,6 +82,7 @@ pub use events::{AgentEvent, RunEnd, Transcript};
 pub use policy::{AgentPolicy, PolicyError};
 
 use crate::arguments::CompiledSchema;
+use crate::fixes::Fixes;
 use crate::model::config::ResponseFormat;
 use crate::model::{
     AssistantToolCall, Message, ModelClient, ModelError, ModelEvent, ModelRequest, ModelResponse,
@@ -100,6 +101,7 @@ pub struct Agent {
     asker: Arc<dyn Asker>,
     context: Option<Arc<serde_json::Value>>,
     policy: AgentPolicy,
+    fixes: Arc<Fixes>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -130,6 +132,7 @@ impl Agent {
             asker: Arc::new(NobodyToAsk),
             context: None,
             policy,
+            fixes: Arc::default(),
         }
     }
 
@@ -145,6 +148,14 @@ impl Agent {
     /// sees it.
     pub fn with_context(mut self, context: serde_json::Value) -> Self {
         self.context = Some(Arc::new(context));
+        self
+    }
+
+    /// Spell the fixes the run's messages name as `fixes` does: a front
+    /// end with flags names them (by default the step-budget message says
+    /// to raise `max_steps` in `[model]`).
+    pub fn with_fixes(mut self, fixes: Fixes) -> Self {
+        self.fixes = Arc::new(fixes);
         self
     }
 
@@ -199,7 +210,12 @@ impl Agent {
     ) -> Transcript {
         let started = Instant::now();
         let tools: Vec<ToolSpec> = self.host.specs().cloned().collect();
-        let mut run = Run::new(messages, on_event, self.policy.controls.prices.is_some());
+        let mut run = Run::new(
+            messages,
+            on_event,
+            self.policy.controls.prices.is_some(),
+            &self.fixes,
+        );
         run.emit(AgentEvent::RunStarted {
             trace_id,
             model: self.model.describe(),

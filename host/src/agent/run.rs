@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::events::{AgentEvent, RunEnd, Transcript};
+use crate::fixes::Fixes;
 use crate::model::{AssistantToolCall, Message, Usage};
 use crate::outcome::{CallError, ErrorType, Outcome};
 
@@ -19,11 +20,19 @@ pub(super) struct Run<'a> {
     pub(super) on_event: OnEvent<'a>,
     /// Tool calls the model made, by tool, for the step-budget message.
     pub(super) calls_by_tool: BTreeMap<String, u32>,
+    /// How the step-budget message says to raise `max_steps`.
+    fixes: &'a Fixes,
 }
 
 impl<'a> Run<'a> {
-    /// A run of `messages`, counting its cost when `priced`.
-    pub(super) fn new(messages: Vec<Message>, on_event: OnEvent<'a>, priced: bool) -> Self {
+    /// A run of `messages`, counting its cost when `priced`, its messages
+    /// naming fixes as `fixes` spells them.
+    pub(super) fn new(
+        messages: Vec<Message>,
+        on_event: OnEvent<'a>,
+        priced: bool,
+        fixes: &'a Fixes,
+    ) -> Self {
         Self {
             transcript: Transcript {
                 messages,
@@ -36,6 +45,7 @@ impl<'a> Run<'a> {
             },
             on_event,
             calls_by_tool: BTreeMap::new(),
+            fixes,
         }
     }
 
@@ -122,8 +132,9 @@ impl<'a> Run<'a> {
             format!(": the model kept calling tools ({})", listed.join(", "))
         };
         format!(
-            "Stopped after {} without a final answer (max_steps = {max_steps}){doing}. To give it more steps, raise max_steps in [model] or pass --max-steps; if it repeats the same call, a clearer task or tool description helps more. The last tool results are in the transcript.",
-            model_calls(max_steps)
+            "Stopped after {} without a final answer (max_steps = {max_steps}){doing}. To give it more steps, {}; if it repeats the same call, a clearer task or tool description helps more. The last tool results are in the transcript.",
+            model_calls(max_steps),
+            self.fixes.max_steps
         )
     }
 

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use toolhost::wire::definitions::{self, Format};
 use toolhost::wire::results;
-use toolhost::{ApproveAll, Approver, CallOptions, RefuseAll, ToolCall, ToolHost};
+use toolhost::{ApproveAll, Approver, CallOptions, ToolCall, ToolHost};
 
 use super::args::ResultFormatArg;
+use super::fixes::refuse_without_yes;
 use super::output::{print_json, print_json_array};
 use super::prompts::TerminalAsker;
 use super::terminal::TERMINAL;
@@ -42,7 +43,7 @@ pub(crate) async fn call(host: &ToolHost, command: CallCommand) -> anyhow::Resul
     let approver: Arc<dyn Approver> = if command.yes {
         Arc::new(ApproveAll)
     } else {
-        Arc::new(RefuseWithoutYes)
+        Arc::new(refuse_without_yes())
     };
     let mut env = CallOptions::default().approver(approver);
     if std::io::stdin().is_terminal() && command.batch.as_deref() != Some("-") {
@@ -121,23 +122,4 @@ async fn batch(
     reading.finished().await.map_err(|e| {
         anyhow::anyhow!("{e}; the answers written are those of the calls before that point")
     })
-}
-
-/// Refuses calls that need approval, as [`RefuseAll`] does, and tells the
-/// operator the flag that approves them.
-struct RefuseWithoutYes;
-
-impl Approver for RefuseWithoutYes {
-    fn approve<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        spec: &'a toolhost::ToolSpec,
-    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            RefuseAll
-                .approve(call, spec)
-                .await
-                .map_err(|reason| format!("{reason} (the operator can pass --yes)"))
-        })
-    }
 }

@@ -9,6 +9,7 @@ pub(crate) mod args;
 mod call;
 mod check;
 mod display;
+mod fixes;
 pub(crate) mod log;
 mod new;
 mod output;
@@ -176,6 +177,7 @@ fn serve_command(command: Command) -> serve::ServeCommand {
     config.max_body = max_body;
     config.max_batch = max_batch;
     config.drain = drain;
+    config.fixes = fixes::flags();
     serve::ServeCommand {
         transport,
         token_env,

@@ -10,10 +10,11 @@ use anyhow::Context as _;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
 use toolhost::model::config::{BaseUrl, ModelConfig, Overrides, Provider};
 use toolhost::model::{self, Message};
-use toolhost::{ApproveAll, Approver, Manifest, RefuseAll, ToolHost};
+use toolhost::{ApproveAll, Approver, Manifest, ToolHost};
 
 use super::args::{LoopFlags, UsageError};
 use super::display::Display;
+use super::fixes::{self, refuse_without_yes};
 use super::prompts::{TerminalApprover, TerminalAsker};
 use super::terminal::TERMINAL;
 
@@ -73,14 +74,15 @@ pub(crate) async fn run(
     } else if interactive {
         Arc::new(TerminalApprover(&TERMINAL))
     } else {
-        Arc::new(RefuseAll)
+        Arc::new(refuse_without_yes())
     };
     let mut agent = Agent::new(
         Arc::from(client),
         host,
         approver,
         AgentPolicy::from_config(&config),
-    );
+    )
+    .with_fixes(fixes::flags());
     if interactive {
         agent = agent.with_asker(Arc::new(TerminalAsker(&TERMINAL)));
     }

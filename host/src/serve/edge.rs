@@ -10,6 +10,8 @@
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
 use subtle::ConstantTimeEq as _;
 
+use crate::fixes::Fixes;
+
 /// Headers that carry one value each. A request that repeats one (as two
 /// field lines, or as one line holding a comma-separated list, which HTTP
 /// treats as the same thing) is refused rather than resolved by picking a
@@ -75,6 +77,8 @@ pub(super) struct Guard {
     /// host (DNS rebinding).
     loopback_only: bool,
     allowed_origins: Vec<String>,
+    /// How the refusal of an origin tells the operator to allow it.
+    allow_origins_fix: String,
     /// The token's hash: compared in constant time, and of one length
     /// whatever the token's, so a comparison says nothing of either.
     token: Option<blake3::Hash>,
@@ -85,10 +89,12 @@ impl Guard {
         loopback_only: bool,
         allowed_origins: Vec<String>,
         token: Option<&str>,
+        fixes: &Fixes,
     ) -> Self {
         Self {
             loopback_only,
             allowed_origins,
+            allow_origins_fix: fixes.allow_origins.clone().into_owned(),
             token: token.map(|t| blake3::hash(t.trim().as_bytes())),
         }
     }
@@ -132,8 +138,10 @@ impl Guard {
                 StatusCode::FORBIDDEN,
                 "forbidden_origin",
                 "origin",
-                "requests from this Origin are not accepted; the operator can allow it with \
-                 --allow-origin",
+                format!(
+                    "requests from this Origin are not accepted; {}",
+                    self.allow_origins_fix
+                ),
             ));
         }
         Ok(())
@@ -293,7 +301,7 @@ mod tests {
         assert_eq!(target_host(&local).unwrap(), "127.0.0.1:8787");
         assert_eq!(target_host(&Uri::from_static("/mcp")), None);
         // User information in the target is refused outright.
-        let guard = Guard::new(false, Vec::new(), None);
+        let guard = Guard::new(false, Vec::new(), None, &Fixes::default());
         let userinfo = Uri::from_static("http://evil@127.0.0.1:8787/mcp");
         assert_eq!(
             guard
@@ -338,7 +346,7 @@ mod tests {
 
     #[test]
     fn every_check_refuses_with_the_fix() {
-        let guard = Guard::new(true, Vec::new(), Some("s3cret"));
+        let guard = Guard::new(true, Vec::new(), Some("s3cret"), &Fixes::default());
         let path = Uri::from_static("/healthz");
         let refused = guard
             .check_request(&headers(&[("host", "evil.example")]), &path)
@@ -353,7 +361,11 @@ mod tests {
                 &path,
             )
             .unwrap_err();
-        assert!(refused.message.contains("--allow-origin"));
+        assert!(
+            refused.message.contains("`ServeConfig::allow_origins`"),
+            "{}",
+            refused.message
+        );
         assert!(
             guard
                 .check_request(&headers(&[("host", "localhost")]), &path)

@@ -34,13 +34,13 @@ mod sessions;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-
+use crate::fixes::Fixes;
 use crate::manifest::Manifest;
 use crate::sandbox::SandboxOptions;
-use crate::spec::ToolSpec;
 use crate::tool_call::ToolCall;
-use crate::tool_host::{ApproveAll, Approver, CallOptions, CallResult, LoadError, Tool, ToolHost};
+use crate::tool_host::{
+    ApproveAll, Approver, CallOptions, CallResult, LoadError, RefuseWithFix, Tool, ToolHost,
+};
 pub use drain::{DEFAULT_DRAIN, Drain};
 pub use metrics::Metrics;
 
@@ -74,6 +74,9 @@ pub struct ServeConfig {
     /// How long calls in flight may take to finish once the server is told
     /// to stop; those still running then are stopped and answered.
     pub drain: std::time::Duration,
+    /// How refusals spell the fix for each setting: the defaults name
+    /// these fields; a front end with its own flags sets its spellings.
+    pub fixes: Fixes,
 }
 
 impl ServeConfig {
@@ -89,6 +92,7 @@ impl ServeConfig {
             max_body: DEFAULT_MAX_BODY,
             max_batch: DEFAULT_MAX_BATCH,
             drain: drain::DEFAULT_DRAIN,
+            fixes: Fixes::default(),
         }
     }
 }
@@ -144,8 +148,8 @@ pub async fn run(
     {
         return Err(ServeError::Usage(format!(
             "serving on {addr}, which is not a loopback address, needs a bearer token: \
-             pass --token-env NAME with the token in environment variable NAME \
-             (or listen on 127.0.0.1)"
+             {} (or listen on 127.0.0.1)",
+            config.fixes.token
         )));
     }
     // Before anything else: a signal from here on stops the server cleanly.
@@ -167,13 +171,18 @@ pub async fn run(
 }
 
 /// What every front end shares: the tools (swapped whole on reload), the
-/// metrics, the approval policy and the shutdown state.
+/// metrics, the approval policy, the fixes refusals name and the shutdown
+/// state.
 #[derive(Clone, Debug)]
 pub struct Shared {
     tools: tokio::sync::watch::Sender<ToolHost>,
     metrics: Arc<Metrics>,
     approve_all: bool,
     max_batch: usize,
+    fixes: Arc<Fixes>,
+    /// Refuses calls that need approval when the client cannot be asked,
+    /// naming `fixes.approve_all`.
+    refuse: Arc<RefuseWithFix>,
     drain: Drain,
 }
 
@@ -185,8 +194,25 @@ impl Shared {
             metrics: Arc::new(Metrics::new()),
             approve_all: config.approve_all,
             max_batch: config.max_batch,
+            fixes: Arc::new(config.fixes.clone()),
+            refuse: Arc::new(RefuseWithFix::new(format!(
+                "{}, or connect with an MCP client that supports elicitation",
+                config.fixes.approve_all
+            ))),
             drain: Drain::new(config.drain),
         }
+    }
+
+    /// How refusals spell each fix.
+    pub(crate) fn fixes(&self) -> &Fixes {
+        &self.fixes
+    }
+
+    /// The approver for a call whose client cannot be asked: it refuses,
+    /// naming how the operator allows such calls. (Under
+    /// `approve_all`, [`Shared::call_batch`] replaces it.)
+    pub(crate) fn refuse(&self) -> Arc<dyn Approver> {
+        self.refuse.clone()
     }
 
     /// The shutdown state.
@@ -217,7 +243,7 @@ impl Shared {
     }
 
     /// Run `calls` on `host` (the version the caller looked the tools up
-    /// in) in `env` (its approver replaced under `--yes`), counting each
+    /// in) in `env` (its approver replaced under `approve_all`), counting each
     /// outcome for `front_end`. Each outcome comes with the tool its call
     /// resolved to, for the front end to render it by.
     pub async fn call_batch(
@@ -249,8 +275,8 @@ impl Shared {
         result
     }
 
-    /// `env` as the operator's flags have it (`--yes` approves every
-    /// call), stopped when the drain time is up.
+    /// `env` as the operator's configuration has it (`approve_all`
+    /// approves every call), stopped when the drain time is up.
     fn with_policy(&self, env: CallOptions) -> CallOptions {
         let env = env.stop_on(self.drain.stop_calls());
         if self.approve_all {
@@ -258,25 +284,5 @@ impl Shared {
         } else {
             env
         }
-    }
-}
-
-/// The approver when nobody can be asked: refuses, saying how to allow it.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NobodyToAsk;
-
-impl Approver for NobodyToAsk {
-    fn approve<'a>(
-        &'a self,
-        _call: &'a ToolCall,
-        spec: &'a ToolSpec,
-    ) -> BoxFuture<'a, Result<(), String>> {
-        let message = format!(
-            "tool '{}' needs a person's approval and this server has nobody to ask; \
-             the operator can run `toolhost serve --yes`, or connect with an MCP client \
-             that supports elicitation",
-            crate::outcome::clip(&spec.name, 64)
-        );
-        Box::pin(std::future::ready(Err(message)))
     }
 }

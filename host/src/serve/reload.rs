@@ -62,7 +62,12 @@ pub fn watch(
                 }
             }
         })
-        .map_err(|e| ServeError::Transport(format!("cannot watch files for --watch: {e}")))?;
+        .map_err(|e| {
+            ServeError::Transport(format!(
+                "cannot watch files for {}: {e}",
+                shared.fixes().watch
+            ))
+        })?;
     let manifest_path = absolute(&manifest.path);
     let mut watched = Watched::default();
     watched.update(&mut watcher, &manifest_path, &manifest);

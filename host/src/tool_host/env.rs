@@ -39,6 +39,44 @@ impl Approver for RefuseAll {
     }
 }
 
+/// Refuses every call that needs approval, as [`RefuseAll`] does, and tells
+/// the reader how such calls can be allowed. The front end that refuses
+/// knows its own switch and spells it: `toolhost call` says "the operator
+/// can pass --yes", the server names `ServeConfig::approve_all` or the
+/// flag that sets it.
+///
+/// ```
+/// let refuse = toolhost::RefuseWithFix::new("ask an administrator to approve it");
+/// # let _: std::sync::Arc<dyn toolhost::Approver> = std::sync::Arc::new(refuse);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefuseWithFix {
+    fix: std::borrow::Cow<'static, str>,
+}
+
+impl RefuseWithFix {
+    /// Refuse, ending each refusal with `fix` (a clause, e.g. "the operator
+    /// can pass --yes").
+    pub fn new(fix: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        Self { fix: fix.into() }
+    }
+}
+
+impl Approver for RefuseWithFix {
+    fn approve<'a>(
+        &'a self,
+        _: &'a ToolCall,
+        spec: &'a ToolSpec,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        let reason = format!(
+            "tool '{}' needs a person's approval and nobody could be asked; {}",
+            crate::outcome::clip(&spec.name, 64),
+            self.fix
+        );
+        Box::pin(std::future::ready(Err(reason)))
+    }
+}
+
 /// Approves every call: for operators who said so (`--yes`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApproveAll;

@@ -46,7 +46,7 @@ use tokio::sync::Semaphore;
 pub use call::CallResult;
 #[cfg(feature = "serve")]
 pub(crate) use call::Tool;
-pub use env::{ApproveAll, Approver, CallOptions, RefuseAll};
+pub use env::{ApproveAll, Approver, CallOptions, RefuseAll, RefuseWithFix};
 pub use request::{BatchRequest, CallRequest, StreamRequest};
 
 use crate::arguments::{CompiledSchema, ComponentSchemas};

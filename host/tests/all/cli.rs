@@ -832,3 +832,70 @@ fn a_bad_base_url_or_duration_flag_is_a_usage_error_that_shows_the_form() {
         assert!(stderr.contains("e.g. \""), "{args:?}: {stderr}");
     }
 }
+
+/// Issue 25: the library names its own settings in the fixes it reports,
+/// and the binary spells each as the flag its users pass: the step budget
+/// (`--max-steps`) and calls that need approval (`--yes`), in `run` and in
+/// `call`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_spells_the_fixes_as_its_flags() {
+    use crate::agent::{model_server, oa_calls};
+    let call = ("c1", "calc", r#"{"expression":"6*7"}"#);
+    let (base_url, _script) = model_server(vec![oa_calls(&[call]), oa_calls(&[call])]).await;
+    let dir = scripted_manifest(&base_url);
+    let config = dir.path().join("toolhost.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    // calc, the first tool, asks approval for every call.
+    let text = text.replacen("calc.wasm\"\n", "calc.wasm\"\napproval = \"always\"\n", 1);
+    std::fs::write(&config, text).unwrap();
+    let config = config.display().to_string();
+    let run = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            toolhost(
+                &[
+                    "run",
+                    "--config",
+                    &config,
+                    "--json",
+                    "--max-steps",
+                    "1",
+                    "go",
+                ],
+                None,
+            )
+        })
+        .await
+        .unwrap()
+    };
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains("raise max_steps in [model] or pass --max-steps"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "needs a person's approval and nobody could be asked; the operator can pass --yes"
+        ),
+        "{stdout}"
+    );
+    let called = toolhost(
+        &[
+            "call",
+            "--config",
+            &config,
+            "calc",
+            r#"{"expression":"6*7"}"#,
+        ],
+        None,
+    );
+    let stdout = String::from_utf8_lossy(&called.stdout);
+    assert!(called.status.success(), "{stdout}");
+    assert!(stdout.contains("denied_by_user"), "{stdout}");
+    assert!(stdout.contains("the operator can pass --yes"), "{stdout}");
+}

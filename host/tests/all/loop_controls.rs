@@ -445,10 +445,41 @@ async fn the_step_budget_message_says_what_the_model_was_doing() {
     assert_eq!(transcript.end, RunEnd::StepBudget);
     let text = &transcript.final_text;
     assert!(text.contains("calc ×2, echo ×1"), "{text}");
+    // Issue 25: the library names its own setting; only the binary, which
+    // has the flag, names `--max-steps` (`cli::run_without_yes…` below).
     assert!(
-        text.contains("--max-steps") && text.contains("max_steps"),
+        text.contains("raise max_steps in [model] (`LoopControls::max_steps` in code)"),
         "{text}"
     );
+    assert!(!text.contains("--"), "no flag of the binary: {text}");
+}
+
+/// Issue 25: a front end spells the step-budget fix in its own terms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_step_budget_message_spells_the_fix_as_the_front_end_sets_it() {
+    let (base_url, _script) = model_server(vec![oa_calls(&[("a", "calc", "{}")])]).await;
+    let client = Arc::new(OpenAIClient::new(settings(&base_url, false)).unwrap());
+    let mut fixes = toolhost::Fixes::default();
+    fixes.max_steps = "raise `agent.steps` in app.yaml".into();
+    let policy = policy_of(LoopControls {
+        max_steps: 1,
+        ..controls()
+    });
+    let agent = Agent::new(
+        client,
+        tools(Approval::Never).await,
+        Arc::new(RefuseAll),
+        policy,
+    )
+    .with_fixes(fixes);
+    let transcript = agent.run(vec![Message::user("go")]).await;
+    assert_eq!(transcript.end, RunEnd::StepBudget);
+    let text = &transcript.final_text;
+    assert!(
+        text.contains("To give it more steps, raise `agent.steps` in app.yaml;"),
+        "{text}"
+    );
+    assert!(!text.contains("max_steps in [model]"), "{text}");
 }
 
 // --- Result caching ---------------------------------------------------------

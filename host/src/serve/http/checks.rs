@@ -156,7 +156,8 @@ async fn read_body(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
                 "the request body is over {max_body} bytes, the most this server accepts \
-                 (send fewer calls at once, or raise it with `toolhost serve --max-body`)"
+                 (send fewer calls at once, or {})",
+                shared.fixes().max_body
             ),
         )),
         Ok(Err(_)) => Err(reject(

@@ -35,7 +35,8 @@ pub(in crate::serve) async fn serve(
 ) -> Result<(), ServeError> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         ServeError::Transport(format!(
-            "cannot listen on {addr}: {e} (is another server using the port? choose another with --listen)"
+            "cannot listen on {addr}: {e} (is another server using the port? {})",
+            config.fixes.listen
         ))
     })?;
     let local = listener
@@ -216,5 +217,51 @@ pub(in crate::serve) fn shutdown_signal() -> impl std::future::Future<Output = (
         async {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixes::Fixes;
+    use crate::sandbox::SandboxOptions;
+    use crate::serve::Transport;
+    use crate::tool_host::ToolHost;
+
+    /// Serve on `addr`, which another listener holds; the error.
+    async fn taken(fixes: Option<Fixes>) -> ServeError {
+        let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = holder.local_addr().unwrap();
+        let mut config = ServeConfig::new(Transport::Http(addr));
+        if let Some(fixes) = fixes {
+            config.fixes = fixes;
+        }
+        let options = SandboxOptions::default().with_cache_dir(None);
+        let host = ToolHost::load_components(vec![], options).await.unwrap();
+        let shared = Shared::new(host, &config);
+        serve(addr, shared, &config, std::future::pending(), |_| {})
+            .await
+            .unwrap_err()
+    }
+
+    /// Issue 25: a taken address names the library's setting, or the fix
+    /// as the front end spells it, never a flag the embedder lacks.
+    #[tokio::test]
+    async fn a_taken_address_names_the_fix_as_the_front_end_spells_it() {
+        let message = taken(None).await.to_string();
+        assert!(
+            message.contains("choose another address for `Transport::Http`"),
+            "{message}"
+        );
+        assert!(!message.contains("--"), "{message}");
+        let fixes = Fixes {
+            listen: "choose another with --listen".into(),
+            ..Fixes::default()
+        };
+        let message = taken(Some(fixes)).await.to_string();
+        assert!(
+            message.ends_with("(is another server using the port? choose another with --listen)"),
+            "{message}"
+        );
     }
 }

@@ -88,6 +88,7 @@ pub fn router(
             local.ip().is_loopback(),
             config.allow_origins.clone(),
             config.token.as_deref(),
+            &config.fixes,
         ),
         max_body: config.max_body,
         sessions: sessions.clone(),
@@ -102,7 +103,7 @@ pub fn router(
         .nest_service("/mcp", mcp)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        // `check_request` reads every body, within --max-body.
+        // `check_request` reads every body, within `max_body`.
         .layer(DefaultBodyLimit::disable())
         // Last, so it wraps every route and both fallbacks.
         .layer(middleware::from_fn_with_state(

@@ -3,8 +3,6 @@
 //! asked for. A tool that fails is still a 200 with `is_error` in its
 //! answer; only a request that cannot be read is 4xx.
 
-use std::sync::Arc;
-
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -14,7 +12,7 @@ use serde_json::Value;
 
 use super::error;
 use super::routes::{FormatQuery, requested_format};
-use crate::serve::{NobodyToAsk, Shared};
+use crate::serve::Shared;
 use crate::tool_host::CallOptions;
 use crate::wire;
 
@@ -108,7 +106,8 @@ pub(super) async fn tool_calls(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
                     "the request carries {count} tool calls; this server takes at most {max} at once \
-                     (split the batch, or raise it with `toolhost serve --max-batch`)"
+                     (split the batch, or {})",
+                    shared.fixes().max_batch
                 ),
             );
         }
@@ -116,7 +115,7 @@ pub(super) async fn tool_calls(
             return reject("malformed", StatusCode::BAD_REQUEST, message);
         }
     };
-    let mut env = CallOptions::default().approver(Arc::new(NobodyToAsk));
+    let mut env = CallOptions::default().approver(shared.refuse());
     match injected_context(&headers) {
         Ok(Some(context)) => env = env.context(context),
         Ok(None) => {}

@@ -15,7 +15,6 @@ use super::ask::AskTheClient;
 use super::capabilities::{can_ask, missing_capabilities, stateless};
 use super::forward::CallForwarder;
 use super::{CONTEXT_META_KEY, McpServer, NOTIFY_TIMEOUT};
-use crate::serve::NobodyToAsk;
 use crate::tool_host::{CallOptions, CallResult, Tool, ToolHost};
 use crate::wire;
 
@@ -96,7 +95,7 @@ impl McpServer {
         tool: Tool<'_>,
         context: &RequestContext<RoleServer>,
     ) -> Result<(CallOptions, Option<JoinHandle<()>>), ErrorData> {
-        let mut env = CallOptions::default().approver(Arc::new(NobodyToAsk));
+        let mut env = CallOptions::default().approver(self.shared.refuse());
         match context.meta.get(CONTEXT_META_KEY) {
             None | Some(Value::Null) => {}
             Some(injected @ Value::Object(_)) => env = env.context(injected.clone()),

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use crate::util::{component, root};
 
 mod hostile;
+mod library;
 
 /// What the server prints on stderr once it is listening.
 const READY: &str = "toolhost: serving on http://";
