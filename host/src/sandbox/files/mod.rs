@@ -285,12 +285,7 @@ impl CallFiles {
 
 /// Charge `bytes` to `dir`'s quota, if it has one; past it, the refusal
 /// (`quota`). `what` says what the tool was doing, for the refusal.
-fn charge(
-    dir: &GrantedDir,
-    bytes: u64,
-    what: &str,
-    refusals: &Refusals,
-) -> Result<(), ErrorCode> {
+fn charge(dir: &GrantedDir, bytes: u64, what: &str, refusals: &Refusals) -> Result<(), ErrorCode> {
     let Some(quota) = &dir.quota else {
         return Ok(());
     };
