@@ -357,27 +357,42 @@ impl LoopFlags {
     ///
     /// When the `--response-schema` file cannot be read or is not JSON.
     pub(crate) fn overrides(self) -> anyhow::Result<ControlOverrides> {
-        // Each flag is read once here: a flag added and not mapped is a
-        // field never read, which the dead-code lint refuses.
-        let response_format = match self.response_schema {
+        // Destructured whole, so that a flag added here and not mapped
+        // does not compile.
+        let Self {
+            max_steps,
+            max_tokens,
+            tool_choice,
+            tool_choice_steps,
+            parallel_tool_calls,
+            max_tool_calls_per_turn,
+            temperature,
+            top_p,
+            seed,
+            stop,
+            max_run_tokens,
+            max_run_cost,
+            response_schema,
+        } = self;
+        let response_format = match response_schema {
             Some(path) => Some(ResponseFormat::new(
                 ResponseFormat::read_schema(&path).context("--response-schema")?,
             )),
             None => None,
         };
         Ok(ControlOverrides {
-            max_steps: self.max_steps,
-            max_tokens: self.max_tokens,
-            tool_choice: self.tool_choice.as_deref().map(ToolChoice::parse),
-            tool_choice_steps: self.tool_choice_steps,
-            parallel_tool_calls: self.parallel_tool_calls,
-            max_tool_calls_per_turn: self.max_tool_calls_per_turn,
-            temperature: self.temperature,
-            top_p: self.top_p,
-            seed: self.seed,
-            stop: (!self.stop.is_empty()).then_some(self.stop),
-            max_run_tokens: self.max_run_tokens,
-            max_run_cost: self.max_run_cost,
+            max_steps,
+            max_tokens,
+            tool_choice: tool_choice.as_deref().map(ToolChoice::parse),
+            tool_choice_steps,
+            parallel_tool_calls,
+            max_tool_calls_per_turn,
+            temperature,
+            top_p,
+            seed,
+            stop: (!stop.is_empty()).then_some(stop),
+            max_run_tokens,
+            max_run_cost,
             response_format,
             ..ControlOverrides::default()
         })
