@@ -22,7 +22,7 @@ fn main() -> ExitCode {
     // runtime's tasks log while shutting down are flushed too.
     // `call --component --verbose` shows the tool's own log lines.
     let default_log = match &cli.command {
-        Command::Call { component, .. } if component.verbose => "warn,toolhost::guest=trace",
+        Command::Call(flags) if flags.component.verbose => "warn,toolhost::guest=trace",
         _ => "warn",
     };
     let _logging = match init_logging(cli.log_format, default_log) {

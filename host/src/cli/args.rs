@@ -40,32 +40,7 @@ pub(crate) enum Command {
         format: FormatArg,
     },
     /// Run one tool call, or a batch, and print the ToolMessages.
-    Call {
-        /// Tool name (omit with --batch).
-        #[arg(required_unless_present = "batch", conflicts_with = "batch")]
-        name: Option<String>,
-        /// Arguments as a JSON object.
-        #[arg(default_value = "{}")]
-        args: String,
-        /// Tool calls from FILE, or - for stdin: a JSON array of OpenAI, LangChain,
-        /// Anthropic tool_use or MCP calls, or a whole assistant message.
-        #[arg(long, value_name = "FILE")]
-        batch: Option<String>,
-        /// Approve calls whose manifest entry requires approval.
-        #[arg(long)]
-        yes: bool,
-        /// Answer format: ToolMessages, OpenAI chat-completions messages (tool messages,
-        /// then one user message with their images), Anthropic tool_result blocks, or
-        /// MCP CallToolResults.
-        #[arg(long, value_enum, default_value_t = ResultFormatArg::Toolmessage)]
-        format: ResultFormatArg,
-        /// Context for the tools as a JSON object (e.g. '{"user":"ada"}'): tools
-        /// read it and scoped stores are kept by it.
-        #[arg(long, value_name = "JSON", value_parser = parse_context)]
-        context: Option<serde_json::Value>,
-        #[command(flatten)]
-        component: ComponentFlags,
-    },
+    Call(CallArgs),
     /// Serve the tools: MCP over stdio, or one HTTP server with MCP at /mcp,
     /// POST /v1/tool_calls, GET /v1/tools, /metrics and /healthz.
     Serve {
@@ -132,43 +107,76 @@ pub(crate) enum Command {
     },
     /// The agent loop: ask the model, run its tool calls in sandboxes, repeat.
     /// With PROMPT, one task; without, an interactive chat.
-    Run {
-        /// The task. Omit for an interactive chat.
-        prompt: Option<String>,
-        /// Model endpoint base URL (overrides [model] base_url).
-        #[arg(long)]
-        base_url: Option<BaseUrl>,
-        /// Model name (overrides [model] model).
-        #[arg(long)]
-        model: Option<String>,
-        /// Wire format (overrides [model] provider).
-        #[arg(long, value_enum)]
-        provider: Option<Provider>,
-        /// Write the transcript as JSON lines on stdout instead of the display.
-        #[arg(long)]
-        json: bool,
-        /// Also save the transcript as JSON lines to FILE.
-        #[arg(long, value_name = "FILE")]
-        transcript: Option<PathBuf>,
-        /// Approve calls that need approval without asking.
-        #[arg(long)]
-        yes: bool,
-        /// A system prompt (replaces [model] system).
-        #[arg(long)]
-        system: Option<String>,
-        /// Context for the tools as a JSON object (e.g. '{"user":"ada"}'): tools
-        /// read it and scoped stores are kept by it; the model never sees it.
-        #[arg(long, value_name = "JSON", value_parser = parse_context)]
-        context: Option<serde_json::Value>,
-        #[command(flatten)]
-        controls: Box<LoopFlags>,
-    },
+    Run(RunArgs),
     /// Show a saved transcript (`run --transcript FILE` or `run --json`) as
     /// `run` displayed it. Needs no manifest.
     Replay {
         /// The transcript: JSON lines, or - for stdin.
         file: String,
     },
+}
+
+/// What `toolhost call` was asked to run, and how: its flags.
+#[derive(clap::Args)]
+pub(crate) struct CallArgs {
+    /// Tool name (omit with --batch).
+    #[arg(required_unless_present = "batch", conflicts_with = "batch")]
+    pub(crate) name: Option<String>,
+    /// Arguments as a JSON object.
+    #[arg(default_value = "{}")]
+    pub(crate) args: String,
+    /// Tool calls from FILE, or - for stdin: a JSON array of OpenAI, LangChain,
+    /// Anthropic tool_use or MCP calls, or a whole assistant message.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) batch: Option<String>,
+    /// Approve calls whose manifest entry requires approval.
+    #[arg(long)]
+    pub(crate) yes: bool,
+    /// Answer format: ToolMessages, OpenAI chat-completions messages (tool messages,
+    /// then one user message with their images), Anthropic tool_result blocks, or
+    /// MCP CallToolResults.
+    #[arg(long, value_enum, default_value_t = ResultFormatArg::Toolmessage)]
+    pub(crate) format: ResultFormatArg,
+    /// Context for the tools as a JSON object (e.g. '{"user":"ada"}'): tools
+    /// read it and scoped stores are kept by it.
+    #[arg(long, value_name = "JSON", value_parser = parse_context)]
+    pub(crate) context: Option<serde_json::Value>,
+    #[command(flatten)]
+    pub(crate) component: ComponentFlags,
+}
+
+/// What `toolhost run` was asked to do: its flags.
+#[derive(clap::Args)]
+pub(crate) struct RunArgs {
+    /// The task. Omit for an interactive chat.
+    pub(crate) prompt: Option<String>,
+    /// Model endpoint base URL (overrides [model] base_url).
+    #[arg(long)]
+    pub(crate) base_url: Option<BaseUrl>,
+    /// Model name (overrides [model] model).
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// Wire format (overrides [model] provider).
+    #[arg(long, value_enum)]
+    pub(crate) provider: Option<Provider>,
+    /// Write the transcript as JSON lines on stdout instead of the display.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Also save the transcript as JSON lines to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) transcript: Option<PathBuf>,
+    /// Approve calls that need approval without asking.
+    #[arg(long)]
+    pub(crate) yes: bool,
+    /// A system prompt (replaces [model] system).
+    #[arg(long)]
+    pub(crate) system: Option<String>,
+    /// Context for the tools as a JSON object (e.g. '{"user":"ada"}'): tools
+    /// read it and scoped stores are kept by it; the model never sees it.
+    #[arg(long, value_name = "JSON", value_parser = parse_context)]
+    pub(crate) context: Option<serde_json::Value>,
+    #[command(flatten)]
+    pub(crate) controls: Box<LoopFlags>,
 }
 
 /// `call --component`: one component run without a manifest, granted only
@@ -349,6 +357,8 @@ impl LoopFlags {
     ///
     /// When the `--response-schema` file cannot be read or is not JSON.
     pub(crate) fn overrides(self) -> anyhow::Result<ControlOverrides> {
+        // Destructured whole, so that a flag added here and not mapped
+        // does not compile.
         let Self {
             max_steps,
             max_tokens,

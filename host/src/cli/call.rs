@@ -10,7 +10,7 @@ use toolhost::wire::definitions::{self, Format};
 use toolhost::wire::results;
 use toolhost::{ApproveAll, Approver, CallOptions, ToolCall, ToolHost};
 
-use super::args::ResultFormatArg;
+use super::args::CallArgs;
 use super::fixes::refuse_without_yes;
 use super::output::{print_json, print_json_array};
 use super::prompts::TerminalAsker;
@@ -26,19 +26,8 @@ pub(crate) fn tools(host: &ToolHost, format: Format) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `toolhost call` was asked to run, and how.
-pub(crate) struct CallCommand {
-    pub(crate) name: Option<String>,
-    pub(crate) args: String,
-    pub(crate) batch: Option<String>,
-    pub(crate) yes: bool,
-    pub(crate) format: ResultFormatArg,
-    pub(crate) context: Option<serde_json::Value>,
-    pub(crate) verbose: bool,
-}
-
 /// `toolhost call`: one call (`NAME ARGS`) or a batch (`--batch FILE|-`).
-pub(crate) async fn call(host: &ToolHost, command: CallCommand) -> anyhow::Result<ExitCode> {
+pub(crate) async fn call(host: &ToolHost, command: CallArgs) -> anyhow::Result<ExitCode> {
     let format = results::Format::from(command.format);
     let approver: Arc<dyn Approver> = if command.yes {
         Arc::new(ApproveAll)
@@ -53,7 +42,17 @@ pub(crate) async fn call(host: &ToolHost, command: CallCommand) -> anyhow::Resul
         env = env.context(context);
     }
     match (command.name, command.batch) {
-        (Some(name), None) => one(host, &name, command.args, &env, format, command.verbose).await?,
+        (Some(name), None) => {
+            one(
+                host,
+                &name,
+                command.args,
+                &env,
+                format,
+                command.component.verbose,
+            )
+            .await?
+        }
         (None, Some(source)) => batch(host, &source, env, format).await?,
         _ => unreachable!("clap requires exactly one of NAME and --batch"),
     }

@@ -63,9 +63,9 @@ async fn run_with_manifest(
     let host = ToolHost::load_components(manifest.components.clone(), options).await?;
     match command {
         Command::Tools { format } => call::tools(&host, format.into()),
-        Command::Call { .. } => call::call(&host, call_command(command)).await,
+        Command::Call(flags) => call::call(&host, flags).await,
         Command::Check { strict } => Ok(check::check(&manifest, &host, strict)),
-        Command::Run { .. } => run::run(&manifest, host, run_command(command)).await,
+        Command::Run(flags) => run::run(&manifest, host, flags).await,
         Command::Serve { .. }
         | Command::Replay { .. }
         | Command::New { .. }
@@ -77,7 +77,7 @@ async fn run_with_manifest(
 /// made of its flags stands in.
 fn manifest(command: &Command, path: &Path) -> anyhow::Result<Manifest> {
     let from_flags = match command {
-        Command::Call { component, .. } => component.config()?,
+        Command::Call(flags) => flags.component.config()?,
         _ => None,
     };
     Ok(match from_flags {
@@ -91,62 +91,6 @@ fn manifest(command: &Command, path: &Path) -> anyhow::Result<Manifest> {
             ),
         })?,
     })
-}
-
-/// `call`'s flags as what the command needs.
-fn call_command(command: Command) -> call::CallCommand {
-    let Command::Call {
-        name,
-        args,
-        batch,
-        yes,
-        format,
-        context,
-        component,
-    } = command
-    else {
-        unreachable!("called for call only")
-    };
-    call::CallCommand {
-        name,
-        args,
-        batch,
-        yes,
-        format,
-        context,
-        verbose: component.verbose,
-    }
-}
-
-/// `run`'s flags as what the command needs.
-fn run_command(command: Command) -> run::RunCommand {
-    let Command::Run {
-        prompt,
-        base_url,
-        model,
-        provider,
-        json,
-        transcript,
-        yes,
-        system,
-        context,
-        controls,
-    } = command
-    else {
-        unreachable!("called for run only")
-    };
-    run::RunCommand {
-        prompt,
-        base_url,
-        model,
-        provider,
-        json,
-        transcript,
-        yes,
-        system,
-        context,
-        controls: *controls,
-    }
 }
 
 /// `serve`'s flags as the library's serving configuration.

@@ -2,39 +2,24 @@
 //! a chat, shown as it happens and written as a transcript.
 
 use std::io::IsTerminal as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use toolhost::agent::{Agent, AgentEvent, AgentPolicy, RunEnd};
-use toolhost::model::config::{BaseUrl, ModelConfig, Overrides, Provider};
+use toolhost::model::config::{ModelConfig, Overrides};
 use toolhost::model::{self, Message};
 use toolhost::{ApproveAll, Approver, Manifest, ToolHost};
 
-use super::args::{LoopFlags, UsageError};
+use super::args::{RunArgs, UsageError};
 use super::display::Display;
 use super::fixes::{self, refuse_without_yes};
 use super::prompts::{TerminalApprover, TerminalAsker};
 use super::terminal::TERMINAL;
 
-/// What `toolhost run` was asked to do.
-pub(crate) struct RunCommand {
-    pub(crate) prompt: Option<String>,
-    pub(crate) base_url: Option<BaseUrl>,
-    pub(crate) model: Option<String>,
-    pub(crate) provider: Option<Provider>,
-    pub(crate) json: bool,
-    pub(crate) transcript: Option<PathBuf>,
-    pub(crate) yes: bool,
-    pub(crate) system: Option<String>,
-    pub(crate) context: Option<serde_json::Value>,
-    pub(crate) controls: LoopFlags,
-}
-
 /// The model settings: `[model]`, or `--base-url` and `--model`, with the
 /// flags over the manifest.
-fn model_config(manifest: &Manifest, command: &mut RunCommand) -> anyhow::Result<ModelConfig> {
+fn model_config(manifest: &Manifest, command: &mut RunArgs) -> anyhow::Result<ModelConfig> {
     let mut config = match (manifest.model.clone(), &command.base_url, &command.model) {
         (Some(config), _, _) => config,
         (None, Some(base_url), Some(model)) => ModelConfig::openai(base_url.clone(), model),
@@ -64,7 +49,7 @@ fn model_config(manifest: &Manifest, command: &mut RunCommand) -> anyhow::Result
 pub(crate) async fn run(
     manifest: &Manifest,
     host: ToolHost,
-    mut command: RunCommand,
+    mut command: RunArgs,
 ) -> anyhow::Result<ExitCode> {
     let config = model_config(manifest, &mut command)?;
     let client = model::client_for(&config)?;

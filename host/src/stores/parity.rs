@@ -2,62 +2,18 @@
 //! answer alike on redb and on a real `redis-server` the tests start on
 //! 127.0.0.1.
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::embedded::Embedded;
 use super::redis::Redis;
 use super::rules::{MAX_COUNTER, Refused, not_a_counter, overflow};
 use super::{Engine, Entry, Quota, StoreError};
 
-/// A `redis-server` on a free port of 127.0.0.1, stopped when dropped.
-pub(super) struct RedisServer {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl RedisServer {
-    pub(super) fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server runs: install it with `apt-get install redis-server` (scripts/setup.sh does)");
-        let server = Self {
-            child,
-            port,
-            _dir: dir,
-        };
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return server;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        panic!("redis-server did not start on port {port}");
-    }
-
-    pub(super) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+// One `redis-server` starter for the unit tests here and the integration
+// tests in tests/all, which cannot see this crate's test code.
+#[path = "../../tests/all/redis_server.rs"]
+mod redis_server;
+pub(super) use redis_server::RedisServer;
 
 /// An embedded store and a Redis store, both empty; keep the first two
 /// until done.

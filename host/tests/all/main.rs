@@ -15,6 +15,7 @@ mod limits;
 mod loop_controls;
 mod network;
 mod ready;
+mod redis_server;
 mod serve;
 mod stores;
 mod util;

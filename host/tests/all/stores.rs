@@ -13,6 +13,7 @@ use toolhost::Grants;
 use toolhost::stores::{Backend, Quota, Scope, StoreConfig};
 use toolhost::{ToolCall, ToolHost};
 
+use crate::redis_server::RedisServer;
 use crate::util::{component, err, message, ok, probe_host, quick_limits, root};
 
 fn store(name: &str, backend: Backend, scope: Scope, quota: Quota) -> StoreConfig {
@@ -320,54 +321,6 @@ fn the_embedded_store_survives_a_restart_of_the_host() {
     );
     assert_eq!(other["error"]["type"], "tool_error", "{other}");
     assert!(dir.path().join(".toolhost/stores/notes.redb").is_file());
-}
-
-/// A `redis-server` on a free port of 127.0.0.1, stopped when dropped.
-struct RedisServer {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl RedisServer {
-    fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server runs: install it with `apt-get install redis-server` (scripts/setup.sh does)");
-        let server = Self {
-            child,
-            port,
-            _dir: dir,
-        };
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return server;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        panic!("redis-server did not start on port {port}");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

@@ -64,20 +64,18 @@ impl Work {
     /// JSON-RPC requests, new event streams (but not a stream resumed to
     /// collect an answer the drain waits for).
     pub(super) fn is_new(&self) -> bool {
-        match self {
-            Self::ToolCalls => true,
-            Self::Mcp {
-                method,
-                requests,
-                resumes,
-                ..
-            } => (*method == Method::GET && !resumes) || !requests.is_empty(),
-            Self::Other => false,
-        }
+        self.counts(|method, requests, resumes| (method == Method::GET && !resumes) || requests)
     }
 
     /// Whether the answer finishes work a drain must wait for.
     pub(super) fn is_call(&self) -> bool {
+        self.counts(|method, requests, resumes| (method == Method::POST && requests) || resumes)
+    }
+
+    /// What a drain asks of a request: tool calls always count and other
+    /// paths never do; an MCP request counts as `mcp` says of its method,
+    /// whether it holds JSON-RPC requests, and whether it resumes a stream.
+    fn counts(&self, mcp: impl FnOnce(&Method, bool, bool) -> bool) -> bool {
         match self {
             Self::ToolCalls => true,
             Self::Mcp {
@@ -85,7 +83,7 @@ impl Work {
                 requests,
                 resumes,
                 ..
-            } => (*method == Method::POST && !requests.is_empty()) || *resumes,
+            } => mcp(method, !requests.is_empty(), *resumes),
             Self::Other => false,
         }
     }

@@ -537,8 +537,9 @@ fn sigterm_over_stdio_answers_the_call_in_flight_refuses_new_requests_and_exits_
     assert!(status.success(), "{status:?}");
 }
 
-#[tokio::test]
-async fn ending_a_session_stops_its_running_calls_at_once() {
+/// A server with a session open and `spin` (which runs until its 30 s
+/// deadline) called in it and running; the session's id and the call.
+async fn spin_in_a_session() -> (Arc<Server>, String, tokio::task::JoinHandle<McpResponse>) {
     let server = Arc::new(Server::start(&manifest(Some(LONG_PROBE)), &[]));
     let session = open_session(&server).await;
     let call = tokio::spawn({
@@ -547,29 +548,20 @@ async fn ending_a_session_stops_its_running_calls_at_once() {
         async move {
             let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                               "params": {"name": "spin", "arguments": {}}});
-            server
-                .mcp(
-                    &body,
-                    &[
-                        ("mcp-session-id", session.as_str()),
-                        ("MCP-Protocol-Version", "2025-11-25"),
-                    ],
-                )
-                .await
+            server.mcp_in_session(&body, &session).await
         }
     });
     let running = server
         .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
         .await;
     assert!(running.is_some(), "spin never started\n{}", server.stderr());
-    let closed = server
-        .http
-        .delete(server.url("/mcp"))
-        .header("mcp-session-id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
+    (server, session, call)
+}
+
+#[tokio::test]
+async fn ending_a_session_stops_its_running_calls_at_once() {
+    let (server, session, call) = spin_in_a_session().await;
+    let closed = server.close_session(&session).await;
     assert!(closed.status().is_success(), "{}", closed.status());
     // Stopped, not left to rmcp's five-second drain or its 30 s deadline.
     let stopped = server
@@ -585,29 +577,7 @@ async fn ending_a_session_stops_its_running_calls_at_once() {
 
 #[tokio::test]
 async fn a_dropped_request_in_a_session_stops_its_call_once_it_cannot_be_resumed() {
-    let server = Arc::new(Server::start(&manifest(Some(LONG_PROBE)), &[]));
-    let session = open_session(&server).await;
-    let call = tokio::spawn({
-        let server = server.clone();
-        let session = session.clone();
-        async move {
-            let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-                              "params": {"name": "spin", "arguments": {}}});
-            server
-                .mcp(
-                    &body,
-                    &[
-                        ("mcp-session-id", session.as_str()),
-                        ("MCP-Protocol-Version", "2025-11-25"),
-                    ],
-                )
-                .await
-        }
-    });
-    let running = server
-        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
-        .await;
-    assert!(running.is_some(), "spin never started\n{}", server.stderr());
+    let (server, _session, call) = spin_in_a_session().await;
     // The client goes away without a word.
     call.abort();
     // The call runs on while its stream could be resumed (10 s), then stops,

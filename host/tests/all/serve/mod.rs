@@ -274,6 +274,26 @@ impl Server {
         }
     }
 
+    /// POST one JSON-RPC message to `/mcp` in the 2025-11-25 session `session`.
+    async fn mcp_in_session(&self, body: &Value, session: &str) -> McpResponse {
+        let headers = [
+            ("mcp-session-id", session),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        self.mcp(body, &headers).await
+    }
+
+    /// Close the 2025-11-25 session `session`: `DELETE /mcp`.
+    async fn close_session(&self, session: &str) -> reqwest::Response {
+        self.http
+            .delete(self.url("/mcp"))
+            .header("mcp-session-id", session)
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// A 2026-07-28 stateless request: the protocol headers and `_meta`.
     async fn mcp_2026(&self, id: u64, method: &str, mut params: Value) -> McpResponse {
         let name = params["name"].as_str().map(str::to_owned);
@@ -848,15 +868,7 @@ async fn open_session(server: &Server) -> String {
         .expect("a 2025-11-25 initialize opens a session")
         .to_owned();
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let response = server
-        .mcp(
-            &initialized,
-            &[
-                ("mcp-session-id", &session),
-                ("MCP-Protocol-Version", "2025-11-25"),
-            ],
-        )
-        .await;
+    let response = server.mcp_in_session(&initialized, &session).await;
     assert!(
         response.status.is_success(),
         "{} {}",
@@ -1599,15 +1611,7 @@ async fn watch_tells_mcp_sessions_the_tool_list_changed() {
         }
     }
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
-    let response = server
-        .mcp(
-            &list,
-            &[
-                ("mcp-session-id", &session),
-                ("MCP-Protocol-Version", "2025-11-25"),
-            ],
-        )
-        .await;
+    let response = server.mcp_in_session(&list, &session).await;
     let tools = response.result(2)["tools"].as_array().unwrap().clone();
     assert!(
         tools.iter().any(|t| t["name"] == "echo"),
@@ -1876,14 +1880,7 @@ async fn a_bad_query_string_or_method_gets_a_json_error() {
 async fn closing_an_mcp_session_answers_no_content() {
     let server = Server::start(&manifest(None), &[]);
     let session = open_session(&server).await;
-    let response = server
-        .http
-        .delete(server.url("/mcp"))
-        .header("mcp-session-id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
+    let response = server.close_session(&session).await;
     // What the MCP Python SDK expects (it warns on anything but 200 or 204).
     assert_eq!(response.status(), StatusCode::NO_CONTENT);
 }

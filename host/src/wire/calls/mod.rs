@@ -38,18 +38,21 @@
 //!
 //! No input makes the parser recurse without bound: whole elements and
 //! skipped values are scanned by serde_json's iterative `ignore_value`, and
-//! what is parsed into a [`Value`] is bounded by serde_json's recursion limit
+//! what is parsed into a [`serde_json::Value`] is bounded by serde_json's recursion limit
 //! (128), past which the element is refused.
 
-use std::fmt;
-use std::marker::PhantomData;
-
 use serde::Deserialize;
-use serde::de::{self, IgnoredAny, MapAccess};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
 use crate::tool_call::{Arguments, IdSet, ToolCall};
+
+mod json;
+mod message;
+mod shapes;
+
+use json::{describe, parse_object};
+use message::{Block, has_key_role, message_elements, not_for_the_host};
+use shapes::read_call;
 
 /// Parse a batch of tool calls: a JSON array of calls, one call object, or
 /// one assistant message (the shapes are under "Shapes" below).
@@ -122,7 +125,7 @@ use crate::tool_call::{Arguments, IdSet, ToolCall};
 ///
 /// No input makes the parser recurse without bound: whole elements and
 /// skipped values are scanned by serde_json's iterative `ignore_value`, and
-/// what is parsed into a [`Value`] is bounded by serde_json's recursion limit
+/// what is parsed into a [`serde_json::Value`] is bounded by serde_json's recursion limit
 /// (128), past which the element is refused.
 pub fn parse_batch(json: &str) -> Result<Vec<ToolCall>, BatchError> {
     parse_batch_at_most(json, usize::MAX)
@@ -329,370 +332,12 @@ fn fresh_id(position: usize, given: &IdSet) -> String {
     id
 }
 
-/// Read one call object in whichever accepted shape it is.
-fn read_call(raw: &str) -> Result<ReadCall, String> {
-    let keys: ShapeKeys = parse_object(raw).map_err(reason)?;
-    let call = match keys.kind.as_deref() {
-        Some("function") => parse_object::<OpenAiCall>(raw).map_err(reason)?.into(),
-        Some("tool_call") => parse_object::<LangChainCall>(raw).map_err(reason)?.into(),
-        Some("tool_use") => parse_object::<AnthropicToolUse>(raw)
-            .map_err(reason)?
-            .into(),
-        Some(other) => {
-            return Err(format!(
-                "its type is {:?}; a call's type is \"function\", \"tool_call\" or \"tool_use\"",
-                crate::outcome::clip(other, 64)
-            ));
-        }
-        None if keys.function => parse_object::<OpenAiCall>(raw).map_err(reason)?.into(),
-        None if keys.arguments && !keys.args => {
-            parse_object::<McpCall>(raw).map_err(reason)?.into()
-        }
-        // `{"id","name"}` or `{"name"}` alone is a LangChain call without
-        // arguments (MCP's reading of it would be the same call).
-        None => parse_object::<LangChainCall>(raw).map_err(reason)?.into(),
-    };
-    Ok(call)
-}
-
-/// The keys that tell the shapes apart. Values other than `type` are
-/// skipped unread; a key counts even when its value is `null`.
-#[derive(Deserialize)]
-struct ShapeKeys {
-    #[serde(rename = "type", default)]
-    kind: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    function: bool,
-    #[serde(default, deserialize_with = "present")]
-    args: bool,
-    #[serde(default, deserialize_with = "present")]
-    arguments: bool,
-}
-
-fn present<'de, D: de::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
-    IgnoredAny::deserialize(deserializer).map(|_| true)
-}
-
-/// OpenAI's chat-completions tool call.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OpenAiCall {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(rename = "type", default)]
-    _kind: Option<FunctionTag>,
-    #[serde(deserialize_with = "map_only")]
-    function: OpenAiFunction,
-    /// Position in a streamed response; not needed once the call is whole.
-    #[serde(rename = "index", default)]
-    _index: Option<u32>,
-}
-
-#[derive(Deserialize)]
-enum FunctionTag {
-    #[serde(rename = "function")]
-    Function,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OpenAiFunction {
-    name: String,
-    #[serde(default)]
-    arguments: Option<OpenAiArguments>,
-}
-
-/// OpenAI sends JSON text; some compatible servers send the object itself.
-#[derive(Deserialize)]
-#[serde(
-    untagged,
-    expecting = "`function.arguments` must be JSON text or an object"
-)]
-enum OpenAiArguments {
-    Text(String),
-    Object(Map<String, Value>),
-}
-
-impl From<OpenAiCall> for ReadCall {
-    fn from(call: OpenAiCall) -> Self {
-        Self {
-            id: call.id,
-            name: call.function.name,
-            arguments: match call.function.arguments {
-                Some(OpenAiArguments::Text(text)) => Arguments::Text(text),
-                Some(OpenAiArguments::Object(map)) => Arguments::Json(Value::Object(map)),
-                None => Arguments::Json(Value::Object(Map::new())),
-            },
-        }
-    }
-}
-
-/// LangChain's `ToolCall`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LangChainCall {
-    #[serde(default)]
-    id: Option<String>,
-    name: String,
-    #[serde(default)]
-    args: Option<Map<String, Value>>,
-    #[serde(rename = "type", default)]
-    _kind: Option<ToolCallTag>,
-}
-
-#[derive(Deserialize)]
-enum ToolCallTag {
-    #[serde(rename = "tool_call")]
-    ToolCall,
-}
-
-impl From<LangChainCall> for ReadCall {
-    fn from(call: LangChainCall) -> Self {
-        Self {
-            id: call.id,
-            name: call.name,
-            arguments: Arguments::Json(Value::Object(call.args.unwrap_or_default())),
-        }
-    }
-}
-
-/// Anthropic's `tool_use` content block. The API always sends `id` and
-/// `input`, so both are required.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AnthropicToolUse {
-    #[serde(rename = "type")]
-    _kind: ToolUseTag,
-    id: String,
-    name: String,
-    input: Map<String, Value>,
-    /// Allowed on blocks sent back to the API; says nothing about the call.
-    #[serde(rename = "cache_control", default)]
-    _cache_control: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-enum ToolUseTag {
-    #[serde(rename = "tool_use")]
-    ToolUse,
-}
-
-impl From<AnthropicToolUse> for ReadCall {
-    fn from(call: AnthropicToolUse) -> Self {
-        Self {
-            id: Some(call.id),
-            name: call.name,
-            arguments: Arguments::Json(Value::Object(call.input)),
-        }
-    }
-}
-
-/// MCP's `tools/call` params. MCP calls have no id.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct McpCall {
-    name: String,
-    #[serde(default)]
-    arguments: Option<Map<String, Value>>,
-    #[serde(rename = "_meta", default)]
-    _meta: Option<IgnoredAny>,
-}
-
-impl From<McpCall> for ReadCall {
-    fn from(call: McpCall) -> Self {
-        Self {
-            id: None,
-            name: call.name,
-            arguments: Arguments::Json(Value::Object(call.arguments.unwrap_or_default())),
-        }
-    }
-}
-
-/// Whether an object has a `role` key: messages do, calls never do.
-fn has_key_role(raw: &str) -> bool {
-    #[derive(Deserialize)]
-    struct Role {
-        #[serde(default, deserialize_with = "present")]
-        role: bool,
-    }
-    // A `role` key that cannot be read (given twice) still marks a message.
-    parse_object::<Role>(raw).map_or(true, |r| r.role)
-}
-
-/// An assistant message, OpenAI's or Anthropic's. Its other fields (text,
-/// refusal, usage, model, ...) differ between APIs and versions and are
-/// never calls, so they are skipped rather than refused.
-#[derive(Deserialize)]
-struct AssistantMessage<'a> {
-    #[serde(rename = "role")]
-    _role: AssistantRole,
-    #[serde(borrow, default)]
-    tool_calls: Option<Vec<&'a RawValue>>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-enum AssistantRole {
-    #[serde(rename = "assistant")]
-    Assistant,
-}
-
-/// An Anthropic content block: only its type is read here.
-#[derive(Deserialize)]
-struct Block {
-    #[serde(rename = "type")]
-    kind: String,
-}
-
-/// The calls of an assistant message: its `tool_calls` (when there are
-/// any), or else the `tool_use` blocks of its `content`. A message that
-/// cannot be read is one malformed call, so that the batch is still
-/// answered; one with more than `max` calls or blocks is refused whole.
-fn message_elements(raw: &str, max: usize) -> Result<Vec<Element<'_>>, BatchError> {
-    let refused = |why: String| {
-        Ok(vec![Element::Refused(format!(
-            r#"the assistant message cannot be read ({why}); send {{"role":"assistant","tool_calls":[...]}} or {{"role":"assistant","content":[...]}}"#
-        ))])
-    };
-    let message: AssistantMessage<'_> = match parse_object(raw) {
-        Ok(message) => message,
-        Err(e) => return refused(reason(e)),
-    };
-    if let Some(calls) = message.tool_calls
-        && !calls.is_empty()
-    {
-        at_most(calls.len(), max)?;
-        return Ok(calls
-            .into_iter()
-            .enumerate()
-            .map(|(i, raw)| Element::call(format!("tool call #{}", i + 1), raw))
-            .collect());
-    }
-    let Some(content) = message.content else {
-        return Ok(Vec::new());
-    };
-    let blocks = match content.get().as_bytes().first() {
-        // Text only: the model called no tool.
-        Some(b'"') | Some(b'n') => return Ok(Vec::new()),
-        Some(b'[') => match serde_json::from_str::<Vec<&RawValue>>(content.get()) {
-            Ok(blocks) => blocks,
-            Err(e) => return refused(reason(e)),
-        },
-        _ => {
-            return refused(format!(
-                "its content is {}, not text or an array of blocks",
-                describe(content.get())
-            ));
-        }
-    };
-    let elements: Vec<Element<'_>> = blocks
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, raw)| {
-            let label = format!("content block #{}", i + 1);
-            match parse_object::<Block>(raw.get()) {
-                Ok(block) if not_for_the_host(&block.kind) => None,
-                Ok(block) if block.kind == "tool_use" => Some(Element::call(label, raw)),
-                Ok(block) => Some(Element::Refused(format!(
-                    "{label} is not a tool call: its type is {:?}; only tool_use blocks are calls (text, thinking and server tool blocks are skipped)",
-                    crate::outcome::clip(&block.kind, 64)
-                ))),
-                Err(e) => Some(Element::Refused(format!(
-                    r#"{label} cannot be read ({}); send calls as {{"type":"tool_use","id","name","input"}} blocks"#,
-                    reason(e)
-                ))),
-            }
-        })
-        .collect();
-    // Only the blocks that are answered count: text and thinking are free.
-    at_most(elements.len(), max)?;
-    Ok(elements)
-}
-
-/// Content blocks that are no call for this host, skipped wherever they
-/// appear (a message's `content`, or a batch array): the model's text and
-/// thinking, and the tools Anthropic's servers run themselves
-/// (`server_tool_use`, `mcp_tool_use`, and their `*_tool_result` blocks),
-/// which are answered already. Answering them here would invent
-/// `tool_result`s for ids the API never asked about. The one list: every
-/// reader asks here.
-pub(crate) fn not_for_the_host(kind: &str) -> bool {
-    matches!(
-        kind,
-        "text"
-            | "thinking"
-            | "redacted_thinking"
-            | "server_tool_use"
-            | "mcp_tool_use"
-            | "container_upload"
-    ) || kind.ends_with("tool_result")
-}
-
-/// Deserialize `T` from a JSON object only. Derived structs would also take
-/// an array, field by field (`["a","calc",{}]` as a LangChain call), which
-/// is exactly the guessing this module refuses.
-fn parse_object<'a, T: Deserialize<'a>>(raw: &'a str) -> Result<T, serde_json::Error> {
-    let mut deserializer = serde_json::Deserializer::from_str(raw);
-    let value = map_only(&mut deserializer)?;
-    deserializer.end()?;
-    Ok(value)
-}
-
-/// As [`parse_object`], for a field.
-fn map_only<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: de::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    struct MapOnly<T>(PhantomData<T>);
-
-    impl<'de, T: Deserialize<'de>> de::Visitor<'de> for MapOnly<T> {
-        type Value = T;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON object")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-            T::deserialize(de::value::MapAccessDeserializer::new(map))
-        }
-    }
-
-    deserializer.deserialize_map(MapOnly(PhantomData))
-}
-
-/// serde_json's message without its position, which would count from the
-/// start of the element rather than of the batch.
-/// serde's message, cut short: it quotes the model's text (a whole string
-/// value, an unknown key), which must never be echoed at any length.
-fn reason(e: serde_json::Error) -> String {
-    let message = e.to_string();
-    let position = format!(" at line {} column {}", e.line(), e.column());
-    let message = match message.strip_suffix(&position) {
-        Some(stripped) => stripped,
-        None => &message,
-    };
-    crate::outcome::clip(message, 200)
-}
-
-/// What kind of JSON value `raw` is, for messages.
-fn describe(raw: &str) -> &'static str {
-    match raw.as_bytes().first() {
-        Some(b'[') => "an array",
-        Some(b'{') => "an object",
-        Some(b'"') => "a string",
-        Some(b't' | b'f') => "a boolean",
-        Some(b'n') => "null",
-        _ => "a number",
-    }
-}
-
 #[cfg(test)]
 pub(super) mod tests {
     use std::collections::HashSet;
 
     use super::*;
+    use serde_json::Value;
     use serde_json::json;
 
     /// The message of a malformed call, or a panic naming what it got.
