@@ -79,6 +79,35 @@ impl Default for Fixes {
     }
 }
 
+impl Fixes {
+    /// Every fix with the name of its field, in their order: for a front
+    /// end that checks it spelled each one (a field added here is added to
+    /// this list, or the crate does not compile).
+    #[must_use]
+    pub fn each(&self) -> [(&'static str, &str); 8] {
+        let Self {
+            max_body,
+            max_batch,
+            allow_origins,
+            listen,
+            watch,
+            token,
+            approve_all,
+            max_steps,
+        } = self;
+        [
+            ("max_body", max_body),
+            ("max_batch", max_batch),
+            ("allow_origins", allow_origins),
+            ("listen", listen),
+            ("watch", watch),
+            ("token", token),
+            ("approve_all", approve_all),
+            ("max_steps", max_steps),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,28 +115,9 @@ mod tests {
     /// Issue 25: the library's own spellings never name a `toolhost` flag.
     #[test]
     fn the_default_fixes_name_no_flag() {
-        let Fixes {
-            max_body,
-            max_batch,
-            allow_origins,
-            listen,
-            watch,
-            token,
-            approve_all,
-            max_steps,
-        } = Fixes::default();
-        for fix in [
-            max_body,
-            max_batch,
-            allow_origins,
-            listen,
-            watch,
-            token,
-            approve_all,
-            max_steps,
-        ] {
-            assert!(!fix.contains("--"), "{fix}");
-            assert!(!fix.contains("toolhost"), "{fix}");
+        for (name, fix) in Fixes::default().each() {
+            assert!(!fix.contains("--"), "{name}: {fix}");
+            assert!(!fix.contains("toolhost"), "{name}: {fix}");
         }
     }
 }

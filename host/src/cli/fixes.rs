@@ -32,29 +32,19 @@ mod tests {
     /// Every fix the binary spells names a flag it has.
     #[test]
     fn every_fix_names_a_flag_of_toolhost() {
-        let fixes = flags();
-        let Fixes {
-            max_body,
-            max_batch,
-            allow_origins,
-            listen,
-            watch,
-            token,
-            approve_all,
-            max_steps,
-            ..
-        } = &fixes;
-        for (fix, flag) in [
-            (max_body, "--max-body"),
-            (max_batch, "--max-batch"),
-            (allow_origins, "--allow-origin"),
-            (listen, "--listen"),
-            (watch, "--watch"),
-            (token, "--token-env"),
-            (approve_all, "--yes"),
-            (max_steps, "--max-steps"),
-        ] {
-            assert!(fix.contains(flag), "{fix}");
+        for (name, fix) in flags().each() {
+            let flag = match name {
+                "max_body" => "--max-body",
+                "max_batch" => "--max-batch",
+                "allow_origins" => "--allow-origin",
+                "listen" => "--listen",
+                "watch" => "--watch",
+                "token" => "--token-env",
+                "approve_all" => "--yes",
+                "max_steps" => "--max-steps",
+                other => panic!("the binary spells no flag for the fix of {other}"),
+            };
+            assert!(fix.contains(flag), "{name}: {fix}");
         }
     }
 }

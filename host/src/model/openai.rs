@@ -10,6 +10,7 @@ use super::{
     AnswerError, AssistantToolCall, ClientSettings, Message, ModelError, ModelErrorKind,
     ModelRequest, ModelResponse, Sampling, StreamedAnswer, ToolChoice, Usage, Wire, sse,
 };
+use crate::spec::ToolSpec;
 use crate::wire::definitions::{Format, tool_definition};
 use crate::wire::providers::{self, Vendor};
 
@@ -28,31 +29,16 @@ impl Wire for OpenAI {
         settings: &'a ClientSettings,
         request: &'a ModelRequest<'a>,
     ) -> impl Serialize + Send + 'a {
-        let tools = !request.tools.is_empty();
         ChatRequest {
             model: &settings.model,
             messages: messages(request.messages),
             max_tokens: request.max_tokens,
             stream: settings.stream,
-            tools: tools.then(|| {
-                request
-                    .tools
-                    .iter()
-                    .map(|t| tool_definition(t, Format::OpenAI))
-                    .collect()
-            }),
-            tool_choice: match request.tool_choice {
-                // The endpoint's default: not sent, for servers that do not
-                // know the field.
-                _ if !tools => None,
-                ToolChoice::Auto => None,
-                ToolChoice::Required => Some(json!("required")),
-                ToolChoice::None => Some(json!("none")),
-                ToolChoice::Tool(name) => {
-                    Some(json!({"type": "function", "function": {"name": name}}))
-                }
-            },
-            parallel_tool_calls: (tools && !request.parallel_tool_calls).then_some(false),
+            tools: OfferedTools::new(
+                request,
+                |tool| tool_definition(tool, Format::OpenAI),
+                |name| json!({"type": "function", "function": {"name": name}}),
+            ),
             sampling: request.sampling,
             response_format: request.response_format.map(|format| {
                 json!({
@@ -92,12 +78,8 @@ struct ChatRequest<'a> {
     messages: Vec<Value>,
     max_tokens: u32,
     stream: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<Vec<Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parallel_tool_calls: Option<bool>,
+    #[serde(flatten)]
+    tools: OfferedTools,
     /// Temperature, top_p, seed and stop, as OpenAI names them.
     #[serde(flatten)]
     sampling: &'a Sampling,
@@ -105,6 +87,49 @@ struct ChatRequest<'a> {
     response_format: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<Value>,
+}
+
+/// The tools a request offers, as both of OpenAI's APIs take them: their
+/// definitions, the choice, and `parallel_tool_calls: false` when calls
+/// must come one at a time. With no tool offered nothing is sent, and the
+/// choice `auto` is the endpoints' default, not sent either, for servers
+/// that do not know the fields.
+#[derive(Serialize)]
+pub(super) struct OfferedTools {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+}
+
+impl OfferedTools {
+    /// The request's tools, each written by `definition`; `named` writes
+    /// the choice of one tool by its name.
+    pub(super) fn new(
+        request: &ModelRequest<'_>,
+        definition: impl Fn(&ToolSpec) -> Value,
+        named: impl Fn(&str) -> Value,
+    ) -> Self {
+        if request.tools.is_empty() {
+            return Self {
+                tools: None,
+                tool_choice: None,
+                parallel_tool_calls: None,
+            };
+        }
+        Self {
+            tools: Some(request.tools.iter().map(definition).collect()),
+            tool_choice: match request.tool_choice {
+                ToolChoice::Auto => None,
+                ToolChoice::Required => Some(json!("required")),
+                ToolChoice::None => Some(json!("none")),
+                ToolChoice::Tool(name) => Some(named(name)),
+            },
+            parallel_tool_calls: (!request.parallel_tool_calls).then_some(false),
+        }
+    }
 }
 
 /// The conversation in OpenAI's shape. Tool messages carry text only, so

@@ -3,7 +3,7 @@
 //!
 //! Label values come only from the loaded tools' names and the fixed
 //! outcome taxonomy: a call to a tool that does not exist is counted under
-//! [`UNKNOWN_TOOL`], so a client cannot grow the label sets (and the
+//! [`Metrics::UNKNOWN_TOOL`], so a client cannot grow the label sets (and the
 //! server's memory) by making up names.
 
 use std::sync::atomic::AtomicU64;
@@ -16,9 +16,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::tool_host::{CallResult, ToolHost};
-
-/// The `tool` label of calls to names no loaded tool has.
-pub(crate) const UNKNOWN_TOOL: &str = "(unknown)";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -67,6 +64,9 @@ impl Default for Metrics {
 impl Metrics {
     /// The content type of [`Metrics::render`]'s text.
     pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+    /// The `tool` label of calls to names no loaded tool has.
+    pub const UNKNOWN_TOOL: &str = "(unknown)";
 
     /// Empty metrics, registered under `toolhost_`.
     pub fn new() -> Self {
@@ -131,13 +131,13 @@ impl Metrics {
 
     /// Count one answered call, under its tool's name when the call named
     /// a loaded tool (as it resolved when the call began), else under
-    /// `(unknown)`.
+    /// [`Metrics::UNKNOWN_TOOL`].
     pub fn record(&self, result: &CallResult, front_end: &'static str) {
         let outcome = &result.outcome;
         let tool = result
             .spec
             .as_ref()
-            .map_or_else(|| UNKNOWN_TOOL.to_owned(), |spec| spec.name.clone());
+            .map_or_else(|| Self::UNKNOWN_TOOL.to_owned(), |spec| spec.name.clone());
         let kind = match &outcome.result {
             Ok(_) => "success",
             Err(error) => error.kind.as_str(),

@@ -52,8 +52,8 @@ pub const DEFAULT_MAX_BODY: usize = 4 << 20;
 pub const DEFAULT_MAX_BATCH: usize = 256;
 
 /// How to serve. Built with [`ServeConfig::new`], then adjusted field by
-/// field.
-#[derive(Debug, Clone)]
+/// field. Its `Debug` shows whether a token is set, never the token.
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct ServeConfig {
     /// stdio or an HTTP address.
@@ -77,6 +77,33 @@ pub struct ServeConfig {
     /// How refusals spell the fix for each setting: the defaults name
     /// these fields; a front end with its own flags sets its spellings.
     pub fixes: Fixes,
+}
+
+impl std::fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            transport,
+            token,
+            allow_origins,
+            watch,
+            approve_all,
+            max_body,
+            max_batch,
+            drain,
+            fixes,
+        } = self;
+        f.debug_struct("ServeConfig")
+            .field("transport", transport)
+            .field("token", &token.as_ref().map(|_| "<redacted>"))
+            .field("allow_origins", allow_origins)
+            .field("watch", watch)
+            .field("approve_all", approve_all)
+            .field("max_body", max_body)
+            .field("max_batch", max_batch)
+            .field("drain", drain)
+            .field("fixes", fixes)
+            .finish()
+    }
 }
 
 impl ServeConfig {
@@ -284,5 +311,21 @@ impl Shared {
         } else {
             env
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A configuration may be logged whole: its `Debug` says a token is
+    /// set, never which.
+    #[test]
+    fn a_logged_configuration_never_shows_its_token() {
+        let mut config = ServeConfig::new(Transport::Stdio);
+        config.token = Some("s3cret-token-value".into());
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("s3cret-token-value"), "{shown}");
+        assert!(shown.contains("token: Some(\"<redacted>\")"), "{shown}");
     }
 }

@@ -37,6 +37,15 @@ pub struct CallResult {
     pub outcome: Outcome,
 }
 
+impl CallResult {
+    /// A result from an outcome and the spec of the tool it answers: for
+    /// rendering outcomes of one's own through [`crate::wire::results`].
+    #[must_use]
+    pub fn new(spec: Option<Arc<ToolSpec>>, outcome: Outcome) -> Self {
+        Self { spec, outcome }
+    }
+}
+
 /// A loaded tool, its name resolved once: what a front end checks before a
 /// call (the spec, the component's configuration), and the call itself,
 /// which does not look the name up again.

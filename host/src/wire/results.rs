@@ -148,10 +148,10 @@ impl Answers {
 /// value per result, in order, then for [`Format::OpenAI`] the user message
 /// carrying the batch's images. Each result carries its tool's spec, so no
 /// name is looked up again.
-pub fn answer_stream(
-    results: impl futures::Stream<Item = CallResult> + Send + 'static,
+pub fn answer_stream<'a>(
+    results: impl futures::Stream<Item = CallResult> + 'a,
     format: Format,
-) -> impl futures::Stream<Item = Value> + Send + 'static {
+) -> impl futures::Stream<Item = Value> + 'a {
     use futures::StreamExt as _;
     let state = (Box::pin(results), Some(Answers::new(format)));
     futures::stream::unfold(state, |(mut results, answers)| async move {

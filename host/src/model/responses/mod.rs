@@ -21,10 +21,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::config::Provider;
+use super::openai::OfferedTools;
 use super::stream::view;
 use super::{
     AnswerError, AssistantToolCall, ClientSettings, Message, ModelError, ModelRequest,
-    ModelResponse, StreamedAnswer, ToolChoice, Wire,
+    ModelResponse, StreamedAnswer, Wire,
 };
 use crate::outcome::ContentBlock;
 use crate::wire::providers::{self, Vendor};
@@ -47,22 +48,17 @@ impl Wire for OpenAIResponses {
         settings: &'a ClientSettings,
         request: &'a ModelRequest<'a>,
     ) -> impl Serialize + Send + 'a {
-        let tools = !request.tools.is_empty();
         ResponsesRequest {
             model: &settings.model,
             input: input(request.messages),
             max_output_tokens: request.max_tokens,
             stream: settings.stream,
             instructions: super::system_text(request.messages),
-            tools: tools.then(|| request.tools.iter().map(function_tool).collect()),
-            tool_choice: match request.tool_choice {
-                _ if !tools => None,
-                ToolChoice::Auto => None,
-                ToolChoice::Required => Some(json!("required")),
-                ToolChoice::None => Some(json!("none")),
-                ToolChoice::Tool(name) => Some(json!({"type": "function", "name": name})),
-            },
-            parallel_tool_calls: (tools && !request.parallel_tool_calls).then_some(false),
+            tools: OfferedTools::new(
+                request,
+                function_tool,
+                |name| json!({"type": "function", "name": name}),
+            ),
             // The API takes neither a seed nor stop sequences.
             temperature: request.sampling.temperature,
             top_p: request.sampling.top_p,
@@ -103,12 +99,8 @@ struct ResponsesRequest<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<Vec<Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parallel_tool_calls: Option<bool>,
+    #[serde(flatten)]
+    tools: OfferedTools,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -164,8 +156,10 @@ fn assistant_items(
     tool_calls: &[AssistantToolCall],
     provider_items: &[Value],
 ) {
-    items.extend(provider_items.iter().cloned());
     let views: Vec<ItemView> = provider_items.iter().map(view).collect();
+    for (item, view) in provider_items.iter().zip(&views) {
+        items.push(sent_item(item, view));
+    }
     let has_message = views.iter().any(|v| v.is(ItemKind::Message));
     if !has_message && !content.is_empty() {
         items.push(json!({"role": "assistant", "content": content}));
@@ -185,6 +179,24 @@ fn assistant_items(
             }));
         }
     }
+}
+
+/// A returned item as it goes back: verbatim, but for a `function_call`
+/// item whose arguments are not a JSON object (a call cut off at the token
+/// limit mid-arguments): those go back as `{}`, as
+/// [`AssistantToolCall::arguments_text`] sends a turn built by hand, since
+/// servers that parse them refuse the whole input otherwise.
+fn sent_item(item: &Value, view: &ItemView) -> Value {
+    let mut item = item.clone();
+    // Arguments some servers send as the object itself stay as they came.
+    let garbled = view.is(ItemKind::FunctionCall)
+        && item["arguments"].as_str().is_some_and(|text| {
+            !serde_json::from_str::<Value>(text).is_ok_and(|arguments| arguments.is_object())
+        });
+    if garbled && let Some(object) = item.as_object_mut() {
+        object.insert("arguments".into(), json!("{}"));
+    }
+    item
 }
 
 /// The answer to one call, images included as `input_image` parts.
@@ -294,6 +306,23 @@ mod tests {
             input[3],
             json!({"type": "function_call_output", "call_id": "call_a", "output": "1"})
         );
+    }
+
+    /// A call cut off at the token limit leaves its item's arguments no
+    /// JSON; servers that parse them (llama.cpp, vLLM) refuse the whole
+    /// input, so they go back as `{}`, the item otherwise as it came.
+    #[test]
+    fn a_returned_call_with_garbled_arguments_goes_back_with_an_empty_object() {
+        let cut = json!({"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "calc", "arguments": "{\"expression\": \"1234", "status": "incomplete"});
+        let conversation = [Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![call("call_a")],
+            provider_items: vec![cut.clone()],
+        }];
+        let input = input(&conversation);
+        let mut expected = cut;
+        expected["arguments"] = json!("{}");
+        assert_eq!(input, [expected]);
     }
 
     #[test]
