@@ -157,7 +157,11 @@ LAYERS = {
     # Capabilities and the stores behind them.
     "sandbox": SANDBOX,
     "stores": SANDBOX,
-    "result_cache": SANDBOX,  # the cache of read-only tools' results
+    "result_cache": SANDBOX,
+    # Components from OCI registries; what a reference and a digest are is domain.
+    "registry": SANDBOX,
+    "registry::reference": DOMAIN,
+    "registry::digest": DOMAIN,  # the cache of read-only tools' results
     # The facade: loading, validating, approving and dispatching calls.
     "tool_host": FACADE,
     "manifest": FACADE,

@@ -55,6 +55,7 @@ pub mod model;
 mod observe;
 mod outcome;
 pub mod printable;
+pub mod registry;
 mod result_cache;
 mod sandbox;
 mod schema;

@@ -1,0 +1,9 @@
+//! Components from OCI registries (issue 26): what a reference names and
+//! how a blob is named by its content. The client, the cache and signature
+//! verification build on these two leaves.
+
+pub mod digest;
+pub mod reference;
+
+pub use digest::{Digest, DigestError, Sha256};
+pub use reference::{OciRef, ReferenceError};
