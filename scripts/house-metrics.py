@@ -161,7 +161,8 @@ LAYERS = {
     # Components from OCI registries; what a reference and a digest are is domain.
     "registry": SANDBOX,
     "registry::reference": DOMAIN,
-    "registry::digest": DOMAIN,  # the cache of read-only tools' results
+    "registry::digest": DOMAIN,
+    "registry::lock": DOMAIN,  # toolhost.lock: references and digests, no I/O  # the cache of read-only tools' results
     # The facade: loading, validating, approving and dispatching calls.
     "tool_host": FACADE,
     "manifest": FACADE,

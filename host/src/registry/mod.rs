@@ -3,7 +3,9 @@
 //! verification build on these two leaves.
 
 pub mod digest;
+pub mod lock;
 pub mod reference;
 
 pub use digest::{Digest, DigestError, Sha256};
+pub use lock::{LOCK_FILE, Lock, LockError, Pin};
 pub use reference::{OciRef, ReferenceError};
