@@ -4,19 +4,20 @@
 //! to do to call it. Built from a manifest's `[[tool]]` entry, or in code.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::grants::Grants;
 use crate::limits::Limits;
+use crate::registry::{Digest, OciRef};
 
 /// One `[[tool]]` entry: a component and what it may do.
 #[derive(Debug, Clone)]
 pub struct ComponentConfig {
-    /// The component file.
-    pub path: PathBuf,
+    /// Where the component comes from: a file, or a registry.
+    pub source: ComponentSource,
     /// What it may touch.
     pub grants: Grants,
     /// What it may use.
@@ -37,8 +38,21 @@ impl ComponentConfig {
     /// A component at `path` with no grants, default limits, no approval
     /// and no result cache.
     pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self::from_source(ComponentSource::File(path.into()))
+    }
+
+    /// The component `reference` names in a registry, with no grants,
+    /// default limits, no approval and no result cache. Loading pulls it
+    /// (by digest, checked) unless the cache holds it.
+    pub fn registry(reference: OciRef) -> Self {
+        Self::from_source(ComponentSource::Registry(reference))
+    }
+
+    /// A component from `source`, with no grants, default limits, no
+    /// approval and no result cache.
+    pub fn from_source(source: ComponentSource) -> Self {
         Self {
-            path: path.into(),
+            source,
             grants: Grants::none(),
             limits: Limits::default(),
             approval: Approval::Never,
@@ -79,12 +93,79 @@ impl ComponentConfig {
         self
     }
 
-    /// A short name for messages: the component's file name.
+    /// A short name for messages: the component's file name, or its
+    /// repository with its tag (and digest, once pinned).
     pub fn label(&self) -> String {
-        self.path.file_name().map_or_else(
-            || self.path.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        )
+        match &self.source {
+            ComponentSource::File(path) => path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+            ComponentSource::Registry(reference) => short_reference(reference),
+            ComponentSource::Pinned(pinned) => short_reference(&pinned.reference),
+        }
+    }
+
+    /// The component's file, when it comes from one.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.source {
+            ComponentSource::File(path) => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// `acme/calc:1.2@sha256:1a2b3c4d5e6f` (the registry left out; it is in
+/// the full reference).
+fn short_reference(reference: &OciRef) -> String {
+    let mut label = reference.repository().to_owned();
+    if let Some(tag) = reference.tag() {
+        label = format!("{label}:{tag}");
+    }
+    if let Some(digest) = reference.digest() {
+        label = format!("{label}@sha256:{}", digest.short());
+    }
+    label
+}
+
+/// Where a component comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ComponentSource {
+    /// A file on this disk.
+    File(PathBuf),
+    /// A registry reference, not pulled yet: loading resolves and pulls
+    /// it, and checks its signature policy.
+    Registry(OciRef),
+    /// A registry component pulled and checked: its layer, kept in the
+    /// blob store, is what runs.
+    Pinned(Box<PinnedComponent>),
+}
+
+/// A registry component as loading pinned it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct PinnedComponent {
+    /// The reference, with the manifest digest it resolved to.
+    pub reference: OciRef,
+    /// The digest of its component layer: what is compiled and run.
+    pub layer: Digest,
+    /// Where the layer is kept. Compiling it hashes it again and refuses
+    /// it unless it is `layer`.
+    pub blob: PathBuf,
+    /// Who signed it, when a policy asked.
+    pub signer: Option<String>,
+}
+
+impl PinnedComponent {
+    /// A pinned component.
+    pub fn new(reference: OciRef, layer: Digest, blob: PathBuf) -> Self {
+        Self {
+            reference,
+            layer,
+            blob,
+            signer: None,
+        }
     }
 }
 

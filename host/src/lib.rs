@@ -67,7 +67,9 @@ mod tool_call;
 mod tool_host;
 pub mod wire;
 
-pub use component::{Approval, ClientCapability, ComponentConfig};
+pub use component::{
+    Approval, ClientCapability, ComponentConfig, ComponentSource, PinnedComponent,
+};
 pub use fixes::Fixes;
 pub use grants::{
     AllowedHosts, DEFAULT_QUOTA, FileGrant, FileMode, GrantError, Grants, HostPattern,
@@ -93,6 +95,6 @@ pub use spec::{
 };
 pub use tool_call::{Arguments, ArgumentsError, ToolCall};
 pub use tool_host::{
-    ApproveAll, Approver, BatchRequest, CallOptions, CallRequest, CallResult, LoadError, RefuseAll,
-    RefuseWithFix, StreamRequest, ToolHost,
+    ApproveAll, Approver, BatchRequest, CallOptions, CallRequest, CallResult, LoadError, LockMode,
+    PinReport, Pinned, RefuseAll, RefuseWithFix, StreamRequest, ToolHost,
 };

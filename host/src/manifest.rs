@@ -59,6 +59,11 @@ pub struct Manifest {
     pub components: Vec<ComponentConfig>,
     /// The `[store.NAME]` tables, by name.
     pub stores: BTreeMap<String, StoreConfig>,
+    /// The `[registry]` table: how registry components are pulled.
+    pub registry: crate::registry::Settings,
+    /// `toolhost.lock` beside the manifest, when there is one: the digests
+    /// its registry components are pinned to.
+    pub lock: Option<crate::registry::Lock>,
 }
 
 #[derive(Deserialize)]
@@ -248,6 +253,8 @@ struct RawManifest {
     tool: Vec<RawTool>,
     #[serde(default)]
     store: BTreeMap<String, RawStore>,
+    #[serde(default)]
+    registry: registry::RawRegistry,
 }
 
 /// A literal value, or `{ env = "NAME" }` to read it from the host's
@@ -275,7 +282,15 @@ impl Manifest {
             limits: Limits::default(),
             components,
             stores: BTreeMap::new(),
+            registry: crate::registry::Settings::default(),
+            lock: None,
         }
+    }
+
+    /// Where this manifest's lock file is (whether or not it exists).
+    #[must_use]
+    pub fn lock_path(&self) -> PathBuf {
+        registry::lock_path(&self.path)
     }
 
     /// Read and validate the manifest at `path`.
@@ -322,12 +337,16 @@ impl Manifest {
             .map(|(i, tool)| tool.validate(path, base, i, &limits, &stores, lookup_env))
             .collect::<Result<_, _>>()?;
         let model = raw.model.map(|m| m.validate(path)).transpose()?;
+        let registry = raw.registry.validate(path)?;
+        let lock = registry::read_lock(path)?;
         Ok(Self {
             path: path.to_owned(),
             model,
             limits,
             components,
             stores,
+            registry,
+            lock,
         })
     }
 }
@@ -355,6 +374,7 @@ impl RawValue {
     }
 }
 
+mod registry;
 mod store;
 #[cfg(test)]
 mod tests;

@@ -27,6 +27,11 @@ pub(crate) struct Cli {
     /// Compile every component instead of using the on-disk cache.
     #[arg(long, global = true)]
     pub(crate) no_cache: bool,
+    /// Refuse to run if toolhost.lock would change (a registry component
+    /// not pinned yet, or an entry the manifest no longer names): for CI
+    /// and production, where what runs is what was reviewed.
+    #[arg(long, global = true)]
+    pub(crate) locked: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -108,6 +113,50 @@ pub(crate) enum Command {
     /// The agent loop: ask the model, run its tool calls in sandboxes, repeat.
     /// With PROMPT, one task; without, an interactive chat.
     Run(RunArgs),
+    /// Publish a component to an OCI registry in the CNCF Wasm layout (what
+    /// `wkg oci pull` reads), its tools' names, descriptions and schemas
+    /// and its imports in annotations. Prints the pushed reference with its digest.
+    Push {
+        /// The component.
+        component: PathBuf,
+        /// Where: oci://REGISTRY/REPOSITORY:TAG.
+        reference: String,
+        /// An extra manifest annotation (repeatable).
+        #[arg(long = "annotation", value_name = "KEY=VALUE")]
+        annotations: Vec<String>,
+        /// The description registry browsers show (default: the tool's own, for a one-tool component).
+        #[arg(long)]
+        description: Option<String>,
+        /// Where the source is (org.opencontainers.image.source), e.g. a repository URL.
+        #[arg(long, value_name = "URL")]
+        source: Option<String>,
+    },
+    /// Pull a registry component by digest into the cache, every blob
+    /// checked against its digest; print its digests.
+    Pull {
+        /// oci://REGISTRY/REPOSITORY:TAG or …@sha256:….
+        reference: String,
+        /// Also copy the component to FILE.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Show what a registry component is and asks for (tools, schemas,
+    /// imports, digests) from its manifest, without downloading or running it.
+    Inspect {
+        /// oci://REGISTRY/REPOSITORY:TAG or …@sha256:….
+        reference: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pin the manifest's registry components in toolhost.lock (beside the
+    /// manifest; commit it). Pins already there are kept.
+    Lock {
+        /// Resolve the tags again and move the pins: every reference, or
+        /// only those given.
+        #[arg(long, value_name = "REFERENCE", num_args = 0..)]
+        update: Option<Vec<String>>,
+    },
     /// Show a saved transcript (`run --transcript FILE` or `run --json`) as
     /// `run` displayed it. Needs no manifest.
     Replay {
@@ -183,9 +232,10 @@ pub(crate) struct RunArgs {
 /// what these flags say, under the default limits unless they say otherwise.
 #[derive(clap::Args)]
 pub(crate) struct ComponentFlags {
-    /// Run this component without a manifest (the author's inner loop).
-    #[arg(long, value_name = "FILE.wasm", conflicts_with = "batch")]
-    pub(crate) component: Option<PathBuf>,
+    /// Run this component without a manifest (the author's inner loop): a
+    /// file, or a registry reference (oci://REGISTRY/REPOSITORY:TAG or @sha256:…).
+    #[arg(long, value_name = "FILE.wasm|oci://…", conflicts_with = "batch")]
+    pub(crate) component: Option<String>,
     /// Let it request ORIGIN (e.g. https://api.example.org, https://*.example.org:8443).
     #[arg(long, value_name = "ORIGIN", requires = "component")]
     pub(crate) allow_host: Vec<String>,
@@ -246,7 +296,16 @@ impl ComponentFlags {
             let (key, value) = pair("--config-value", item)?;
             grants = grants.config(key, value, false);
         }
-        let mut config = toolhost::ComponentConfig::new(path);
+        let mut config = if path.starts_with(toolhost::registry::reference::SCHEME) {
+            let reference = path
+                .parse()
+                .map_err(|e: toolhost::registry::ReferenceError| {
+                    usage("--component", path, e.to_string())
+                })?;
+            toolhost::ComponentConfig::registry(reference)
+        } else {
+            toolhost::ComponentConfig::new(path)
+        };
         config.grants = grants;
         let flag = |e: toolhost::LimitsError| {
             anyhow::anyhow!(UsageError(format!("--{}: {}", e.key, e.message)))

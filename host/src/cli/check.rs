@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use toolhost::authoring::lint;
-use toolhost::{Manifest, ToolHost};
+use toolhost::{ComponentSource, Manifest, ToolHost};
 
 /// Print what each tool may touch and the lints; with `strict`, a warning
 /// fails the check.
@@ -25,16 +25,38 @@ pub(crate) fn check(manifest: &Manifest, host: &ToolHost, strict: bool) -> ExitC
     ExitCode::SUCCESS
 }
 
+/// Where a component comes from: its file, or its reference with the
+/// digests it is pinned to and who signed it.
+fn source_line(source: &ComponentSource) -> String {
+    match source {
+        ComponentSource::File(path) => path.display().to_string(),
+        ComponentSource::Pinned(pinned) => {
+            let mut line = format!("{}\n  layer: {}", pinned.reference, pinned.layer);
+            match &pinned.signer {
+                Some(signer) => {
+                    line.push_str(&format!("\n  signature: verified, signed by {signer}"))
+                }
+                None => line.push_str("\n  signature: not checked (no verify policy)"),
+            }
+            line
+        }
+        other => format!("{other:?}"),
+    }
+}
+
 /// Per component: its tools, and exactly what they may touch.
 fn print_check(manifest: &Manifest, host: &ToolHost) {
     println!("{}: ok", manifest.path.display());
     let versions: std::collections::HashMap<_, _> = host
         .contract_versions()
-        .map(|(config, version)| (config.path.clone(), version))
+        .map(|(config, version)| (config.source.clone(), version))
         .collect();
     for (config, tools, cache) in host.components() {
-        println!("\n{} (compiled code: {cache:?})", config.path.display());
-        if let Some(version) = versions.get(&config.path) {
+        println!(
+            "\n{} (compiled code: {cache:?})",
+            source_line(&config.source)
+        );
+        if let Some(version) = versions.get(&config.source) {
             println!("  contract: toolhost:tool@{version}");
         }
         println!("  tools: {}", tools.join(", "));

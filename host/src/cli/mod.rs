@@ -14,6 +14,7 @@ pub(crate) mod log;
 mod new;
 mod output;
 pub(crate) mod prompts;
+mod registry;
 mod replay;
 mod run;
 mod serve;
@@ -22,7 +23,7 @@ pub(crate) mod terminal;
 use std::path::Path;
 use std::process::ExitCode;
 
-use toolhost::{Manifest, SandboxOptions, ToolHost};
+use toolhost::{LockMode, Manifest, SandboxOptions, ToolHost};
 
 use args::{Cli, Command};
 
@@ -41,7 +42,63 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             output,
             wit,
         } => new::componentize(&module, &output, wit.as_deref()),
-        command => run_with_manifest(command, &cli.config, cli.no_cache).await,
+        Command::Push {
+            component,
+            reference,
+            annotations,
+            description,
+            source,
+        } => {
+            let args = registry::PushArgs {
+                component,
+                reference,
+                annotations,
+                description,
+                source,
+            };
+            registry::push(
+                args,
+                registry::settings(&cli.config)?,
+                options(cli.no_cache),
+            )
+            .await
+        }
+        Command::Pull { reference, output } => {
+            let settings = registry::settings(&cli.config)?;
+            registry::pull(
+                &reference,
+                output.as_deref(),
+                settings,
+                options(cli.no_cache),
+            )
+            .await
+        }
+        Command::Inspect { reference, json } => {
+            let settings = registry::settings(&cli.config)?;
+            registry::inspect(&reference, json, settings, options(cli.no_cache)).await
+        }
+        Command::Lock { update } => {
+            let manifest = manifest(&Command::Lock { update: None }, &cli.config)?;
+            registry::lock(&manifest, update, cli.locked, options(cli.no_cache)).await
+        }
+        command => {
+            let mode = if cli.locked {
+                LockMode::Locked
+            } else {
+                LockMode::Write
+            };
+            run_with_manifest(command, &cli.config, cli.no_cache, mode).await
+        }
+    }
+}
+
+/// The sandbox's options: the default cache, or none with `--no-cache`.
+fn options(no_cache: bool) -> SandboxOptions {
+    let options = SandboxOptions::default();
+    if no_cache {
+        options.with_cache_dir(None)
+    } else {
+        options
     }
 }
 
@@ -51,16 +108,16 @@ async fn run_with_manifest(
     command: Command,
     path: &Path,
     no_cache: bool,
+    mode: LockMode,
 ) -> anyhow::Result<ExitCode> {
-    let mut options = SandboxOptions::default();
-    if no_cache {
-        options = options.with_cache_dir(None);
-    }
+    let options = options(no_cache);
     let manifest = manifest(&command, path)?;
     if let Command::Serve { .. } = command {
-        return Ok(serve::serve(manifest, options, serve_command(command)).await);
+        let mut config = serve_command(command);
+        config.config.lock_mode = mode;
+        return Ok(serve::serve(manifest, options, config).await);
     }
-    let host = ToolHost::load_components(manifest.components.clone(), options).await?;
+    let (host, _) = ToolHost::load_manifest(&manifest, options, &mode).await?;
     match command {
         Command::Tools { format } => call::tools(&host, format.into()),
         Command::Call(flags) => call::call(&host, flags).await,
@@ -69,6 +126,10 @@ async fn run_with_manifest(
         Command::Serve { .. }
         | Command::Replay { .. }
         | Command::New { .. }
+        | Command::Push { .. }
+        | Command::Pull { .. }
+        | Command::Inspect { .. }
+        | Command::Lock { .. }
         | Command::Componentize { .. } => unreachable!("done above"),
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::{KeyError, ManifestError, RawValue};
-use crate::component::{Approval, ClientCapability, ComponentConfig};
+use crate::component::{Approval, ClientCapability, ComponentConfig, ComponentSource};
 use crate::grants::{FileMode, Grants};
 use crate::limits::{ByteSize, Limits, RawLimits};
 use crate::stores::StoreConfig;
@@ -16,7 +16,7 @@ use crate::stores::StoreConfig;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTool {
-    component: PathBuf,
+    component: String,
     #[serde(default)]
     allow_hosts: Vec<String>,
     #[serde(default)]
@@ -59,18 +59,9 @@ impl RawTool {
         stores: &BTreeMap<String, StoreConfig>,
         lookup_env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ComponentConfig, ManifestError> {
-        let component = base.join(&self.component);
-        let name = format!("tool #{} ({})", index + 1, self.component.display());
+        let name = format!("tool #{} ({})", index + 1, self.component);
         let err = |key: &str, message: String| ManifestError::tool(file, &name, Some(key), message);
-        if !component.is_file() {
-            return Err(err(
-                "component",
-                format!(
-                    "{} does not exist; build it (scripts/build-tools.sh) or fix the path, which is relative to the manifest",
-                    component.display()
-                ),
-            ));
-        }
+        let source = component_source(&self.component, base).map_err(|e| err("component", e))?;
         let grants = grant_hosts(Grants::none(), &self.allow_hosts, &err)?;
         let grants = grant_files(grants, base, &self.files, &err)?;
         let grants = grant_env(grants, self.env, lookup_env, &err)?;
@@ -85,7 +76,7 @@ impl RawTool {
             .map(|text| cache_ttl(text, &err))
             .transpose()?;
         Ok(ComponentConfig {
-            path: component,
+            source,
             grants,
             limits,
             approval: self.approval,
@@ -93,6 +84,26 @@ impl RawTool {
             client_capabilities: self.client_capabilities,
         })
     }
+}
+
+/// Where `component` (as the manifest writes it) comes from: a registry
+/// reference, or a file relative to the manifest's directory `base` that
+/// exists.
+fn component_source(component: &str, base: &Path) -> Result<ComponentSource, String> {
+    if component.starts_with(crate::registry::reference::SCHEME) {
+        return component
+            .parse()
+            .map(ComponentSource::Registry)
+            .map_err(|e: crate::registry::ReferenceError| e.to_string());
+    }
+    let path = base.join(component);
+    if !path.is_file() {
+        return Err(format!(
+            "{} does not exist; build it (scripts/build-tools.sh) or fix the path, which is relative to the manifest (or write a registry reference, oci://REGISTRY/REPOSITORY:TAG)",
+            path.display()
+        ));
+    }
+    Ok(ComponentSource::File(path))
 }
 
 /// `grants` with a tool's `allow_hosts`.

@@ -1,11 +1,175 @@
-//! Components from OCI registries (issue 26): what a reference names and
-//! how a blob is named by its content. The client, the cache and signature
-//! verification build on these two leaves.
+//! Components from OCI registries (`oci://REGISTRY/REPOSITORY:TAG`):
+//! resolving a tag to a digest once, pulling by digest with every blob
+//! re-hashed and capped, keeping blobs in a content-addressed store beside
+//! the compiled code, publishing in the CNCF Wasm layout, and checking
+//! signatures. A registry is untrusted input throughout.
+//!
+//! The leaves ([`reference`], [`digest`], [`lock`], [`layout`]) hold no
+//! I/O; [`Registry`] does the talking.
 
+mod auth;
+mod client;
 pub mod digest;
+pub mod layout;
 pub mod lock;
+mod pull;
+mod push;
 pub mod reference;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 pub use digest::{Digest, DigestError, Sha256};
 pub use lock::{LOCK_FILE, Lock, LockError, Pin};
+pub use pull::{Pulled, Registry};
+pub use push::{MAX_ANNOTATIONS, Publication};
 pub use reference::{OciRef, ReferenceError};
+
+/// How toolhost talks to registries: the manifest's `[registry]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Settings {
+    /// The longest one exchange (a manifest, a whole blob) may take.
+    pub timeout: Duration,
+    /// The largest component layer pulled.
+    pub max_component: u64,
+    /// Per-registry settings, keyed by `host` or `host:port` as references
+    /// write it.
+    pub hosts: BTreeMap<String, HostSettings>,
+}
+
+/// The default of [`Settings::timeout`]: a large component over a slow
+/// link fits; a registry that hangs is given up on.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The default of [`Settings::max_component`]: the largest components
+/// toolhost runs (Python ones) are about 40 MiB.
+pub const DEFAULT_MAX_COMPONENT: u64 = 64 << 20;
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_TIMEOUT,
+            max_component: DEFAULT_MAX_COMPONENT,
+            hosts: BTreeMap::new(),
+        }
+    }
+}
+
+impl Settings {
+    /// The settings of one registry, if the manifest has any.
+    #[must_use]
+    pub fn host(&self, registry: &str) -> Option<&HostSettings> {
+        self.hosts.get(registry)
+    }
+}
+
+/// One registry's settings: `[registry.host."ghcr.io"]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostSettings {
+    /// Plain HTTP to a registry that is not on this machine.
+    pub insecure: bool,
+    /// The user name to log in with.
+    pub username: Option<String>,
+    /// The environment variable holding the password (or token).
+    pub password_env: Option<String>,
+    /// Hosts blob downloads may be redirected to (a registry's CDN), over
+    /// HTTPS and without credentials.
+    pub blob_redirects: Vec<String>,
+}
+
+impl HostSettings {
+    /// Settings with nothing set.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// Why a registry component could not be had: the reference, and the
+/// reason with its fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{reference}: {reason}")]
+#[non_exhaustive]
+pub struct RegistryError {
+    /// The reference (with the digest, once known).
+    pub reference: String,
+    /// What went wrong.
+    pub reason: Reason,
+}
+
+impl RegistryError {
+    pub(crate) fn new(reference: impl ToString, reason: Reason) -> Self {
+        Self {
+            reference: reference.to_string(),
+            reason,
+        }
+    }
+}
+
+/// What went wrong with a registry.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Reason {
+    /// No connection, or it broke.
+    #[error("{0}")]
+    Unreachable(String),
+    /// No answer within the deadline.
+    #[error(
+        "the registry did not finish answering within {}; it may be down (raise [registry] timeout for a slow link)",
+        humantime::format_duration(*.0)
+    )]
+    Timeout(Duration),
+    /// The registry wants credentials, or refused the ones given.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The registry refused, or answered nonsense.
+    #[error("{0}")]
+    Refused(String),
+    /// It is not there.
+    #[error("{0}")]
+    NotFound(String),
+    /// A redirect to a host toolhost does not follow.
+    #[error(
+        "the registry redirected to another host, {to}; toolhost follows redirects only within the registry (for blob downloads from a registry's CDN, add it to blob_redirects in [registry.host])"
+    )]
+    Redirect {
+        /// The host redirected to.
+        to: String,
+    },
+    /// A manifest or blob over its cap.
+    #[error("{what} is {size} bytes, over the cap of {max} ({fix})")]
+    TooLarge {
+        /// What it is.
+        what: String,
+        /// Its size, or what had arrived when it was cut off.
+        size: u64,
+        /// The cap.
+        max: u64,
+        /// How to raise the cap, where one can.
+        fix: &'static str,
+    },
+    /// Bytes that do not hash to the digest they were asked for by.
+    #[error(
+        "{what} should be {expected} but what arrived hashes to {actual}; nothing was kept (a registry or proxy altered it)"
+    )]
+    DigestMismatch {
+        /// What it is.
+        what: String,
+        /// The digest asked for.
+        expected: Digest,
+        /// The digest of what arrived.
+        actual: Digest,
+    },
+    /// Not a component in a layout toolhost reads.
+    #[error("{0}")]
+    Layout(String),
+    /// The blob store cannot be written or read.
+    #[error("{0}")]
+    Store(String),
+    /// Settings that cannot work (a password variable unset …).
+    #[error("{0}")]
+    Config(String),
+}

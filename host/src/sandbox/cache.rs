@@ -22,6 +22,8 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 use wasmtime::error::Context as _;
 
+use crate::registry::Digest;
+
 /// Where compiled components are kept.
 #[derive(Debug, Clone)]
 pub(crate) struct Cache {
@@ -47,17 +49,13 @@ impl Cache {
         Self { dir }
     }
 
-    /// The entry for a component whose content hashes to `content` under
-    /// `engine`, without extension.
-    fn entry(&self, engine: &Engine, content: &blake3::Hash) -> PathBuf {
+    /// The entry for a component named `content` (a prefix of its hash)
+    /// under `engine`, without extension.
+    fn entry(&self, engine: &Engine, content: &str) -> PathBuf {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         env!("CARGO_PKG_VERSION").hash(&mut hasher);
-        self.dir.join(format!(
-            "{}-{:016x}",
-            &content.to_hex()[..32],
-            hasher.finish()
-        ))
+        self.dir.join(format!("{content}-{:016x}", hasher.finish()))
     }
 
     /// The compiled component at `path`, from the cache when a valid entry
@@ -77,7 +75,41 @@ impl Cache {
         hasher
             .update_mmap_rayon(path)
             .with_context(|| format!("reading {}", path.display()))?;
-        let entry = self.entry(engine, &hasher.finalize());
+        let entry = self.entry(engine, &hasher.finalize().to_hex()[..32]);
+        self.load_entry(engine, &entry, label, || {
+            std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+        })
+    }
+
+    /// The compiled component of a registry layer kept at `blob`, keyed by
+    /// its digest: a warm load neither reads nor hashes the layer. A
+    /// compile hashes the bytes it compiles and refuses them unless they
+    /// are `digest`, so an entry only ever holds code of the digest
+    /// verified.
+    ///
+    /// # Errors
+    ///
+    /// When the blob cannot be read, is not `digest`, or is not a valid
+    /// component.
+    pub(crate) fn load_blob(
+        &self,
+        engine: &Engine,
+        blob: &Path,
+        digest: &Digest,
+        label: &str,
+    ) -> wasmtime::Result<(Component, CacheStatus)> {
+        let entry = self.entry(engine, &format!("sha256-{}", &digest.hex()[..32]));
+        self.load_entry(engine, &entry, label, || read_blob(blob, digest))
+    }
+
+    fn load_entry(
+        &self,
+        engine: &Engine,
+        entry: &Path,
+        label: &str,
+        bytes: impl FnOnce() -> wasmtime::Result<Vec<u8>>,
+    ) -> wasmtime::Result<(Component, CacheStatus)> {
+        let entry = entry.to_owned();
         let status = match read(engine, &entry, label) {
             Ok(component) => return Ok((component, CacheStatus::Hit)),
             Err(status) => status,
@@ -88,7 +120,7 @@ impl Cache {
         if let Ok(component) = read(engine, &entry, label) {
             return Ok((component, CacheStatus::Hit));
         }
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes = bytes()?;
         let compiled = engine
             .precompile_component(&bytes)
             .with_context(|| format!("{label} is not a valid component"))?;
@@ -106,6 +138,19 @@ impl Cache {
             deserialize_trusted(engine, &compiled).context("reading freshly compiled code")?;
         Ok((component, status))
     }
+}
+
+/// The bytes of the registry layer at `blob`, if they are `digest`.
+pub(crate) fn read_blob(blob: &Path, digest: &Digest) -> wasmtime::Result<Vec<u8>> {
+    let bytes = std::fs::read(blob).with_context(|| format!("reading {}", blob.display()))?;
+    let actual = Digest::of(&bytes);
+    if actual != *digest {
+        wasmtime::bail!(
+            "the stored layer {} hashes to {actual}, not its digest {digest}: it changed on disk; delete it and load again to pull it afresh",
+            blob.display()
+        );
+    }
+    Ok(bytes)
 }
 
 /// A valid entry, or whether there was none ([`CacheStatus::Miss`]) or a bad
@@ -247,7 +292,11 @@ mod tests {
         // A well-formed entry, checksum and all, compiled for a different
         // engine but stored where ours looks: only wasmtime can tell.
         let foreign = theirs.precompile_component(&bytes).unwrap();
-        store(&cache.entry(&ours, &blake3::hash(&bytes)), &foreign).unwrap();
+        store(
+            &cache.entry(&ours, &blake3::hash(&bytes).to_hex()[..32]),
+            &foreign,
+        )
+        .unwrap();
         let (_, status) = cache.load(&ours, &path, "calc").unwrap();
         assert_eq!(status, CacheStatus::Rebuilt);
         let (_, status) = cache.load(&ours, &path, "calc").unwrap();
@@ -256,15 +305,35 @@ mod tests {
 
     #[test]
     fn entries_are_keyed_by_content_and_engine() {
-        let content = blake3::hash(&std::fs::read(calc()).unwrap());
+        let content = blake3::hash(&std::fs::read(calc()).unwrap()).to_hex()[..32].to_owned();
         let a = Engine::new(Config::new().consume_fuel(true)).unwrap();
         let b = Engine::new(&Config::new()).unwrap();
         let cache = Cache::new("/cache".into());
         assert_ne!(cache.entry(&a, &content), cache.entry(&b, &content));
         assert_ne!(
             cache.entry(&a, &content),
-            cache.entry(&a, &blake3::hash(b"other"))
+            cache.entry(&a, &blake3::hash(b"other").to_hex()[..32])
         );
         assert_eq!(cache.entry(&a, &content), cache.entry(&a, &content));
+    }
+
+    #[test]
+    fn a_registry_layer_compiles_only_if_it_is_its_digest() {
+        let bytes = std::fs::read(calc()).unwrap();
+        let engine = Engine::new(Config::new().consume_fuel(true)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path().join("cache"));
+        let blob = dir.path().join("blob");
+        std::fs::write(&blob, &bytes).unwrap();
+        let digest = Digest::of(&bytes);
+        let other = Digest::of(b"another layer");
+        let error = cache.load_blob(&engine, &blob, &other, "calc").unwrap_err();
+        assert!(format!("{error:#}").contains("not its digest"), "{error:#}");
+        let (_, status) = cache.load_blob(&engine, &blob, &digest, "calc").unwrap();
+        assert_eq!(status, CacheStatus::Miss);
+        // A warm load is keyed by the digest and does not read the layer.
+        std::fs::remove_file(&blob).unwrap();
+        let (_, status) = cache.load_blob(&engine, &blob, &digest, "calc").unwrap();
+        assert_eq!(status, CacheStatus::Hit);
     }
 }

@@ -126,6 +126,9 @@ pub(crate) struct LoadedComponent {
     pub(super) sealer: Sealer,
     pub(crate) label: Arc<str>,
     pub(crate) cache: CacheStatus,
+    /// What it imports and exports, by WIT name (`wasi:http/outgoing-handler@0.2.6`).
+    pub(crate) imports: Vec<String>,
+    pub(crate) exports: Vec<String>,
 }
 
 impl Drop for LoadedComponent {

@@ -68,7 +68,7 @@ use self::ready::{Pool, Ready};
 use self::seal::Sealer;
 use self::secrets::Secrets;
 use self::state::{Capabilities, State};
-use crate::component::ComponentConfig;
+use crate::component::{ComponentConfig, ComponentSource};
 use crate::stores::Stores;
 
 /// The engine and linker shared by every call.
@@ -105,21 +105,47 @@ impl Sandbox {
         })
     }
 
+    fn compile(
+        &self,
+        bytes: &[u8],
+        label: &str,
+    ) -> wasmtime::Result<wasmtime::component::Component> {
+        wasmtime::component::Component::new(&self.engine, bytes)
+            .with_context(|| format!("{label} is not a valid component"))
+    }
+
     /// Compile (or load from the cache) and link one component, and make
     /// its grants live (its directories held, its stores' handles). Blocking:
     /// compiling a large component takes seconds.
     pub(crate) fn load(&self, config: &ComponentConfig) -> wasmtime::Result<LoadedComponent> {
         let label = config.label();
-        let (component, cache) = match &self.cache {
-            Some(cache) => cache.load(&self.engine, &config.path, &label)?,
-            None => {
-                let bytes = std::fs::read(&config.path)
-                    .with_context(|| format!("reading {}", config.path.display()))?;
-                let component = wasmtime::component::Component::new(&self.engine, &bytes)
-                    .with_context(|| format!("{label} is not a valid component"))?;
-                (component, CacheStatus::Disabled)
+        let (component, cache) = match (&self.cache, &config.source) {
+            (Some(cache), ComponentSource::File(path)) => cache.load(&self.engine, path, &label)?,
+            (Some(cache), ComponentSource::Pinned(pinned)) => {
+                cache.load_blob(&self.engine, &pinned.blob, &pinned.layer, &label)?
             }
+            (None, ComponentSource::File(path)) => {
+                let bytes =
+                    std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+                (self.compile(&bytes, &label)?, CacheStatus::Disabled)
+            }
+            (None, ComponentSource::Pinned(pinned)) => {
+                let bytes = cache::read_blob(&pinned.blob, &pinned.layer)?;
+                (self.compile(&bytes, &label)?, CacheStatus::Disabled)
+            }
+            (_, source) => wasmtime::bail!(
+                "{label}: {source:?} is not pulled yet; ToolHost::load_components pulls registry components before compiling"
+            ),
         };
+        let world = component.component_type();
+        let imports = world
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let exports = world
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
         let pre = self.linker.instantiate_pre(&component).with_context(|| {
             format!("{label} imports something toolhost does not provide (it offers WASI 0.2, wasi:keyvalue and the toolbox world in wit/)")
         })?;
@@ -150,6 +176,8 @@ impl Sandbox {
             granted,
             label,
             cache,
+            imports,
+            exports,
         })
     }
 }

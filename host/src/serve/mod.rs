@@ -39,7 +39,8 @@ use crate::manifest::Manifest;
 use crate::sandbox::SandboxOptions;
 use crate::tool_call::ToolCall;
 use crate::tool_host::{
-    ApproveAll, Approver, CallOptions, CallResult, LoadError, RefuseWithFix, Tool, ToolHost,
+    ApproveAll, Approver, CallOptions, CallResult, LoadError, LockMode, RefuseWithFix, Tool,
+    ToolHost,
 };
 pub use drain::{DEFAULT_DRAIN, Drain};
 pub use metrics::Metrics;
@@ -77,6 +78,8 @@ pub struct ServeConfig {
     /// How refusals spell the fix for each setting: the defaults name
     /// these fields; a front end with its own flags sets its spellings.
     pub fixes: Fixes,
+    /// How loading (and each reload) treats `toolhost.lock`.
+    pub lock_mode: LockMode,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -91,6 +94,7 @@ impl std::fmt::Debug for ServeConfig {
             max_batch,
             drain,
             fixes,
+            lock_mode,
         } = self;
         f.debug_struct("ServeConfig")
             .field("transport", transport)
@@ -102,6 +106,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("max_batch", max_batch)
             .field("drain", drain)
             .field("fixes", fixes)
+            .field("lock_mode", lock_mode)
             .finish()
     }
 }
@@ -120,6 +125,7 @@ impl ServeConfig {
             max_batch: DEFAULT_MAX_BATCH,
             drain: drain::DEFAULT_DRAIN,
             fixes: Fixes::default(),
+            lock_mode: LockMode::Write,
         }
     }
 }
@@ -181,10 +187,15 @@ pub async fn run(
     }
     // Before anything else: a signal from here on stops the server cleanly.
     let signal = http::shutdown_signal();
-    let host = ToolHost::load_components(manifest.components.clone(), options.clone()).await?;
+    let (host, _) = ToolHost::load_manifest(&manifest, options.clone(), &config.lock_mode).await?;
     let shared = Shared::new(host, &config);
     let _watcher = if config.watch {
-        Some(reload::watch(manifest, options, shared.clone())?)
+        Some(reload::watch(
+            manifest,
+            options,
+            config.lock_mode.clone(),
+            shared.clone(),
+        )?)
     } else {
         None
     };

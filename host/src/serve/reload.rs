@@ -20,7 +20,7 @@ use super::{ServeError, Shared};
 use crate::describe::Change;
 use crate::manifest::Manifest;
 use crate::sandbox::SandboxOptions;
-use crate::tool_host::ToolHost;
+use crate::tool_host::{LockMode, ToolHost};
 
 /// How long the files must stay quiet before a reload: a build writes a
 /// component in several steps, and an editor saves in more than one.
@@ -49,6 +49,7 @@ impl Drop for Watcher {
 pub fn watch(
     manifest: Manifest,
     options: SandboxOptions,
+    lock_mode: LockMode,
     shared: Shared,
 ) -> Result<Watcher, ServeError> {
     let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<PathBuf>();
@@ -91,7 +92,7 @@ pub fn watch(
                 }
             }
             tracing::info!(path = %path.display(), "a watched file changed; reloading");
-            match reload(&manifest_path, &options).await {
+            match reload(&manifest_path, &options, &lock_mode).await {
                 Ok((manifest, host)) => {
                     let tools = host.specs().count();
                     log_changes(&shared.host(), &host);
@@ -131,9 +132,13 @@ fn log_changes(old: &ToolHost, new: &ToolHost) {
     }
 }
 
-async fn reload(path: &Path, options: &SandboxOptions) -> Result<(Manifest, ToolHost), ServeError> {
+async fn reload(
+    path: &Path,
+    options: &SandboxOptions,
+    lock_mode: &LockMode,
+) -> Result<(Manifest, ToolHost), ServeError> {
     let manifest = Manifest::load(path)?;
-    let host = ToolHost::load_components(manifest.components.clone(), options.clone()).await?;
+    let (host, _) = ToolHost::load_manifest(&manifest, options.clone(), lock_mode).await?;
     Ok((manifest, host))
 }
 
@@ -152,9 +157,18 @@ impl Watched {
         manifest_path: &Path,
         manifest: &Manifest,
     ) {
-        let files: BTreeSet<PathBuf> = std::iter::once(manifest_path.to_path_buf())
-            .chain(manifest.components.iter().map(|c| absolute(&c.path)))
-            .collect();
+        // The lock file too: a changed pin is a changed component. A
+        // reload that writes it changes nothing the next one would.
+        let files: BTreeSet<PathBuf> =
+            [manifest_path.to_path_buf(), absolute(&manifest.lock_path())]
+                .into_iter()
+                .chain(
+                    manifest
+                        .components
+                        .iter()
+                        .filter_map(|c| c.path().map(absolute)),
+                )
+                .collect();
         let dirs: BTreeSet<PathBuf> = files
             .iter()
             .filter_map(|f| f.parent().map(Path::to_path_buf))

@@ -35,6 +35,7 @@ mod call;
 mod env;
 mod load;
 mod request;
+mod resolve;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -48,6 +49,7 @@ pub use call::CallResult;
 pub(crate) use call::Tool;
 pub use env::{ApproveAll, Approver, CallOptions, RefuseAll, RefuseWithFix};
 pub use request::{BatchRequest, CallRequest, StreamRequest};
+pub use resolve::{LockMode, PinReport, Pinned};
 
 use crate::arguments::{CompiledSchema, ComponentSchemas};
 use crate::component::ComponentConfig;
@@ -74,6 +76,24 @@ pub enum LoadError {
     /// The engine could not be set up.
     #[error("cannot start the sandbox: {0}")]
     Engine(String),
+    /// A registry component could not be pulled or verified.
+    #[error(transparent)]
+    Registry(#[from] crate::registry::RegistryError),
+    /// `--locked`, and the lock file would change.
+    #[error(
+        "toolhost.lock would change: {0}; run `toolhost lock` and commit the result, or load without --locked"
+    )]
+    Locked(String),
+    /// The lock file could not be written.
+    #[error(
+        "cannot write {path}: {error}; make its directory writable, or load with --locked from a lock file that is up to date"
+    )]
+    LockWrite {
+        /// The lock file.
+        path: std::path::PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
 }
 
 /// A tool, its component and its compiled schemas.
@@ -235,7 +255,53 @@ impl ToolHost {
     ///
     /// A [`LoadError`] naming the component and the fix.
     pub async fn load(manifest: &Manifest) -> Result<Self, LoadError> {
-        Self::load_components(manifest.components.clone(), SandboxOptions::default()).await
+        Self::load_manifest(manifest, SandboxOptions::default(), &LockMode::Write)
+            .await
+            .map(|(host, _)| host)
+    }
+
+    /// Load every component of `manifest` with `options`: registry
+    /// components pinned by `toolhost.lock` as `mode` says (the lock
+    /// written beside the manifest when it changed, unless `mode` is
+    /// [`LockMode::Locked`]), pulled and checked, then all compiled.
+    ///
+    /// # Errors
+    ///
+    /// A [`LoadError`]; nothing is loaded unless everything is.
+    pub async fn load_manifest(
+        manifest: &Manifest,
+        options: SandboxOptions,
+        mode: &LockMode,
+    ) -> Result<(Self, Pinned), LoadError> {
+        let mut pinned = Self::pin(manifest, &options, mode).await?;
+        let host = Self::load_components(std::mem::take(&mut pinned.components), options).await?;
+        if pinned.changed && *mode != LockMode::Locked {
+            let path = manifest.lock_path();
+            resolve::write_lock(&path, &pinned.lock)
+                .map_err(|error| LoadError::LockWrite { path, error })?;
+        }
+        Ok((host, pinned))
+    }
+
+    /// Pin the registry components of `manifest` without loading them:
+    /// what `toolhost lock` does. The lock is not written.
+    ///
+    /// # Errors
+    ///
+    /// A [`LoadError`] naming the reference and the reason.
+    pub async fn pin(
+        manifest: &Manifest,
+        options: &SandboxOptions,
+        mode: &LockMode,
+    ) -> Result<Pinned, LoadError> {
+        resolve::pin(
+            manifest.components.clone(),
+            &manifest.registry,
+            options.cache_dir(),
+            manifest.lock.as_ref(),
+            mode,
+        )
+        .await
     }
 
     /// Load `components` (built in code or from a manifest) with `options`.
@@ -279,6 +345,17 @@ impl ToolHost {
         let sandbox = Arc::new(
             Sandbox::new(&options, ahead).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
         );
+        // Registry components given in code are pulled here, by the
+        // default settings and without a lock file.
+        let components = resolve::pin(
+            components,
+            &crate::registry::Settings::default(),
+            options.cache_dir(),
+            None,
+            &LockMode::Write,
+        )
+        .await?
+        .components;
         let compiled = compile_all(&sandbox, &components).await;
         let mut tools = Tools::default();
         for (config, joined) in components.into_iter().zip(compiled) {
@@ -316,6 +393,21 @@ impl ToolHost {
             .slots
             .iter()
             .map(|s| (&s.config, s.tools.as_slice(), s.loaded.cache))
+    }
+
+    /// Each component with what it imports and exports, by WIT name
+    /// (`wasi:http/outgoing-handler@0.2.6`, `toolhost:tool/toolbox@0.2.0`):
+    /// what it asks of a host, whatever its grants.
+    pub fn component_worlds(
+        &self,
+    ) -> impl Iterator<Item = (&ComponentConfig, &[String], &[String])> {
+        self.inner.slots.iter().map(|s| {
+            (
+                &s.config,
+                s.loaded.imports.as_slice(),
+                s.loaded.exports.as_slice(),
+            )
+        })
     }
 
     /// The configuration of the component that provides tool `name`.

@@ -1,0 +1,294 @@
+//! The registry commands: `push` (publish a component in the CNCF Wasm
+//! layout, its tools described in annotations), `pull` (fetch one by
+//! digest, checked, into the cache or a file), `inspect` (what a component
+//! is and asks for, without running or even downloading it) and `lock`
+//! (pin the manifest's registry components in `toolhost.lock`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+use toolhost::registry::layout::{IMPORTS_ANNOTATION, TOOLS_ANNOTATION};
+use toolhost::registry::{OciRef, Publication, Registry, Settings};
+use toolhost::wire::definitions::{self, Format};
+use toolhost::{ComponentConfig, LockMode, Manifest, SandboxOptions, ToolHost};
+
+use super::args::UsageError;
+use super::output::print_json;
+
+/// The OCI annotations `push` fills in.
+const CREATED: &str = "org.opencontainers.image.created";
+const DESCRIPTION: &str = "org.opencontainers.image.description";
+const SOURCE: &str = "org.opencontainers.image.source";
+const VERSION: &str = "org.opencontainers.image.version";
+
+/// A reference from the command line.
+pub(crate) fn reference(text: &str) -> anyhow::Result<OciRef> {
+    text.parse()
+        .map_err(|e: toolhost::registry::ReferenceError| anyhow::anyhow!(UsageError(e.to_string())))
+}
+
+/// The `[registry]` settings of the manifest at `path` when there is one
+/// (credentials, insecure hosts), else the defaults.
+pub(crate) fn settings(path: &Path) -> anyhow::Result<Settings> {
+    if !path.exists() {
+        return Ok(Settings::default());
+    }
+    Ok(Manifest::load(path)?.registry)
+}
+
+/// The registry client, keeping blobs in the cache (or, with caching off,
+/// in a directory dropped at exit).
+fn registry(
+    settings: Settings,
+    options: &SandboxOptions,
+) -> anyhow::Result<(Registry, Option<tempfile::TempDir>)> {
+    match options.cache_dir() {
+        Some(dir) => Ok((Registry::new(settings, dir)?, None)),
+        None => {
+            let scratch = tempfile::tempdir().context("creating a scratch directory")?;
+            Ok((Registry::new(settings, scratch.path())?, Some(scratch)))
+        }
+    }
+}
+
+/// What `toolhost push` was asked.
+pub(crate) struct PushArgs {
+    pub component: PathBuf,
+    pub reference: String,
+    pub annotations: Vec<String>,
+    pub description: Option<String>,
+    pub source: Option<String>,
+}
+
+/// `toolhost push FILE.wasm oci://REGISTRY/REPOSITORY:TAG`.
+pub(crate) async fn push(
+    args: PushArgs,
+    settings: Settings,
+    options: SandboxOptions,
+) -> anyhow::Result<ExitCode> {
+    let reference = reference(&args.reference)?;
+    let Some(tag) = reference.tag().map(str::to_owned) else {
+        return Err(UsageError(format!(
+            "{reference}: push needs a tag to publish under (oci://REGISTRY/REPOSITORY:TAG); the digest is what the push prints"
+        ))
+        .into());
+    };
+    if reference.digest().is_some() {
+        return Err(UsageError(format!(
+            "{reference}: push to a tag alone; the digest is computed from what is pushed"
+        ))
+        .into());
+    }
+    let bytes = std::fs::read(&args.component)
+        .with_context(|| format!("reading {}", args.component.display()))?;
+    // Loaded as a call would load it: a component whose tools do not load
+    // is not published.
+    let host =
+        ToolHost::load_components(vec![ComponentConfig::new(&args.component)], options.clone())
+            .await
+            .with_context(|| {
+                format!(
+                    "{} does not load, so it is not pushed",
+                    args.component.display()
+                )
+            })?;
+    let publication = publication(&host, &args, &tag)?;
+    let (registry, _scratch) = registry(settings, &options)?;
+    let digest = registry.push(&reference, &bytes, &publication).await?;
+    println!("{}", reference.pinned(digest));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The annotations and config of a push: the tools as MCP lists them, the
+/// imports, and the OCI fields.
+fn publication(host: &ToolHost, args: &PushArgs, tag: &str) -> anyhow::Result<Publication> {
+    let tools: Vec<Value> = host
+        .specs()
+        .map(|s| definitions::tool_definition(s, Format::Mcp))
+        .collect();
+    let (_, imports, exports) = host
+        .component_worlds()
+        .next()
+        .context("the component loaded no world")?;
+    let mut annotations = BTreeMap::new();
+    annotations.insert(TOOLS_ANNOTATION.to_owned(), serde_json::to_string(&tools)?);
+    annotations.insert(
+        IMPORTS_ANNOTATION.to_owned(),
+        serde_json::to_string(imports)?,
+    );
+    let created = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    annotations.insert(CREATED.to_owned(), created.clone());
+    annotations.insert(VERSION.to_owned(), tag.to_owned());
+    let description = args.description.clone().or_else(|| {
+        let mut specs = host.specs();
+        match (specs.next(), specs.next()) {
+            (Some(only), None) => Some(only.description.clone()),
+            _ => None,
+        }
+    });
+    if let Some(description) = description {
+        annotations.insert(DESCRIPTION.to_owned(), description);
+    }
+    if let Some(source) = &args.source {
+        annotations.insert(SOURCE.to_owned(), source.clone());
+    }
+    for pair in &args.annotations {
+        let (key, value) = pair
+            .split_once('=')
+            .filter(|(key, _)| !key.is_empty())
+            .ok_or_else(|| UsageError(format!("--annotation {pair:?}: expected KEY=VALUE")))?;
+        annotations.insert(key.to_owned(), value.to_owned());
+    }
+    let mut publication = Publication::default();
+    publication.file_name = args
+        .component
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    publication.annotations = annotations;
+    publication.imports = imports.to_vec();
+    publication.exports = exports.to_vec();
+    publication.created = created;
+    Ok(publication)
+}
+
+/// `toolhost pull oci://… [-o FILE]`: pulled by digest into the cache,
+/// every blob checked; the digests printed.
+pub(crate) async fn pull(
+    text: &str,
+    output: Option<&Path>,
+    settings: Settings,
+    options: SandboxOptions,
+) -> anyhow::Result<ExitCode> {
+    let reference = reference(text)?;
+    let (registry, _scratch) = registry(settings, &options)?;
+    let digest = registry.resolve(&reference).await?;
+    let pulled = registry.pull(&reference, &digest).await?;
+    if let Some(output) = output {
+        std::fs::copy(&pulled.blob, output)
+            .with_context(|| format!("writing {}", output.display()))?;
+    }
+    print_json(&json!({
+        "reference": pulled.reference.to_string(),
+        "manifest": pulled.digest.to_string(),
+        "layer": pulled.layer.digest.to_string(),
+        "size": pulled.layer.size,
+        "media_type": pulled.layer.media_type,
+        "path": output.map_or(pulled.blob.clone(), Path::to_path_buf),
+    }))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolhost inspect oci://…`: the manifest alone, read.
+pub(crate) async fn inspect(
+    text: &str,
+    as_json: bool,
+    settings: Settings,
+    options: SandboxOptions,
+) -> anyhow::Result<ExitCode> {
+    let reference = reference(text)?;
+    let (registry, _scratch) = registry(settings, &options)?;
+    let digest = registry.resolve(&reference).await?;
+    let (manifest, _) = registry.manifest(&reference, &digest).await?;
+    let layer = manifest.component_layer().map_err(|e| {
+        anyhow::anyhow!("{}: not a component: {e}", reference.pinned(digest.clone()))
+    })?;
+    let annotation = |key: &str| -> Value {
+        manifest
+            .annotations
+            .get(key)
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or(Value::Null)
+    };
+    let summary = json!({
+        "reference": reference.pinned(digest.clone()).to_string(),
+        "manifest": digest.to_string(),
+        "layer": {"digest": layer.digest.to_string(), "size": layer.size, "media_type": layer.media_type},
+        "annotations": manifest.annotations,
+        "tools": annotation(TOOLS_ANNOTATION),
+        "imports": annotation(IMPORTS_ANNOTATION),
+    });
+    if as_json {
+        print_json(&summary)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}", summary["reference"].as_str().unwrap_or_default());
+    println!(
+        "  layer: {} ({} bytes, {})",
+        layer.digest, layer.size, layer.media_type
+    );
+    for key in [CREATED, VERSION, DESCRIPTION, SOURCE] {
+        if let Some(value) = manifest.annotations.get(key) {
+            println!("  {}: {value}", key.rsplit('.').next().unwrap_or(key));
+        }
+    }
+    match summary["tools"].as_array() {
+        Some(tools) => {
+            println!("  tools:");
+            for tool in tools {
+                let name = tool["name"].as_str().unwrap_or("?");
+                let description = tool["description"].as_str().unwrap_or("");
+                let arguments: Vec<&str> = tool["inputSchema"]["properties"]
+                    .as_object()
+                    .map(|p| p.keys().map(String::as_str).collect())
+                    .unwrap_or_default();
+                println!("    {name}({}): {description}", arguments.join(", "));
+            }
+        }
+        None => println!("  tools: not described (not pushed by toolhost); load it to see them"),
+    }
+    if let Some(imports) = summary["imports"].as_array() {
+        println!("  imports:");
+        for import in imports {
+            println!("    {}", import.as_str().unwrap_or("?"));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolhost lock [--update [REF]…]`: pin the manifest's registry
+/// components and write `toolhost.lock` when it changed.
+pub(crate) async fn lock(
+    manifest: &Manifest,
+    update: Option<Vec<String>>,
+    locked: bool,
+    options: SandboxOptions,
+) -> anyhow::Result<ExitCode> {
+    let mode = match update {
+        _ if locked => LockMode::Locked,
+        Some(references) => LockMode::Update(
+            references
+                .iter()
+                .map(|text| reference(text))
+                .collect::<anyhow::Result<_>>()?,
+        ),
+        None => LockMode::Write,
+    };
+    let pinned = ToolHost::pin(manifest, &options, &mode).await?;
+    for report in &pinned.report {
+        let pin = &report.pin;
+        match &report.moved_from {
+            Some(before) => eprintln!("{}: {before} → {}", pin.reference, pin.manifest),
+            None => eprintln!("{}: {}", pin.reference, pin.manifest),
+        }
+    }
+    let path = manifest.lock_path();
+    if pinned.changed {
+        if locked {
+            anyhow::bail!(
+                "{} would change; run `toolhost lock` without --locked",
+                path.display()
+            );
+        }
+        pinned
+            .write_lock(manifest)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    } else {
+        eprintln!("{} is up to date", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

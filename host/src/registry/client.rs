@@ -1,0 +1,637 @@
+//! The HTTP side of the OCI distribution API, as little of it as toolhost
+//! needs: manifests and blobs by digest or tag, uploads, and the login
+//! dance registries ask for. A registry is untrusted input: every body is
+//! capped (by its `Content-Length` first, by what arrives always), every
+//! exchange has a deadline, plain HTTP is used only for loopback hosts or
+//! hosts marked `insecure`, and redirects are followed only within the
+//! registry (blob downloads also to hosts the operator listed, and never
+//! with credentials).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use reqwest::{Method, StatusCode, header};
+
+use super::auth::{self, Challenge, Credentials};
+use super::digest::Digest;
+use super::layout::ACCEPTED_MANIFESTS;
+use super::reference::OciRef;
+use super::store::Incoming;
+use super::{Reason, Settings};
+
+/// The largest manifest read: what distribution itself accepts.
+pub(crate) const MAX_MANIFEST: u64 = 4 << 20;
+
+/// Why manifests have a fixed cap.
+const MANIFEST_CAP: &str = "registries themselves refuse larger manifests";
+
+/// Redirects followed for one request, within the rules.
+const MAX_REDIRECTS: usize = 5;
+
+/// How long an idle connection is kept.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether a request reads or writes a repository: the scope a token is
+/// asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Pull,
+    Push,
+}
+
+/// Talks to registries; one per load, shared by its pulls.
+#[derive(Debug)]
+pub(crate) struct Client {
+    http: reqwest::Client,
+    settings: Arc<Settings>,
+    /// Bearer tokens by registry and scope.
+    tokens: Mutex<HashMap<(String, String), String>>,
+}
+
+/// A manifest as served.
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    pub bytes: Vec<u8>,
+    pub content_type: Option<String>,
+}
+
+impl Client {
+    pub fn new(settings: Arc<Settings>) -> Result<Self, Reason> {
+        // The ring provider is already in the build for wasi:http.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Reason::Unreachable(format!("cannot build an HTTP client: {e}")))?;
+        Ok(Self {
+            http,
+            settings,
+            tokens: Mutex::default(),
+        })
+    }
+
+    /// `https://REGISTRY/v2/REPOSITORY`, or `http://` where allowed.
+    fn base(&self, reference: &OciRef) -> String {
+        let scheme = if self.plain_http_allowed(reference.registry()) {
+            "http"
+        } else {
+            "https"
+        };
+        format!(
+            "{scheme}://{}/v2/{}",
+            reference.registry(),
+            reference.repository()
+        )
+    }
+
+    /// Plain HTTP only for a loopback host or one marked `insecure`.
+    pub fn plain_http_allowed(&self, registry: &str) -> bool {
+        is_loopback(registry) || self.settings.host(registry).is_some_and(|h| h.insecure)
+    }
+
+    /// The manifest `tag_or_digest` of the reference's repository.
+    pub async fn manifest(
+        &self,
+        reference: &OciRef,
+        tag_or_digest: &str,
+    ) -> Result<Fetched, Reason> {
+        let url = format!("{}/manifests/{tag_or_digest}", self.base(reference));
+        let response = self
+            .send(reference, Access::Pull, Method::GET, &url, Body::Manifest)
+            .await?;
+        let response = success(response, "manifest", tag_or_digest).await?;
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(';').next().unwrap_or(v).trim().to_owned());
+        let mut bytes = Vec::new();
+        read_capped(
+            response,
+            "the manifest",
+            (MAX_MANIFEST, MANIFEST_CAP),
+            |chunk| {
+                bytes.extend_from_slice(chunk);
+                Ok(())
+            },
+        )
+        .await?;
+        Ok(Fetched {
+            bytes,
+            content_type,
+        })
+    }
+
+    /// The blob `digest`, streamed into `sink` (which hashes it), at most
+    /// `max` bytes.
+    pub async fn blob(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+        max: (u64, &'static str),
+        what: &str,
+        sink: &mut Incoming,
+    ) -> Result<(), Reason> {
+        let url = format!("{}/blobs/{digest}", self.base(reference));
+        let response = self
+            .send(reference, Access::Pull, Method::GET, &url, Body::Blob)
+            .await?;
+        let response = success(response, what, &digest.to_string()).await?;
+        read_capped(response, what, max, |chunk| {
+            sink.write(chunk)
+                .map_err(|e| Reason::Store(format!("writing {what} to the cache: {e}")))
+        })
+        .await?;
+        debug_assert!(sink.written() <= max.0);
+        Ok(())
+    }
+
+    /// Whether the repository already has the blob.
+    pub async fn has_blob(&self, reference: &OciRef, digest: &Digest) -> Result<bool, Reason> {
+        let url = format!("{}/blobs/{digest}", self.base(reference));
+        let response = self
+            .send(reference, Access::Push, Method::HEAD, &url, Body::Blob)
+            .await?;
+        Ok(response.status().is_success())
+    }
+
+    /// Upload a blob (monolithic: components are megabytes, not gigabytes).
+    pub async fn upload(&self, reference: &OciRef, bytes: &[u8]) -> Result<Digest, Reason> {
+        let digest = Digest::of(bytes);
+        if self.has_blob(reference, &digest).await? {
+            return Ok(digest);
+        }
+        let url = format!("{}/blobs/uploads/", self.base(reference));
+        let response = self
+            .send(reference, Access::Push, Method::POST, &url, Body::Empty)
+            .await?;
+        let response = success(response, "an upload", "blobs/uploads/").await?;
+        let location = response
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| {
+                Reason::Refused("the registry started an upload without a Location".into())
+            })?;
+        let mut target = reqwest::Url::parse(&url)
+            .and_then(|base| base.join(location))
+            .map_err(|e| {
+                Reason::Refused(format!(
+                    "the upload Location {location:?} is not a URL: {e}"
+                ))
+            })?;
+        if !same_authority(&target, &url) {
+            return Err(Reason::Redirect {
+                to: target.host_str().unwrap_or_default().to_owned(),
+            });
+        }
+        target
+            .query_pairs_mut()
+            .append_pair("digest", &digest.to_string());
+        let response = self
+            .send(
+                reference,
+                Access::Push,
+                Method::PUT,
+                target.as_str(),
+                Body::Bytes(bytes.to_vec(), "application/octet-stream"),
+            )
+            .await?;
+        success(response, "the upload of", &digest.to_string()).await?;
+        Ok(digest)
+    }
+
+    /// Store a manifest under a tag or its digest.
+    pub async fn put_manifest(
+        &self,
+        reference: &OciRef,
+        tag_or_digest: &str,
+        bytes: Vec<u8>,
+        media_type: &'static str,
+    ) -> Result<(), Reason> {
+        let url = format!("{}/manifests/{tag_or_digest}", self.base(reference));
+        let response = self
+            .send(
+                reference,
+                Access::Push,
+                Method::PUT,
+                &url,
+                Body::Bytes(bytes, media_type),
+            )
+            .await?;
+        success(response, "the manifest", tag_or_digest).await?;
+        Ok(())
+    }
+
+    /// One exchange: credentials when the registry asks, redirects within
+    /// the rules, all under the deadline.
+    async fn send(
+        &self,
+        reference: &OciRef,
+        access: Access,
+        method: Method,
+        url: &str,
+        body: Body,
+    ) -> Result<reqwest::Response, Reason> {
+        let deadline = self.settings.timeout;
+        tokio::time::timeout(
+            deadline,
+            self.exchange(reference, access, method, url, body),
+        )
+        .await
+        .map_err(|_| Reason::Timeout(deadline))?
+    }
+
+    async fn exchange(
+        &self,
+        reference: &OciRef,
+        access: Access,
+        method: Method,
+        url: &str,
+        body: Body,
+    ) -> Result<reqwest::Response, Reason> {
+        let scope = scope(reference, access);
+        let key = (reference.registry().to_owned(), scope.clone());
+        let cached = self.tokens.lock().expect("tokens").get(&key).cloned();
+        let response = self
+            .follow(reference, method.clone(), url, &body, cached.as_deref())
+            .await?;
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Ok(response);
+        }
+        let challenge = response
+            .headers()
+            .get(header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(Challenge::parse)
+            .ok_or_else(|| Reason::Unauthorized(self.login_fix(reference, None)))?;
+        let credentials = self.credentials(reference.registry())?;
+        let authorization = match challenge {
+            Challenge::Basic => credentials
+                .as_ref()
+                .map(Credentials::basic)
+                .ok_or_else(|| Reason::Unauthorized(self.login_fix(reference, None)))?,
+            Challenge::Bearer { realm, service, .. } => {
+                self.token(
+                    reference,
+                    &realm,
+                    service.as_deref(),
+                    &scope,
+                    credentials.as_ref(),
+                )
+                .await?
+            }
+        };
+        let response = self
+            .follow(reference, method, url, &body, Some(&authorization))
+            .await?;
+        if response.status() == StatusCode::UNAUTHORIZED
+            || response.status() == StatusCode::FORBIDDEN
+        {
+            return Err(Reason::Unauthorized(
+                self.login_fix(reference, credentials.as_ref()),
+            ));
+        }
+        self.tokens
+            .lock()
+            .expect("tokens")
+            .insert(key, authorization);
+        Ok(response)
+    }
+
+    /// Send, following redirects within the registry; blob downloads may
+    /// also go to the hosts listed for it, over HTTPS and without
+    /// credentials.
+    async fn follow(
+        &self,
+        reference: &OciRef,
+        method: Method,
+        url: &str,
+        body: &Body,
+        authorization: Option<&str>,
+    ) -> Result<reqwest::Response, Reason> {
+        let mut current = reqwest::Url::parse(url)
+            .map_err(|e| Reason::Refused(format!("{url} is not a URL: {e}")))?;
+        let mut authorization = authorization.map(str::to_owned);
+        for _ in 0..=MAX_REDIRECTS {
+            let mut request = self.http.request(method.clone(), current.clone());
+            if let Some(value) = &authorization {
+                request = request.header(header::AUTHORIZATION, value);
+            }
+            request = body.apply(request);
+            let response = request
+                .send()
+                .await
+                .map_err(|e| unreachable(reference, &e))?;
+            if !response.status().is_redirection() {
+                return Ok(response);
+            }
+            let location = response
+                .headers()
+                .get(header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| Reason::Refused("a redirect without a Location".into()))?;
+            let next = current
+                .join(location)
+                .map_err(|e| Reason::Refused(format!("a redirect to {location:?}: {e}")))?;
+            if same_authority(&next, current.as_str()) {
+                current = next;
+                continue;
+            }
+            let host = next.host_str().unwrap_or_default().to_owned();
+            let listed = self
+                .settings
+                .host(reference.registry())
+                .is_some_and(|h| h.blob_redirects.iter().any(|allowed| *allowed == host));
+            if matches!(body, Body::Blob) && listed && next.scheme() == "https" {
+                authorization = None;
+                current = next;
+                continue;
+            }
+            return Err(Reason::Redirect { to: host });
+        }
+        Err(Reason::Refused(format!(
+            "more than {MAX_REDIRECTS} redirects"
+        )))
+    }
+
+    /// A bearer token from the registry's token service.
+    async fn token(
+        &self,
+        reference: &OciRef,
+        realm: &str,
+        service: Option<&str>,
+        scope: &str,
+        credentials: Option<&Credentials>,
+    ) -> Result<String, Reason> {
+        let mut url = reqwest::Url::parse(realm).map_err(|e| {
+            Reason::Refused(format!("the token service {realm:?} is not a URL: {e}"))
+        })?;
+        let realm_host = url.host_str().unwrap_or_default().to_owned();
+        if url.scheme() != "https"
+            && !is_loopback(&realm_host)
+            && !self.plain_http_allowed(reference.registry())
+        {
+            return Err(Reason::Refused(format!(
+                "the token service {realm} is plain HTTP; toolhost sends credentials over HTTPS only"
+            )));
+        }
+        if let Some(service) = service {
+            url.query_pairs_mut().append_pair("service", service);
+        }
+        url.query_pairs_mut().append_pair("scope", scope);
+        let mut request = self.http.get(url);
+        if let Some(credentials) = credentials {
+            request = request.header(header::AUTHORIZATION, credentials.basic());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| unreachable(reference, &e))?;
+        if !response.status().is_success() {
+            return Err(Reason::Unauthorized(self.login_fix(reference, credentials)));
+        }
+        let mut bytes = Vec::new();
+        read_capped(
+            response,
+            "a token",
+            (64 << 10, "a token is a few KiB"),
+            |chunk| {
+                bytes.extend_from_slice(chunk);
+                Ok(())
+            },
+        )
+        .await?;
+        #[derive(serde::Deserialize)]
+        struct Token {
+            token: Option<String>,
+            access_token: Option<String>,
+        }
+        let token: Token = serde_json::from_slice(&bytes).map_err(|e| {
+            Reason::Refused(format!(
+                "the token service answered something else than a token: {e}"
+            ))
+        })?;
+        token
+            .token
+            .or(token.access_token)
+            .map(|t| format!("Bearer {t}"))
+            .ok_or_else(|| Reason::Refused("the token service answered no token".into()))
+    }
+
+    /// The manifest's credentials for `registry`, else Docker's.
+    fn credentials(&self, registry: &str) -> Result<Option<Credentials>, Reason> {
+        if let Some(host) = self.settings.host(registry)
+            && let Some(username) = &host.username
+        {
+            let Some(variable) = &host.password_env else {
+                return Err(Reason::Config(format!(
+                    "[registry.host.\"{registry}\"] has a username but no password_env naming the variable that holds the password"
+                )));
+            };
+            let password = std::env::var(variable).map_err(|_| {
+                Reason::Config(format!(
+                    "the password of {registry} is read from ${variable}, which is not set"
+                ))
+            })?;
+            return Ok(Some(Credentials {
+                username: username.clone(),
+                password,
+                source: format!("the manifest ({username}, ${variable})"),
+            }));
+        }
+        auth::docker_config(registry).map_err(Reason::Config)
+    }
+
+    /// What to do when the registry refuses: the credentials tried, or how
+    /// to give some.
+    fn login_fix(&self, reference: &OciRef, tried: Option<&Credentials>) -> String {
+        let registry = reference.registry();
+        match tried {
+            Some(credentials) => format!(
+                "{registry} refused the credentials from {} for {}; check them and their access to the repository",
+                credentials.source,
+                reference.repository()
+            ),
+            None => format!(
+                "{registry} asks for credentials: add [registry.host.\"{registry}\"] username = \"…\" and password_env = \"VAR\" to the manifest, or log in with `docker login {registry}` (plain auths in ~/.docker/config.json are read)"
+            ),
+        }
+    }
+}
+
+/// What a request carries, and what kind of request it is.
+enum Body {
+    Empty,
+    Manifest,
+    Blob,
+    Bytes(Vec<u8>, &'static str),
+}
+
+impl Body {
+    fn apply(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self {
+            Self::Empty | Self::Blob => request,
+            Self::Manifest => ACCEPTED_MANIFESTS
+                .iter()
+                .fold(request, |r, media| r.header(header::ACCEPT, *media)),
+            Self::Bytes(bytes, media_type) => request
+                .header(header::CONTENT_TYPE, *media_type)
+                .body(bytes.clone()),
+        }
+    }
+}
+
+/// `repository:NAME:pull` or `…:pull,push`.
+fn scope(reference: &OciRef, access: Access) -> String {
+    let actions = match access {
+        Access::Pull => "pull",
+        Access::Push => "pull,push",
+    };
+    format!("repository:{}:{actions}", reference.repository())
+}
+
+/// A success, or the registry's refusal as an error naming what was asked.
+async fn success(
+    response: reqwest::Response,
+    what: &str,
+    name: &str,
+) -> Result<reqwest::Response, Reason> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    // The registry's error body, clipped: it names the cause.
+    let mut detail = Vec::new();
+    let _ = read_capped(response, "an error", (4096, ""), |chunk| {
+        detail.extend_from_slice(chunk);
+        Ok(())
+    })
+    .await;
+    let detail = String::from_utf8_lossy(&detail[..detail.len().min(300)]).into_owned();
+    if status == StatusCode::NOT_FOUND {
+        return Err(Reason::NotFound(format!(
+            "{what} {name} is not in the registry ({detail})"
+        )));
+    }
+    Err(Reason::Refused(format!(
+        "{what} {name}: the registry answered {status} {}",
+        detail.trim()
+    )))
+}
+
+/// Read a body, refusing it once it is over `max` bytes (at once when its
+/// declared length is).
+async fn read_capped(
+    response: reqwest::Response,
+    what: &str,
+    (max, fix): (u64, &'static str),
+    mut sink: impl FnMut(&[u8]) -> Result<(), Reason>,
+) -> Result<(), Reason> {
+    if let Some(length) = response.content_length()
+        && length > max
+    {
+        return Err(Reason::TooLarge {
+            what: what.to_owned(),
+            size: length,
+            max,
+            fix,
+        });
+    }
+    let mut read = 0u64;
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Reason::Unreachable(format!("reading {what}: {e}")))?;
+        read += chunk.len() as u64;
+        if read > max {
+            return Err(Reason::TooLarge {
+                what: what.to_owned(),
+                size: read,
+                max,
+                fix,
+            });
+        }
+        sink(&chunk)?;
+    }
+    Ok(())
+}
+
+fn unreachable(reference: &OciRef, error: &reqwest::Error) -> Reason {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        text = format!("{text}: {inner}");
+        source = inner.source();
+    }
+    Reason::Unreachable(format!("cannot reach {}: {text}", reference.registry()))
+}
+
+/// Whether `next` is on the same scheme, host and port as `url`.
+fn same_authority(next: &reqwest::Url, url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|url| {
+        next.scheme() == url.scheme()
+            && next.host_str() == url.host_str()
+            && next.port_or_known_default() == url.port_or_known_default()
+    })
+}
+
+/// Whether a registry (`host`, `host:port`, `[v6]:port`) is this machine.
+pub(crate) fn is_loopback(registry: &str) -> bool {
+    let host = match registry.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => registry.rsplit_once(':').map_or(registry, |(host, _)| host),
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_is_for_loopback_registries_and_those_marked_insecure() {
+        for loopback in [
+            "127.0.0.1:5000",
+            "127.3.4.5",
+            "localhost:5000",
+            "[::1]:5000",
+            "localhost",
+        ] {
+            assert!(is_loopback(loopback), "{loopback}");
+        }
+        for remote in [
+            "ghcr.io",
+            "registry.internal:5000",
+            "10.0.0.1:5000",
+            "localhost.evil.com",
+            "[fe80::1]:5000",
+        ] {
+            assert!(!is_loopback(remote), "{remote}");
+        }
+        let mut settings = Settings::default();
+        settings.hosts.insert(
+            "registry.internal:5000".into(),
+            super::super::HostSettings {
+                insecure: true,
+                ..Default::default()
+            },
+        );
+        let client = Client::new(Arc::new(settings)).unwrap();
+        assert!(client.plain_http_allowed("registry.internal:5000"));
+        assert!(!client.plain_http_allowed("registry.internal:5001"));
+        assert!(!client.plain_http_allowed("ghcr.io"));
+        let calc: OciRef = "oci://ghcr.io/acme/calc:1".parse().unwrap();
+        assert!(
+            client
+                .base(&calc)
+                .starts_with("https://ghcr.io/v2/acme/calc")
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! Registry components pinned before anything compiles: each reference
+//! resolved to a manifest digest (from `toolhost.lock` when it pins one,
+//! never re-resolving that tag), pulled by digest into the blob store, its
+//! layer checked against the lock, and the new lock worked out. With
+//! [`LockMode::Locked`], a lock that would change is an error before any
+//! network.
+
+use std::path::Path;
+
+use crate::component::{ComponentConfig, ComponentSource, PinnedComponent};
+use crate::registry::{Lock, OciRef, Pin, Registry, RegistryError, Settings};
+
+use super::LoadError;
+
+/// How loading treats `toolhost.lock`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockMode {
+    /// Use the pins it has; pin what it lacks, and write it when it
+    /// changed. The default.
+    #[default]
+    Write,
+    /// Use the pins it has, and refuse to load when it would change (a
+    /// missing, stale or extra entry): `--locked`.
+    Locked,
+    /// Re-resolve these references (every one when empty) and pin them
+    /// again: `toolhost lock --update`.
+    Update(Vec<OciRef>),
+}
+
+/// The components pinned, and the lock that pins them.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Pinned {
+    /// The components, registry ones now [`ComponentSource::Pinned`].
+    pub components: Vec<ComponentConfig>,
+    /// The lock that pins them.
+    pub lock: Lock,
+    /// Whether `lock` differs from the lock loading started from.
+    pub changed: bool,
+    /// What happened to each registry component, in manifest order.
+    pub report: Vec<PinReport>,
+}
+
+/// What pinning did for one registry component.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PinReport {
+    /// The pin.
+    pub pin: Pin,
+    /// Whether anything came over the network (else all from the store).
+    pub fetched: bool,
+    /// The digest the lock pinned before, when an update moved it.
+    pub moved_from: Option<crate::registry::Digest>,
+}
+
+impl Pinned {
+    /// Write the lock beside `manifest` (a temporary file renamed into
+    /// place).
+    ///
+    /// # Errors
+    ///
+    /// When the directory cannot be written.
+    pub fn write_lock(&self, manifest: &crate::manifest::Manifest) -> std::io::Result<()> {
+        write_lock(&manifest.lock_path(), &self.lock)
+    }
+}
+
+/// Pin the registry components of `components`.
+///
+/// # Errors
+///
+/// A [`LoadError`] naming the reference, its digest and the reason; no
+/// component is pinned unless all are.
+pub(crate) async fn pin(
+    mut components: Vec<ComponentConfig>,
+    settings: &Settings,
+    cache_dir: Option<&Path>,
+    lock: Option<&Lock>,
+    mode: &LockMode,
+) -> Result<Pinned, LoadError> {
+    let references: Vec<OciRef> = components
+        .iter()
+        .filter_map(|c| match &c.source {
+            ComponentSource::Registry(reference) => Some(reference.clone()),
+            _ => None,
+        })
+        .collect();
+    let old = lock.cloned().unwrap_or_default();
+    if references.is_empty() {
+        let mut empty = old.clone();
+        empty.retain_only(&[]);
+        return Ok(Pinned {
+            changed: lock.is_some() && empty != old,
+            lock: empty,
+            components,
+            report: Vec::new(),
+        });
+    }
+    if *mode == LockMode::Locked {
+        check_locked(&references, &old)?;
+    }
+    let cache_dir = cache_dir.ok_or_else(|| {
+        LoadError::Registry(RegistryError::new(
+            &references[0],
+            crate::registry::Reason::Store(
+                "registry components are kept in the cache directory, and there is none: set TOOLHOST_CACHE_DIR (or HOME)".into(),
+            ),
+        ))
+    })?;
+    let registry = Registry::new(settings.clone(), cache_dir)?;
+    let mut new = Lock::default();
+    let mut report = Vec::new();
+    for component in &mut components {
+        let ComponentSource::Registry(reference) = &component.source else {
+            continue;
+        };
+        let update = match mode {
+            LockMode::Update(only) => only.is_empty() || only.contains(reference),
+            _ => false,
+        };
+        let kept = old
+            .get(reference)
+            .filter(|pin| !update && reference.digest().is_none_or(|d| *d == pin.manifest));
+        let digest = match kept {
+            Some(pin) => pin.manifest.clone(),
+            None => registry.resolve(reference).await?,
+        };
+        let pulled = registry.pull(reference, &digest).await?;
+        if let Some(pin) = kept
+            && pin.layer != pulled.layer.digest
+        {
+            return Err(LoadError::Registry(RegistryError::new(
+                &pulled.reference,
+                crate::registry::Reason::Layout(format!(
+                    "the manifest names the layer {} but toolhost.lock pins {}; the lock was edited or the registry serves another manifest under this digest — run `toolhost lock --update {reference}` if the new layer is meant",
+                    pulled.layer.digest, pin.layer
+                )),
+            )));
+        }
+        let pin = Pin {
+            reference: reference.clone(),
+            manifest: digest.clone(),
+            layer: pulled.layer.digest.clone(),
+            size: pulled.layer.size,
+            media_type: pulled.layer.media_type.clone(),
+        };
+        let moved_from = old
+            .get(reference)
+            .filter(|before| before.manifest != digest)
+            .map(|before| before.manifest.clone());
+        report.push(PinReport {
+            pin: pin.clone(),
+            fetched: pulled.fetched,
+            moved_from,
+        });
+        new.insert(pin);
+        component.source = ComponentSource::Pinned(Box::new(PinnedComponent::new(
+            pulled.reference,
+            pulled.layer.digest,
+            pulled.blob,
+        )));
+    }
+    Ok(Pinned {
+        changed: lock != Some(&new),
+        lock: new,
+        components,
+        report,
+    })
+}
+
+/// With `--locked`: every reference has a current pin and the lock has no
+/// other entries; else the error says what would change.
+fn check_locked(references: &[OciRef], lock: &Lock) -> Result<(), LoadError> {
+    let mut changes = Vec::new();
+    for reference in references {
+        match lock.get(reference) {
+            None => changes.push(format!("{reference} would be pinned")),
+            Some(pin) if reference.digest().is_some_and(|d| *d != pin.manifest) => {
+                changes.push(format!(
+                    "{reference} would be pinned again (the lock has {})",
+                    pin.manifest
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    for pin in lock.pins() {
+        if !references.contains(&pin.reference) {
+            changes.push(format!(
+                "{} would be removed (the manifest no longer names it)",
+                pin.reference
+            ));
+        }
+    }
+    if changes.is_empty() {
+        return Ok(());
+    }
+    Err(LoadError::Locked(changes.join("; ")))
+}
+
+/// Write `lock` to `path` (a temporary file renamed into place).
+///
+/// # Errors
+///
+/// When the directory cannot be written.
+pub(crate) fn write_lock(path: &Path, lock: &Lock) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    file.write_all(lock.to_text().as_bytes())?;
+    // A file meant to be committed, like the manifest beside it.
+    file.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
