@@ -343,6 +343,10 @@ impl Client {
                 continue;
             }
             let host = next.host_str().unwrap_or_default().to_owned();
+            let authority = match next.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.clone(),
+            };
             let listed = self
                 .settings
                 .host(reference.registry())
@@ -352,7 +356,7 @@ impl Client {
                 current = next;
                 continue;
             }
-            return Err(Reason::Redirect { to: host });
+            return Err(Reason::Redirect { to: authority });
         }
         Err(Reason::Refused(format!(
             "more than {MAX_REDIRECTS} redirects"

@@ -16,6 +16,8 @@ mod loop_controls;
 mod network;
 mod ready;
 mod redis_server;
+mod registry;
+mod registry_server;
 mod serve;
 mod stores;
 mod util;

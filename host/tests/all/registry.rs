@@ -1,0 +1,762 @@
+//! Components from an OCI registry, against a real one (Debian's
+//! `docker-registry`, distribution 2.8) and, for what a real registry does
+//! not do on purpose (hang, lie about sizes, redirect elsewhere), a hostile
+//! HTTP server on 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::json;
+use toolhost::registry::{Digest, Lock, OciRef, Publication, Registry, Settings};
+use toolhost::{ComponentConfig, LoadError, LockMode, Manifest, SandboxOptions, ToolHost};
+
+use crate::registry_server::{PASSWORD, RegistryServer};
+use crate::util::{call, component, ok};
+
+/// A manifest directory and a cache of its own, so that what a test
+/// fetches is what it fetched, not what another test left.
+struct Scene {
+    dir: tempfile::TempDir,
+}
+
+impl Scene {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn cache(&self) -> PathBuf {
+        self.dir.path().join("cache")
+    }
+
+    fn options(&self) -> SandboxOptions {
+        SandboxOptions::default().with_cache_dir(Some(self.cache()))
+    }
+
+    fn manifest_path(&self) -> PathBuf {
+        self.dir.path().join("toolhost.toml")
+    }
+
+    fn lock_path(&self) -> PathBuf {
+        self.dir.path().join("toolhost.lock")
+    }
+
+    /// Write the manifest and read it back.
+    fn manifest(&self, text: &str) -> Manifest {
+        std::fs::write(self.manifest_path(), text).unwrap();
+        Manifest::load(&self.manifest_path()).unwrap()
+    }
+
+    /// A manifest of one registry tool.
+    fn one_tool(&self, reference: &str, extra: &str) -> Manifest {
+        self.manifest(&format!("{extra}\n[[tool]]\ncomponent = \"{reference}\"\n"))
+    }
+
+    async fn load(&self, manifest: &Manifest, mode: LockMode) -> Result<ToolHost, LoadError> {
+        ToolHost::load_manifest(manifest, self.options(), &mode)
+            .await
+            .map(|(host, _)| host)
+    }
+
+    /// The `toolhost` binary, in the scene's directory with its cache.
+    fn toolhost(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("TOOLHOST_CACHE_DIR", self.cache())
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .output()
+            .expect("the toolhost binary runs")
+    }
+}
+
+/// Publish `file` at `reference` through the library; its manifest digest.
+async fn push(cache: &Path, reference: &str, file: &Path) -> Digest {
+    let registry = Registry::new(Settings::default(), cache).unwrap();
+    let reference: OciRef = reference.parse().unwrap();
+    registry
+        .push(
+            &reference,
+            &std::fs::read(file).unwrap(),
+            &Publication::default(),
+        )
+        .await
+        .unwrap()
+}
+
+/// Publish a manifest of any layout by hand, as other tools would: each
+/// blob uploaded, then the manifest under `tag`. Its digest.
+async fn push_raw(
+    address: &str,
+    repository: &str,
+    tag: &str,
+    config: (&str, &[u8]),
+    layers: &[(&str, &[u8])],
+) -> Digest {
+    let http = reqwest::Client::new();
+    let base = format!("http://{address}/v2/{repository}");
+    let descriptor = |media: &str, bytes: &[u8]| json!({"mediaType": media, "digest": Digest::of(bytes).to_string(), "size": bytes.len()});
+    let mut blobs = vec![config.1.to_vec()];
+    blobs.extend(layers.iter().map(|(_, b)| b.to_vec()));
+    for blob in &blobs {
+        let started = http
+            .post(format!("{base}/blobs/uploads/"))
+            .send()
+            .await
+            .unwrap();
+        assert!(started.status().is_success(), "{}", started.status());
+        let location = started.headers()["location"].to_str().unwrap().to_owned();
+        let url = if location.starts_with("http") {
+            location
+        } else {
+            format!("http://{address}{location}")
+        };
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let put = http
+            .put(format!("{url}{separator}digest={}", Digest::of(blob)))
+            .body(blob.clone())
+            .send()
+            .await
+            .unwrap();
+        assert!(put.status().is_success(), "{}", put.status());
+    }
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": descriptor(config.0, config.1),
+        "layers": layers.iter().map(|(media, bytes)| descriptor(media, bytes)).collect::<Vec<_>>(),
+    });
+    let bytes = serde_json::to_vec(&manifest).unwrap();
+    let put = http
+        .put(format!("{base}/manifests/{tag}"))
+        .header("content-type", "application/vnd.oci.image.manifest.v1+json")
+        .body(bytes.clone())
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "{}", put.text().await.unwrap());
+    Digest::of(&bytes)
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+#[test]
+fn a_pushed_component_is_pinned_called_and_then_called_with_the_registry_gone() {
+    let mut registry = RegistryServer::start();
+    let scene = Scene::new();
+    let calc = component("calc");
+    let reference = format!("oci://{}/tools/calc:1", registry.address());
+    let pushed = stdout(&scene.toolhost(&["push", calc.to_str().unwrap(), &reference], &[]));
+    let digest = pushed.trim().rsplit_once('@').unwrap().1.to_owned();
+    std::fs::write(
+        scene.manifest_path(),
+        format!("[[tool]]\ncomponent = \"{reference}\"\n"),
+    )
+    .unwrap();
+    let call = ["call", "calc", r#"{"expression":"6*7"}"#];
+    let answer: serde_json::Value =
+        serde_json::from_str(&stdout(&scene.toolhost(&call, &[]))).unwrap();
+    assert_eq!(answer["content"], "42");
+    let lock = std::fs::read_to_string(scene.lock_path()).unwrap();
+    assert!(lock.contains(&digest), "{lock}");
+    assert!(lock.contains(&reference), "{lock}");
+    // What runs is the file pushed, byte for byte.
+    let layer = Digest::of(&std::fs::read(&calc).unwrap());
+    let kept = scene.cache().join("blobs/sha256").join(layer.hex());
+    assert_eq!(std::fs::read(kept).unwrap(), std::fs::read(&calc).unwrap());
+    // The registry gone, the pinned component still loads and runs.
+    registry.stop();
+    let answer: serde_json::Value =
+        serde_json::from_str(&stdout(&scene.toolhost(&call, &[]))).unwrap();
+    assert_eq!(answer["content"], "42");
+    assert_eq!(std::fs::read_to_string(scene.lock_path()).unwrap(), lock);
+    // `check` says where it came from.
+    let checked = stdout(&scene.toolhost(&["check"], &[]));
+    assert!(
+        checked.contains(&digest) && checked.contains(&layer.to_string()),
+        "{checked}"
+    );
+}
+
+#[test]
+fn wkg_and_toolhost_read_each_others_pushes() {
+    let registry = RegistryServer::start();
+    let scene = Scene::new();
+    let calc = component("calc");
+    let wkg = |args: &[&str]| {
+        let output = Command::new("wkg")
+            .args(args)
+            .current_dir(scene.dir.path())
+            .output()
+            .expect(
+                "wkg runs: install it with `cargo install wkg --locked` (scripts/setup.sh does)",
+            );
+        assert!(
+            output.status.success(),
+            "wkg {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    let address = registry.address();
+    // wkg publishes, toolhost loads and calls.
+    wkg(&[
+        "oci",
+        "push",
+        "--insecure",
+        &address,
+        &format!("{address}/wkg/calc:1"),
+        calc.to_str().unwrap(),
+    ]);
+    let reference = format!("oci://{address}/wkg/calc:1");
+    let call = [
+        "call",
+        "--component",
+        &reference,
+        "calc",
+        r#"{"expression":"2+3"}"#,
+    ];
+    let answer: serde_json::Value =
+        serde_json::from_str(&stdout(&scene.toolhost(&call, &[]))).unwrap();
+    assert_eq!(answer["content"], "5");
+    // toolhost publishes, wkg fetches the same bytes.
+    let reference = format!("oci://{address}/toolhost/calc:1");
+    stdout(&scene.toolhost(&["push", calc.to_str().unwrap(), &reference], &[]));
+    wkg(&[
+        "oci",
+        "pull",
+        "--insecure",
+        &address,
+        &format!("{address}/toolhost/calc:1"),
+        "-o",
+        "pulled.wasm",
+    ]);
+    assert_eq!(
+        std::fs::read(scene.dir.path().join("pulled.wasm")).unwrap(),
+        std::fs::read(&calc).unwrap()
+    );
+    // And `inspect` shows what toolhost's push described, without running it.
+    let inspected: serde_json::Value = serde_json::from_str(&stdout(
+        &scene.toolhost(&["inspect", "--json", &reference], &[]),
+    ))
+    .unwrap();
+    assert_eq!(inspected["tools"][0]["name"], "calc");
+    assert!(
+        inspected["imports"].as_array().unwrap().len() > 3,
+        "{inspected}"
+    );
+}
+
+#[tokio::test]
+async fn spins_layout_loads() {
+    let registry = RegistryServer::start();
+    let scene = Scene::new();
+    let calc = std::fs::read(component("calc")).unwrap();
+    let digest = push_raw(
+        &registry.address(),
+        "spin/calc",
+        "1",
+        ("application/vnd.oci.image.config.v1+json", b"{}"),
+        &[
+            (
+                "application/vnd.fermyon.spin.application.v1+config",
+                b"{\"spin_manifest_version\":2}",
+            ),
+            ("application/vnd.wasm.content.layer.v1+wasm", &calc),
+        ],
+    )
+    .await;
+    let reference: OciRef = format!("oci://{}/spin/calc@{digest}", registry.address())
+        .parse()
+        .unwrap();
+    let host =
+        ToolHost::load_components(vec![ComponentConfig::registry(reference)], scene.options())
+            .await
+            .unwrap();
+    assert_eq!(
+        ok(&call(&host, "calc", json!({"expression": "6*7"})).await),
+        "42"
+    );
+}
+
+#[tokio::test]
+async fn a_blob_altered_in_the_registry_is_refused_and_nothing_is_kept() {
+    let registry = RegistryServer::start();
+    let scene = Scene::new();
+    let calc = component("calc");
+    let reference = format!("oci://{}/tools/calc:1", registry.address());
+    let publisher = tempfile::tempdir().unwrap();
+    push(publisher.path(), &reference, &calc).await;
+    // One byte flipped where the registry keeps the layer: same size, so
+    // only the digest can tell.
+    let layer = Digest::of(&std::fs::read(&calc).unwrap());
+    let stored = registry.blob_file(layer.hex());
+    let mut bytes = std::fs::read(&stored).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&stored, bytes).unwrap();
+    let manifest = scene.one_tool(&reference, "");
+    let error = scene
+        .load(&manifest, LockMode::Write)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains(&reference), "{error}");
+    assert!(error.contains(&format!("should be {layer}")), "{error}");
+    assert!(error.contains("hashes to"), "{error}");
+    assert!(
+        !scene
+            .cache()
+            .join("blobs/sha256")
+            .join(layer.hex())
+            .exists()
+    );
+    assert!(!scene.lock_path().exists(), "a failed load writes no lock");
+}
+
+#[tokio::test]
+async fn layers_that_are_not_components_are_refused_by_what_they_are() {
+    let registry = RegistryServer::start();
+    let cases: [(&str, &[u8], &str); 3] = [
+        (
+            "application/octet-stream",
+            b"\0asm\x0d\0\x01\0",
+            "no Wasm layer (found: application/octet-stream)",
+        ),
+        (
+            "application/wasm",
+            b"\0asm\x01\0\0\0",
+            "core Wasm module, not a component",
+        ),
+        (
+            "application/wasm",
+            b"#!/bin/sh\nrm -rf /\n",
+            "not WebAssembly",
+        ),
+    ];
+    for (i, (media, bytes, expected)) in cases.into_iter().enumerate() {
+        let scene = Scene::new();
+        let tag = format!("case{i}");
+        let digest = push_raw(
+            &registry.address(),
+            "odd/layer",
+            &tag,
+            ("application/vnd.wasm.config.v0+json", b"{}"),
+            &[(media, bytes)],
+        )
+        .await;
+        let manifest = scene.one_tool(&format!("oci://{}/odd/layer:{tag}", registry.address()), "");
+        let error = scene
+            .load(&manifest, LockMode::Write)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{media}: {error}");
+        assert!(error.contains(&digest.to_string()), "{error}");
+    }
+}
+
+#[tokio::test]
+async fn a_layer_over_the_cap_is_refused_before_it_is_downloaded() {
+    let registry = RegistryServer::start();
+    let scene = Scene::new();
+    let reference = format!("oci://{}/tools/calc:1", registry.address());
+    push(&scene.cache(), &reference, &component("calc")).await;
+    let fresh = Scene::new();
+    let manifest = fresh.one_tool(&reference, "[registry]\nmax_component = \"64KiB\"");
+    let error = fresh
+        .load(&manifest, LockMode::Write)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("over the cap of 65536"), "{error}");
+    assert!(error.contains("max_component"), "{error}");
+}
+
+#[tokio::test]
+async fn a_moved_tag_keeps_its_pinned_digest_until_the_lock_is_updated() {
+    let registry = RegistryServer::start();
+    let scene = Scene::new();
+    let reference = format!("oci://{}/tools/moving:stable", registry.address());
+    let first = push(&scene.cache(), &reference, &component("calc")).await;
+    let manifest = scene.one_tool(&reference, "");
+    let host = scene.load(&manifest, LockMode::Write).await.unwrap();
+    assert!(host.specs().any(|s| s.name == "calc"));
+    let lock = std::fs::read_to_string(scene.lock_path()).unwrap();
+    assert!(lock.contains(&first.to_string()));
+    // The tag moves to another component.
+    let second = push(&scene.cache(), &reference, &component("files")).await;
+    assert_ne!(first, second);
+    let manifest = Manifest::load(&scene.manifest_path()).unwrap();
+    let host = scene.load(&manifest, LockMode::Write).await.unwrap();
+    assert!(
+        host.specs().any(|s| s.name == "calc"),
+        "the pinned build runs"
+    );
+    assert_eq!(std::fs::read_to_string(scene.lock_path()).unwrap(), lock);
+    // Updating moves the pin, and says from where.
+    let pinned = ToolHost::pin(&manifest, &scene.options(), &LockMode::Update(Vec::new()))
+        .await
+        .unwrap();
+    assert!(pinned.changed);
+    assert_eq!(pinned.report[0].moved_from.as_ref(), Some(&first));
+    assert_eq!(pinned.report[0].pin.manifest, second);
+}
+
+#[tokio::test]
+async fn locked_refuses_a_lock_that_would_change_before_any_network() {
+    let scene = Scene::new();
+    // Nothing listens here: with --locked, the error comes first.
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let reference = format!("oci://{nowhere}/tools/calc:1");
+    let manifest = scene.one_tool(&reference, "");
+    let error = scene.load(&manifest, LockMode::Locked).await.unwrap_err();
+    assert!(matches!(error, LoadError::Locked(_)), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("{reference} would be pinned")),
+        "{error}"
+    );
+    // An entry the manifest no longer names is a change too.
+    let hex = "a".repeat(64);
+    std::fs::write(
+        scene.lock_path(),
+        format!(
+            "version = 1\n[[component]]\nreference = \"{reference}\"\nmanifest = \"sha256:{hex}\"\nlayer = \"sha256:{hex}\"\nsize = 1\nmedia_type = \"application/wasm\"\n\
+             [[component]]\nreference = \"oci://{nowhere}/tools/old:1\"\nmanifest = \"sha256:{hex}\"\nlayer = \"sha256:{hex}\"\nsize = 1\nmedia_type = \"application/wasm\"\n"
+        ),
+    )
+    .unwrap();
+    let manifest = Manifest::load(&scene.manifest_path()).unwrap();
+    let error = scene
+        .load(&manifest, LockMode::Locked)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("tools/old:1 would be removed"), "{error}");
+    // And the CLI's --locked says so and exits non-zero.
+    let output = scene.toolhost(&["--locked", "tools"], &[]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("toolhost.lock would change"));
+}
+
+#[tokio::test]
+async fn a_lock_edited_into_nonsense_is_refused_with_its_line_and_no_network() {
+    let scene = Scene::new();
+    std::fs::write(
+        scene.lock_path(),
+        "version = 1\n[[component]]\nreference = \"oci://127.0.0.1:9/t/c:1\"\nmanifest = \"sha256:xyz\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        scene.manifest_path(),
+        "[[tool]]\ncomponent = \"oci://127.0.0.1:9/t/c:1\"\n",
+    )
+    .unwrap();
+    let error = Manifest::load(&scene.manifest_path())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("toolhost.lock:4:"), "{error}");
+    assert!(error.contains("`manifest`"), "{error}");
+    assert!(error.contains("toolhost lock"), "{error}");
+}
+
+#[tokio::test]
+async fn a_lock_pinning_another_layer_than_the_manifest_names_is_refused() {
+    let registry = RegistryServer::start();
+    let scene = Scene::new();
+    let reference = format!("oci://{}/tools/calc:1", registry.address());
+    push(&scene.cache(), &reference, &component("calc")).await;
+    let manifest = scene.one_tool(&reference, "");
+    scene.load(&manifest, LockMode::Write).await.unwrap();
+    // Point the pin at another blob the store also holds.
+    let lock = Lock::parse(&std::fs::read_to_string(scene.lock_path()).unwrap()).unwrap();
+    let pin = lock.pins().next().unwrap();
+    let other = Digest::of(b"another layer");
+    let edited = std::fs::read_to_string(scene.lock_path()).unwrap().replace(
+        &format!("layer = \"{}\"", pin.layer),
+        &format!("layer = \"{other}\""),
+    );
+    std::fs::write(scene.lock_path(), edited).unwrap();
+    let manifest = Manifest::load(&scene.manifest_path()).unwrap();
+    let error = scene
+        .load(&manifest, LockMode::Write)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!("names the layer {}", pin.layer)),
+        "{error}"
+    );
+    assert!(
+        error.contains(&format!("toolhost.lock pins {other}")),
+        "{error}"
+    );
+}
+
+#[test]
+fn credentials_come_from_the_manifest_or_docker_config_and_are_never_shown() {
+    let registry = RegistryServer::start_with_password();
+    let scene = Scene::new();
+    let calc = component("calc");
+    let calc = calc.to_str().unwrap();
+    let reference = format!("oci://{}/private/calc:1", registry.address());
+    // None: refused, with the fix.
+    let output = scene.toolhost(&["push", calc, &reference], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("asks for credentials") && stderr.contains("password_env"),
+        "{stderr}"
+    );
+    // The manifest names the user and the variable.
+    std::fs::write(
+        scene.manifest_path(),
+        format!(
+            "[registry.host.\"{}\"]\nusername = \"toolhost\"\npassword_env = \"REGISTRY_PASSWORD\"\n",
+            registry.address()
+        ),
+    )
+    .unwrap();
+    let output = scene.toolhost(
+        &["push", calc, &reference],
+        &[("REGISTRY_PASSWORD", PASSWORD)],
+    );
+    stdout(&output);
+    // A wrong password is refused, and never printed.
+    let output = scene.toolhost(
+        &["push", calc, &reference],
+        &[("REGISTRY_PASSWORD", "wrong-pw-123")],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success());
+    assert!(stderr.contains("refused the credentials"), "{stderr}");
+    assert!(!stderr.contains("wrong-pw-123"), "{stderr}");
+    // Docker's config.json, without a manifest.
+    std::fs::remove_file(scene.manifest_path()).unwrap();
+    let docker = scene.dir.path().join("docker");
+    std::fs::create_dir(&docker).unwrap();
+    let auth = base64_of(&format!("toolhost:{PASSWORD}"));
+    std::fs::write(
+        docker.join("config.json"),
+        format!(
+            r#"{{"auths": {{"{}": {{"auth": "{auth}"}}}}}}"#,
+            registry.address()
+        ),
+    )
+    .unwrap();
+    let output = scene.toolhost(
+        &["pull", &reference],
+        &[("DOCKER_CONFIG", docker.to_str().unwrap())],
+    );
+    let pulled = stdout(&output);
+    assert!(
+        !pulled.contains(PASSWORD) && !String::from_utf8_lossy(&output.stderr).contains(PASSWORD)
+    );
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// A registry that misbehaves on purpose, one way per test.
+mod hostile {
+    use std::net::SocketAddr;
+
+    use axum::body::Body;
+    use axum::http::{Response, StatusCode};
+
+    /// Serve `answer` for every request on a free port of `ip`.
+    pub async fn serve(
+        ip: &str,
+        answer: impl Fn(&str) -> Response<Body> + Clone + Send + Sync + 'static,
+    ) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+            let answer = answer.clone();
+            async move { answer(request.uri().path()) }
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        address
+    }
+
+    pub fn status(code: StatusCode) -> Response<Body> {
+        Response::builder()
+            .status(code)
+            .body(Body::empty())
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_manifest_over_the_cap_is_refused_whether_or_not_its_length_is_declared() {
+    use axum::body::Body;
+    use axum::http::Response;
+    let huge = vec![b' '; 5 << 20];
+    let declared = huge.clone();
+    let address = hostile::serve("127.0.0.1", move |_| {
+        Response::builder()
+            .header("content-type", "application/vnd.oci.image.manifest.v1+json")
+            .body(Body::from(declared.clone()))
+            .unwrap()
+    })
+    .await;
+    let scene = Scene::new();
+    let manifest = scene.one_tool(&format!("oci://{address}/big/manifest:1"), "");
+    let error = scene
+        .load(&manifest, LockMode::Write)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("the manifest is 5242880 bytes, over the cap of 4194304"),
+        "{error}"
+    );
+    // Streamed with no length: cut off once past the cap.
+    let address = hostile::serve("127.0.0.1", move |_| {
+        let chunks = huge
+            .chunks(64 << 10)
+            .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
+            .collect::<Vec<_>>();
+        Response::builder()
+            .body(Body::from_stream(futures::stream::iter(chunks)))
+            .unwrap()
+    })
+    .await;
+    let manifest = scene.one_tool(&format!("oci://{address}/big/manifest:1"), "");
+    let error = scene
+        .load(&manifest, LockMode::Write)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("over the cap of 4194304"), "{error}");
+}
+
+#[tokio::test]
+async fn a_registry_that_hangs_is_given_up_on_at_the_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    // Accepts, reads nothing, answers nothing.
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let scene = Scene::new();
+    let manifest = scene.one_tool(
+        &format!("oci://{address}/slow/tool:1"),
+        "[registry]\ntimeout = \"1s\"",
+    );
+    let started = std::time::Instant::now();
+    let error = scene
+        .load(&manifest, LockMode::Write)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("did not finish answering within 1s"),
+        "{error}"
+    );
+    assert!(error.contains(&address.to_string()), "{error}");
+    // Generous: what matters is that it ends, not how fast.
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}
+
+#[tokio::test]
+async fn redirects_are_followed_within_the_registry_and_refused_to_another_host() {
+    use axum::body::Body;
+    use axum::http::{Response, StatusCode};
+    let calc = std::fs::read(component("calc")).unwrap();
+    let layer = Digest::of(&calc);
+    let config = b"{}".to_vec();
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.wasm.config.v0+json", "digest": Digest::of(&config).to_string(), "size": 2},
+        "layers": [{"mediaType": "application/wasm", "digest": layer.to_string(), "size": calc.len()}],
+    }))
+    .unwrap();
+    let digest = Digest::of(&manifest);
+    // Where blobs really are: /static/… on `blobs_at`.
+    let serve_static = {
+        let calc = calc.clone();
+        move |path: &str| {
+            if path.starts_with("/static/") {
+                Response::builder().body(Body::from(calc.clone())).unwrap()
+            } else {
+                hostile::status(StatusCode::NOT_FOUND)
+            }
+        }
+    };
+    let registry_on = |blobs_at: Option<std::net::SocketAddr>| {
+        let manifest = manifest.clone();
+        let serve_static = serve_static.clone();
+        move |path: &str| {
+            if path.contains("/manifests/") {
+                return Response::builder()
+                    .header("content-type", "application/vnd.oci.image.manifest.v1+json")
+                    .body(Body::from(manifest.clone()))
+                    .unwrap();
+            }
+            if path.contains("/blobs/") {
+                let location = match blobs_at {
+                    Some(other) => format!("http://{other}/static/blob"),
+                    None => "/static/blob".to_owned(),
+                };
+                return Response::builder()
+                    .status(StatusCode::TEMPORARY_REDIRECT)
+                    .header("location", location)
+                    .body(Body::empty())
+                    .unwrap();
+            }
+            serve_static(path)
+        }
+    };
+    // Within the registry (a path on the same host and port): followed.
+    let same = hostile::serve("127.0.0.1", registry_on(None)).await;
+    let scene = Scene::new();
+    let manifest_file = scene.one_tool(&format!("oci://{same}/tools/calc@{digest}"), "");
+    let host = scene.load(&manifest_file, LockMode::Write).await.unwrap();
+    assert_eq!(
+        ok(&call(&host, "calc", json!({"expression": "6*7"})).await),
+        "42"
+    );
+    // To another host (127.0.0.2 is another host to the client): refused.
+    let cdn = hostile::serve("127.0.0.2", serve_static.clone()).await;
+    let other = hostile::serve("127.0.0.1", registry_on(Some(cdn))).await;
+    let scene = Scene::new();
+    let manifest_file = scene.one_tool(&format!("oci://{other}/tools/calc@{digest}"), "");
+    let error = scene
+        .load(&manifest_file, LockMode::Write)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!("redirected to another host, {cdn}")),
+        "{error}"
+    );
+    assert!(error.contains("blob_redirects"), "{error}");
+    assert!(
+        !scene
+            .cache()
+            .join("blobs/sha256")
+            .join(layer.hex())
+            .exists()
+    );
+}
