@@ -5,6 +5,7 @@
 pub mod digest;
 pub mod lock;
 pub mod reference;
+pub mod verify;
 
 pub use digest::{Digest, DigestError, Sha256};
 pub use lock::{LOCK_FILE, Lock, LockError, Pin};
