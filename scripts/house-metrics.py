@@ -162,6 +162,9 @@ LAYERS = {
     "registry": SANDBOX,
     "registry::reference": DOMAIN,
     "registry::digest": DOMAIN,
+    # Signature checks over bytes the client fetched: no I/O, but beside the
+    # client and store that feed them (and later keyless checks read files).
+    "registry::verify": DOMAIN,  # signatures and policies: pure checks, no I/O
     "registry::lock": DOMAIN,  # toolhost.lock: references and digests, no I/O  # the cache of read-only tools' results
     # The facade: loading, validating, approving and dispatching calls.
     "tool_host": FACADE,

@@ -5,11 +5,14 @@
 #   - componentize-py (Python tools), pinned
 #   - componentize-js and jco, from example-tools/units-js/package-lock.json
 #   - redis-server (Debian's package), for the tests of shared stores
+#   - docker-registry (Debian's package, distribution 2.8) and wkg (crates.io),
+#     for the tests of registry components
 # (C tools' compiler and libc are installed by guest-sdk/c/build.sh, which builds them.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 COMPONENTIZE_PY=0.25.1
+WKG=0.16.1
 
 if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     echo "setup: adding the wasm32-wasip2 target"
@@ -33,4 +36,17 @@ if ! command -v redis-server >/dev/null; then
     echo "setup: installing redis-server (apt-get)"
     $sudo apt-get install -y -qq redis-server >/dev/null ||
         { echo "setup: could not install redis-server; install it (apt-get install redis-server)" >&2; exit 1; }
+fi
+
+if ! command -v docker-registry >/dev/null; then
+    echo "setup: installing docker-registry (apt-get)"
+    $sudo apt-get install -y -qq docker-registry >/dev/null ||
+        { echo "setup: could not install docker-registry; install it (apt-get install docker-registry)" >&2; exit 1; }
+fi
+
+if [ "$(wkg --version 2>/dev/null | awk '{print $2}')" != "$WKG" ]; then
+    # The ecosystem's own OCI client: the tests check that what it pushes
+    # toolhost loads, and the other way round. A compile of a few minutes.
+    echo "setup: installing wkg $WKG (cargo install; a few minutes, once)"
+    cargo install --quiet --locked --version "$WKG" wkg
 fi

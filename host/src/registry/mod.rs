@@ -16,6 +16,7 @@ mod pull;
 mod push;
 pub mod reference;
 pub mod store;
+pub mod verify;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
