@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::grants::Grants;
 use crate::limits::Limits;
+use crate::registry::verify::Policy;
 use crate::registry::{Digest, OciRef};
 
 /// One `[[tool]]` entry: a component and what it may do.
@@ -18,6 +19,8 @@ use crate::registry::{Digest, OciRef};
 pub struct ComponentConfig {
     /// Where the component comes from: a file, or a registry.
     pub source: ComponentSource,
+    /// The signatures a registry component must carry to be loaded.
+    pub verify: Policy,
     /// What it may touch.
     pub grants: Grants,
     /// What it may use.
@@ -53,6 +56,7 @@ impl ComponentConfig {
     pub fn from_source(source: ComponentSource) -> Self {
         Self {
             source,
+            verify: Policy::None,
             grants: Grants::none(),
             limits: Limits::default(),
             approval: Approval::Never,
@@ -84,6 +88,13 @@ impl ComponentConfig {
     /// Replace the limits.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Require signatures of a registry component: loading refuses it,
+    /// before anything of it runs, unless they satisfy `policy`.
+    pub fn verify(mut self, policy: Policy) -> Self {
+        self.verify = policy;
         self
     }
 

@@ -255,6 +255,7 @@ struct RawManifest {
     store: BTreeMap<String, RawStore>,
     #[serde(default)]
     registry: registry::RawRegistry,
+    verify: Option<registry::RawVerify>,
 }
 
 /// A literal value, or `{ env = "NAME" }` to read it from the host's
@@ -330,11 +331,17 @@ impl Manifest {
             .overridden_by(&raw.limits)
             .map_err(|(key, e)| ManifestError::file(path, format!("`limits.{key}`: {e}")))?;
         let stores = store::validate(raw.store, path, base, lookup_env)?;
+        let verify = raw
+            .verify
+            .map(|v| v.validate(base))
+            .transpose()
+            .map_err(|e| ManifestError::file(path, format!("`verify`: {e}")))?
+            .unwrap_or(crate::registry::verify::Policy::None);
         let components = raw
             .tool
             .into_iter()
             .enumerate()
-            .map(|(i, tool)| tool.validate(path, base, i, &limits, &stores, lookup_env))
+            .map(|(i, tool)| tool.validate(path, base, i, &limits, &stores, lookup_env, &verify))
             .collect::<Result<_, _>>()?;
         let model = raw.model.map(|m| m.validate(path)).transpose()?;
         let registry = raw.registry.validate(path)?;

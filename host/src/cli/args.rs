@@ -139,6 +139,20 @@ pub(crate) enum Command {
         /// Also copy the component to FILE.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Refuse it unless a cosign signature by this public key (PEM) vouches for it.
+        #[arg(long, value_name = "KEY.pub")]
+        key: Option<PathBuf>,
+    },
+    /// Sign a registry component by digest with a private key (PKCS#8 PEM,
+    /// e.g. from `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`),
+    /// adding a cosign signature (the sha256-<digest>.sig tag) that
+    /// `cosign verify --key` and toolhost's verify policies read.
+    Sign {
+        /// oci://REGISTRY/REPOSITORY@sha256:… (a digest: a tag can move after you looked).
+        reference: String,
+        /// The private key.
+        #[arg(long, value_name = "KEY.pem")]
+        key: PathBuf,
     },
     /// Show what a registry component is and asks for (tools, schemas,
     /// imports, digests) from its manifest, without downloading or running it.

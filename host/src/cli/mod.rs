@@ -63,15 +63,22 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             )
             .await
         }
-        Command::Pull { reference, output } => {
+        Command::Pull {
+            reference,
+            output,
+            key,
+        } => {
             let settings = registry::settings(&cli.config)?;
-            registry::pull(
-                &reference,
-                output.as_deref(),
-                settings,
-                options(cli.no_cache),
-            )
-            .await
+            let pull = registry::PullArgs {
+                reference,
+                output,
+                key,
+            };
+            registry::pull(pull, settings, options(cli.no_cache)).await
+        }
+        Command::Sign { reference, key } => {
+            let settings = registry::settings(&cli.config)?;
+            registry::sign(&reference, &key, settings, options(cli.no_cache)).await
         }
         Command::Inspect { reference, json } => {
             let settings = registry::settings(&cli.config)?;
@@ -128,6 +135,7 @@ async fn run_with_manifest(
         | Command::New { .. }
         | Command::Push { .. }
         | Command::Pull { .. }
+        | Command::Sign { .. }
         | Command::Inspect { .. }
         | Command::Lock { .. }
         | Command::Componentize { .. } => unreachable!("done above"),

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 use toolhost::registry::layout::{IMPORTS_ANNOTATION, TOOLS_ANNOTATION};
+use toolhost::registry::verify::{Policy, PublicKey, SigningKey};
 use toolhost::registry::{OciRef, Publication, Registry, Settings};
 use toolhost::wire::definitions::{self, Format};
 use toolhost::{ComponentConfig, LockMode, Manifest, SandboxOptions, ToolHost};
@@ -155,17 +156,38 @@ fn publication(host: &ToolHost, args: &PushArgs, tag: &str) -> anyhow::Result<Pu
     Ok(publication)
 }
 
-/// `toolhost pull oci://… [-o FILE]`: pulled by digest into the cache,
-/// every blob checked; the digests printed.
+/// What `toolhost pull` was asked.
+pub(crate) struct PullArgs {
+    pub reference: String,
+    pub output: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+/// `toolhost pull oci://… [-o FILE] [--key KEY.pub]`: pulled by digest
+/// into the cache, every blob checked, the signature too with a key; the
+/// digests printed.
 pub(crate) async fn pull(
-    text: &str,
-    output: Option<&Path>,
+    args: PullArgs,
     settings: Settings,
     options: SandboxOptions,
 ) -> anyhow::Result<ExitCode> {
-    let reference = reference(text)?;
+    let reference = reference(&args.reference)?;
+    let output = args.output.as_deref();
+    let policy = match &args.key {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let key = PublicKey::from_pem(&text).with_context(|| path.display().to_string())?;
+            Policy::Key {
+                path: path.clone(),
+                key,
+            }
+        }
+        None => Policy::None,
+    };
     let (registry, _scratch) = registry(settings, &options)?;
     let digest = registry.resolve(&reference).await?;
+    let verdict = registry.verify(&reference, &digest, &policy).await?;
     let pulled = registry.pull(&reference, &digest).await?;
     if let Some(output) = output {
         std::fs::copy(&pulled.blob, output)
@@ -178,6 +200,7 @@ pub(crate) async fn pull(
         "size": pulled.layer.size,
         "media_type": pulled.layer.media_type,
         "path": output.map_or(pulled.blob.clone(), Path::to_path_buf),
+        "signer": verdict.map(|v| v.signer),
     }))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -245,6 +268,36 @@ pub(crate) async fn inspect(
         for import in imports {
             println!("    {}", import.as_str().unwrap_or("?"));
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolhost sign --key KEY.pem oci://…@sha256:…`.
+pub(crate) async fn sign(
+    text: &str,
+    key: &Path,
+    settings: Settings,
+    options: SandboxOptions,
+) -> anyhow::Result<ExitCode> {
+    let reference = reference(text)?;
+    let Some(digest) = reference.digest().cloned() else {
+        return Err(UsageError(format!(
+            "{reference}: sign a digest (oci://…@sha256:…, as `toolhost push` prints it), not a tag: a tag can move between looking and signing"
+        ))
+        .into());
+    };
+    let pem = std::fs::read_to_string(key).with_context(|| format!("reading {}", key.display()))?;
+    let signing = SigningKey::from_pem(&pem).with_context(|| key.display().to_string())?;
+    let (registry, _scratch) = registry(settings, &options)?;
+    let added = registry.sign(&reference, &digest, &signing).await?;
+    let public = signing.public_key();
+    if added {
+        eprintln!("signed {reference} with {} ({public})", key.display());
+    } else {
+        eprintln!(
+            "{reference} is already signed by {} ({public})",
+            key.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

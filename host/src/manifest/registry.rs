@@ -16,12 +16,13 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use super::ManifestError;
 use crate::limits::ByteSize;
+use crate::registry::verify::{Policy, PublicKey};
 use crate::registry::{HostSettings, LOCK_FILE, Lock, Settings};
 
 #[derive(Deserialize, Default)]
@@ -114,4 +115,102 @@ pub(super) fn read_lock(file: &Path) -> Result<Option<Lock>, ManifestError> {
 /// Where the lock file of the manifest at `file` is.
 pub(crate) fn lock_path(file: &Path) -> std::path::PathBuf {
     file.parent().unwrap_or(Path::new(".")).join(LOCK_FILE)
+}
+
+/// A `verify` policy as written: `"none"`, or a table.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawVerify {
+    Keyword(String),
+    Table(RawVerifyTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawVerifyTable {
+    key: Option<PathBuf>,
+    identity: Option<String>,
+    issuer: Option<String>,
+    trusted_root: Option<PathBuf>,
+}
+
+/// The largest key file read: a PEM public key is a few hundred bytes.
+const MAX_KEY_FILE: u64 = 64 << 10;
+
+impl RawVerify {
+    /// The policy, its files (relative to the manifest's directory `base`)
+    /// read and parsed now, so that a bad key is a load error before any
+    /// network.
+    pub(super) fn validate(self, base: &Path) -> Result<Policy, String> {
+        let table = match self {
+            Self::Keyword(word) if word == "none" => return Ok(Policy::None),
+            Self::Keyword(word) => {
+                return Err(format!(
+                    "{word:?} is not a policy: write verify = {{ key = \"keys/tools.pub\" }}, or \"none\""
+                ));
+            }
+            Self::Table(table) => table,
+        };
+        match table {
+            RawVerifyTable {
+                key: Some(key),
+                identity: None,
+                issuer: None,
+                trusted_root: None,
+            } => {
+                let path = base.join(&key);
+                let text = read_small(&path)?;
+                let public = PublicKey::from_pem(&text)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                Ok(Policy::Key { path: key, key: public })
+            }
+            RawVerifyTable {
+                key: None,
+                identity,
+                issuer,
+                trusted_root,
+            } => keyless(identity, issuer, trusted_root, base),
+            RawVerifyTable { .. } => Err(
+                "give either key = \"…\" (a public key) or identity, issuer and trusted_root (keyless), not both"
+                    .into(),
+            ),
+        }
+    }
+}
+
+/// A keyless policy: all three of identity, issuer and trusted root, so
+/// that no policy ever accepts any signer.
+fn keyless(
+    identity: Option<String>,
+    issuer: Option<String>,
+    trusted_root: Option<PathBuf>,
+    _base: &Path,
+) -> Result<Policy, String> {
+    let (Some(_identity), Some(_issuer), Some(_trusted_root)) = (identity, issuer, trusted_root)
+    else {
+        return Err(
+            "a keyless policy needs identity (the signer's certificate identity), issuer (its OIDC issuer) and trusted_root (a Sigstore trusted_root.json): never any signer"
+                .into(),
+        );
+    };
+    Err("keyless verification is not in this build yet; use verify = { key = \"…\" }".into())
+}
+
+/// A small file's text, read whole.
+fn read_small(path: &Path) -> Result<String, String> {
+    let length = std::fs::metadata(path)
+        .map_err(|e| {
+            format!(
+                "cannot read {} ({e}); the path is relative to the manifest",
+                path.display()
+            )
+        })?
+        .len();
+    if length > MAX_KEY_FILE {
+        return Err(format!(
+            "{} is {length} bytes; a key file is at most {MAX_KEY_FILE}",
+            path.display()
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {} ({e})", path.display()))
 }

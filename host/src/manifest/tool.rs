@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::registry::RawVerify;
 use super::{KeyError, ManifestError, RawValue};
 use crate::component::{Approval, ClientCapability, ComponentConfig, ComponentSource};
 use crate::grants::{FileMode, Grants};
 use crate::limits::{ByteSize, Limits, RawLimits};
+use crate::registry::verify::Policy;
 use crate::stores::StoreConfig;
 
 /// A `[[tool]]` entry as written.
@@ -34,6 +36,7 @@ pub(super) struct RawTool {
     cache: Option<String>,
     #[serde(default)]
     client_capabilities: BTreeSet<ClientCapability>,
+    verify: Option<RawVerify>,
 }
 
 #[derive(Deserialize)]
@@ -58,10 +61,22 @@ impl RawTool {
         defaults: &Limits,
         stores: &BTreeMap<String, StoreConfig>,
         lookup_env: &dyn Fn(&str) -> Option<String>,
+        default_verify: &Policy,
     ) -> Result<ComponentConfig, ManifestError> {
         let name = format!("tool #{} ({})", index + 1, self.component);
         let err = |key: &str, message: String| ManifestError::tool(file, &name, Some(key), message);
         let source = component_source(&self.component, base).map_err(|e| err("component", e))?;
+        let verify = match (self.verify, &source) {
+            (Some(_), ComponentSource::File(_)) => {
+                return Err(err(
+                    "verify",
+                    "signatures are checked on registry components (oci://…); a file on this disk is trusted as it is, so remove verify here".into(),
+                ));
+            }
+            (Some(raw), _) => raw.validate(base).map_err(|e| err("verify", e))?,
+            (None, ComponentSource::File(_)) => Policy::None,
+            (None, _) => default_verify.clone(),
+        };
         let grants = grant_hosts(Grants::none(), &self.allow_hosts, &err)?;
         let grants = grant_files(grants, base, &self.files, &err)?;
         let grants = grant_env(grants, self.env, lookup_env, &err)?;
@@ -77,6 +92,7 @@ impl RawTool {
             .transpose()?;
         Ok(ComponentConfig {
             source,
+            verify,
             grants,
             limits,
             approval: self.approval,

@@ -15,6 +15,7 @@ pub mod lock;
 mod pull;
 mod push;
 pub mod reference;
+mod signatures;
 pub mod store;
 pub mod verify;
 
@@ -26,6 +27,7 @@ pub use lock::{LOCK_FILE, Lock, LockError, Pin};
 pub use pull::{Pulled, Registry};
 pub use push::{MAX_ANNOTATIONS, Publication};
 pub use reference::{OciRef, ReferenceError};
+pub use signatures::SignatureFailure;
 
 /// How toolhost talks to registries: the manifest's `[registry]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -79,6 +79,10 @@ pub enum LoadError {
     /// A registry component could not be pulled or verified.
     #[error(transparent)]
     Registry(#[from] crate::registry::RegistryError),
+    /// A registry component's signatures do not satisfy its policy:
+    /// nothing of it was loaded.
+    #[error(transparent)]
+    Verify(#[from] crate::registry::verify::VerifyError),
     /// `--locked`, and the lock file would change.
     #[error(
         "toolhost.lock would change: {0}; run `toolhost lock` and commit the result, or load without --locked"

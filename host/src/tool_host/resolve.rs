@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::component::{ComponentConfig, ComponentSource, PinnedComponent};
-use crate::registry::{Lock, OciRef, Pin, Registry, RegistryError, Settings};
+use crate::registry::{Lock, OciRef, Pin, Registry, RegistryError, Settings, SignatureFailure};
 
 use super::LoadError;
 
@@ -126,6 +126,15 @@ pub(crate) async fn pin(
             Some(pin) => pin.manifest.clone(),
             None => registry.resolve(reference).await?,
         };
+        // Signatures first: a component its policy refuses is not even
+        // downloaded.
+        let verdict = registry
+            .verify(reference, &digest, &component.verify)
+            .await
+            .map_err(|e| match e {
+                SignatureFailure::Registry(e) => LoadError::Registry(e),
+                SignatureFailure::Verify(e) => LoadError::Verify(e),
+            })?;
         let pulled = registry.pull(reference, &digest).await?;
         if let Some(pin) = kept
             && pin.layer != pulled.layer.digest
@@ -155,11 +164,9 @@ pub(crate) async fn pin(
             moved_from,
         });
         new.insert(pin);
-        component.source = ComponentSource::Pinned(Box::new(PinnedComponent::new(
-            pulled.reference,
-            pulled.layer.digest,
-            pulled.blob,
-        )));
+        let mut pinned = PinnedComponent::new(pulled.reference, pulled.layer.digest, pulled.blob);
+        pinned.signer = verdict.map(|v| v.signer);
+        component.source = ComponentSource::Pinned(Box::new(pinned));
     }
     Ok(Pinned {
         changed: lock != Some(&new),

@@ -1,0 +1,299 @@
+//! cosign signatures in the registry: read (the `sha256-<hex>.sig` tag's
+//! manifest, one simple-signing layer per signature, each payload blob
+//! checked against its digest) and written (`toolhost sign` adds a layer,
+//! keeping co-signers' ones). Verification itself is [`super::verify`]'s,
+//! offline.
+//!
+//! The signatures that verified are remembered in the cache, by the
+//! manifest digest they vouch for: a load of a cached component verifies
+//! them again from the store, with no network.
+
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use super::client::MAX_MANIFEST;
+use super::digest::Digest;
+use super::layout::{Descriptor, ImageManifest, OCI_MANIFEST};
+use super::reference::OciRef;
+use super::verify::cosign::{
+    MAX_PAYLOAD, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, payload, signature_tag,
+};
+use super::verify::{Candidate, Policy, SigningKey, Verdict, VerifyError, docker_reference};
+use super::{Reason, Registry, RegistryError};
+
+/// The most signatures read from one `.sig` manifest: co-signers are a
+/// handful; a registry offering thousands is stalling.
+const MAX_SIGNATURES: usize = 32;
+
+/// The config blob of a signature manifest, as cosign writes it (an empty
+/// OCI image config).
+const SIGNATURE_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+
+/// Why a component could not be had under its policy.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SignatureFailure {
+    /// The signatures could not be fetched.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// They were fetched and do not satisfy the policy.
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+}
+
+impl Registry {
+    /// Check manifest `digest` of `reference`'s repository against
+    /// `policy`: from the signatures remembered in the cache when they
+    /// still verify, else from the registry. `Ok(None)` when the policy
+    /// asks for nothing.
+    ///
+    /// # Errors
+    ///
+    /// When the signatures cannot be read, or none satisfies the policy.
+    pub async fn verify(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+        policy: &Policy,
+    ) -> Result<Option<Verdict>, SignatureFailure> {
+        if matches!(policy, Policy::None) {
+            return Ok(None);
+        }
+        if let Some(evidence) = self.remembered(digest)
+            && let Some(candidates) = self.candidates_from_store(&evidence)
+            && let Ok(verdict) = policy.verify(&candidates, reference, digest)
+        {
+            return Ok(verdict);
+        }
+        let (evidence, candidates) = self.fetch_signatures(reference, digest).await?;
+        let verdict = policy.verify(&candidates, reference, digest)?;
+        if let Some(evidence) = evidence {
+            self.remember(digest, &evidence);
+        }
+        Ok(verdict)
+    }
+
+    /// Sign manifest `digest` of `reference`'s repository with `key`,
+    /// adding the signature to its `.sig` manifest. Returns whether a
+    /// signature was added (not when this key has signed it already).
+    ///
+    /// # Errors
+    ///
+    /// When the registry refuses, or the key cannot sign.
+    pub async fn sign(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+        key: &SigningKey,
+    ) -> Result<bool, RegistryError> {
+        let pinned = reference.pinned(digest.clone());
+        let fail = |reason| RegistryError::new(&pinned, reason);
+        // The component must be there: a signature for nothing is noise.
+        self.manifest(reference, digest).await?;
+        let (_, candidates) =
+            self.fetch_signatures(reference, digest)
+                .await
+                .map_err(|e| match e {
+                    SignatureFailure::Registry(e) => e,
+                    SignatureFailure::Verify(e) => fail(Reason::Refused(e.to_string())),
+                })?;
+        let public = key.public_key();
+        let already = candidates.iter().any(|c| {
+            BASE64
+                .decode(c.signature_b64.trim())
+                .is_ok_and(|s| public.verify(&c.payload, &s))
+                && super::verify::cosign::check_payload(
+                    &c.payload,
+                    &docker_reference(reference),
+                    digest,
+                )
+                .is_ok()
+        });
+        if already {
+            return Ok(false);
+        }
+        let body = payload(&docker_reference(reference), digest);
+        let signature = key
+            .sign(&body)
+            .map_err(|e| fail(Reason::Config(e.to_string())))?;
+        let tag = signature_tag(digest);
+        let existing = self.signature_manifest(reference, &tag).await?;
+        let mut layers = existing.map(|(_, m)| m.layers).unwrap_or_default();
+        let mut layer = Descriptor::of(SIMPLE_SIGNING_MEDIA_TYPE, &body);
+        layer
+            .annotations
+            .insert(SIGNATURE_ANNOTATION.into(), BASE64.encode(signature));
+        layers.push(layer);
+        let diff_ids: Vec<String> = layers.iter().map(|l| l.digest.to_string()).collect();
+        let config = serde_json::to_vec(&serde_json::json!({
+            "architecture": "", "config": {}, "created": "0001-01-01T00:00:00Z",
+            "history": [{"created": "0001-01-01T00:00:00Z"}], "os": "",
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        }))
+        .expect("a config serialises");
+        let manifest = ImageManifest {
+            schema_version: 2,
+            media_type: Some(OCI_MANIFEST.into()),
+            artifact_type: None,
+            config: Descriptor::of(SIGNATURE_CONFIG, &config),
+            layers,
+            subject: None,
+            annotations: Default::default(),
+        };
+        let client = self.client();
+        client.upload(reference, &body).await.map_err(fail)?;
+        client.upload(reference, &config).await.map_err(fail)?;
+        let bytes = serde_json::to_vec(&manifest).expect("a manifest serialises");
+        client
+            .put_manifest(reference, &tag, bytes, OCI_MANIFEST)
+            .await
+            .map_err(fail)?;
+        Ok(true)
+    }
+
+    /// The signatures at the `.sig` tag of `digest`: the digest of that
+    /// manifest (none when there is no tag) and one candidate per layer.
+    async fn fetch_signatures(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+    ) -> Result<(Option<Digest>, Vec<Candidate>), SignatureFailure> {
+        let tag = signature_tag(digest);
+        let Some((evidence, manifest)) = self.signature_manifest(reference, &tag).await? else {
+            return Ok((None, Vec::new()));
+        };
+        let pinned = reference.pinned(digest.clone());
+        let mut candidates = Vec::new();
+        for layer in signature_layers(&manifest) {
+            let payload = match self.store().read(&layer.digest, MAX_PAYLOAD as u64) {
+                Some(bytes) => bytes,
+                None => self
+                    .small_blob(
+                        reference,
+                        &layer.digest,
+                        MAX_PAYLOAD as u64,
+                        "a signature payload",
+                    )
+                    .await
+                    .map_err(|reason| RegistryError::new(&pinned, reason))?,
+            };
+            candidates.push(candidate(layer, payload));
+        }
+        Ok((Some(evidence), candidates))
+    }
+
+    /// The manifest at `tag` (a `.sig` tag), stored, with its digest;
+    /// `None` when the registry has no such tag.
+    async fn signature_manifest(
+        &self,
+        reference: &OciRef,
+        tag: &str,
+    ) -> Result<Option<(Digest, ImageManifest)>, RegistryError> {
+        let fail = |reason| RegistryError::new(reference, reason);
+        let fetched = match self.client().manifest(reference, tag).await {
+            Ok(fetched) => fetched,
+            Err(Reason::NotFound(_)) => return Ok(None),
+            Err(reason) => return Err(fail(reason)),
+        };
+        let manifest = ImageManifest::parse(&fetched.bytes, fetched.content_type.as_deref())
+            .map_err(|e| {
+                fail(Reason::Layout(format!(
+                    "the signature manifest at {tag}: {e}"
+                )))
+            })?;
+        let digest = self
+            .store()
+            .put(&fetched.bytes)
+            .map_err(|e| fail(Reason::Store(e.to_string())))?;
+        Ok(Some((digest, manifest)))
+    }
+
+    /// A small blob (a payload) fetched whole and checked, then stored.
+    async fn small_blob(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+        max: u64,
+        what: &str,
+    ) -> Result<Vec<u8>, Reason> {
+        let mut incoming = self
+            .store()
+            .begin(digest)
+            .map_err(|e| Reason::Store(e.to_string()))?;
+        self.client()
+            .blob(
+                reference,
+                digest,
+                (max, "signature payloads are small"),
+                what,
+                &mut incoming,
+            )
+            .await?;
+        match incoming
+            .finish()
+            .map_err(|e| Reason::Store(e.to_string()))?
+        {
+            Ok(path) => std::fs::read(path).map_err(|e| Reason::Store(e.to_string())),
+            Err(actual) => Err(Reason::DigestMismatch {
+                what: what.to_owned(),
+                expected: digest.clone(),
+                actual,
+            }),
+        }
+    }
+
+    /// The candidates of a `.sig` manifest kept in the store, every blob
+    /// checked; `None` when any is missing.
+    fn candidates_from_store(&self, evidence: &Digest) -> Option<Vec<Candidate>> {
+        let bytes = self.store().read(evidence, MAX_MANIFEST)?;
+        let manifest = ImageManifest::parse(&bytes, None).ok()?;
+        signature_layers(&manifest)
+            .map(|layer| {
+                let payload = self.store().read(&layer.digest, MAX_PAYLOAD as u64)?;
+                Some(candidate(layer, payload))
+            })
+            .collect()
+    }
+
+    /// Where the cache remembers which signature manifest vouched for
+    /// manifest `digest`.
+    fn evidence_file(&self, digest: &Digest) -> PathBuf {
+        self.store().path(digest).with_extension("signatures")
+    }
+
+    fn remembered(&self, digest: &Digest) -> Option<Digest> {
+        std::fs::read_to_string(self.evidence_file(digest))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    fn remember(&self, digest: &Digest, evidence: &Digest) {
+        // A cache: failing to write it costs a fetch next time, nothing more.
+        let _ = std::fs::write(self.evidence_file(digest), evidence.to_string());
+    }
+}
+
+/// The simple-signing layers of a `.sig` manifest, at most
+/// [`MAX_SIGNATURES`].
+fn signature_layers(manifest: &ImageManifest) -> impl Iterator<Item = &Descriptor> {
+    manifest
+        .layers
+        .iter()
+        .filter(|l| l.media_type == SIMPLE_SIGNING_MEDIA_TYPE && l.size <= MAX_PAYLOAD as u64)
+        .take(MAX_SIGNATURES)
+}
+
+fn candidate(layer: &Descriptor, payload: Vec<u8>) -> Candidate {
+    Candidate {
+        payload,
+        signature_b64: layer
+            .annotations
+            .get(SIGNATURE_ANNOTATION)
+            .cloned()
+            .unwrap_or_default(),
+    }
+}
