@@ -760,3 +760,115 @@ async fn redirects_are_followed_within_the_registry_and_refused_to_another_host(
             .exists()
     );
 }
+
+/// A key pair written into `dir` as NAME.pem (private, PKCS#8) and
+/// NAME.pub (public, what cosign.pub holds).
+fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let (key, pem) = toolhost::registry::verify::SigningKey::generate_p256().unwrap();
+    let private = dir.join(format!("{name}.pem"));
+    let public = dir.join(format!("{name}.pub"));
+    std::fs::write(&private, pem).unwrap();
+    std::fs::write(&public, key.public_key().to_pem()).unwrap();
+    (private, public)
+}
+
+#[test]
+fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
+    let mut registry = RegistryServer::start();
+    let scene = Scene::new();
+    let (a_private, a_public) = key_pair(scene.dir.path(), "a");
+    let (b_private, b_public) = key_pair(scene.dir.path(), "b");
+    let calc = component("calc");
+    let reference = format!("oci://{}/signed/calc:1", registry.address());
+    // The publisher has a cache of its own: what the scene's loads find in
+    // theirs is what they fetched.
+    let publisher = tempfile::tempdir().unwrap();
+    let publisher_cache = [("TOOLHOST_CACHE_DIR", publisher.path().to_str().unwrap())];
+    let pushed = stdout(&scene.toolhost(&["push", calc.to_str().unwrap(), &reference], &publisher_cache));
+    let pinned = pushed.trim().to_owned();
+    let digest = pinned.rsplit_once('@').unwrap().1.to_owned();
+    // Unsigned: refused under a policy, naming the reference, the digest and the fix.
+    std::fs::write(
+        scene.manifest_path(),
+        format!("[verify]\nkey = \"b.pub\"\n\n[[tool]]\ncomponent = \"{reference}\"\n"),
+    )
+    .unwrap();
+    let output = scene.toolhost(&["tools"], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success());
+    assert!(stderr.contains("no signature found") && stderr.contains(&digest), "{stderr}");
+    assert!(stderr.contains("toolhost sign --key"), "{stderr}");
+    // Signed by a, the policy wants b: refused, and nothing downloaded.
+    let sign = |key: &Path| {
+        scene.toolhost(&["sign", "--key", key.to_str().unwrap(), &pinned], &publisher_cache)
+    };
+    let signed = sign(&a_private);
+    assert!(signed.status.success(), "{}", String::from_utf8_lossy(&signed.stderr));
+    let output = scene.toolhost(&["tools"], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success());
+    assert!(stderr.contains(&digest) && stderr.contains("1 signature(s)") && stderr.contains("none by b.pub"), "{stderr}");
+    let layer = Digest::of(&std::fs::read(&calc).unwrap());
+    assert!(!scene.cache().join("blobs/sha256").join(layer.hex()).exists(), "a refused component is not downloaded");
+    assert!(!scene.lock_path().exists());
+    // A co-signer adds b's signature; a's stays, and signing again adds nothing.
+    assert!(sign(&b_private).status.success());
+    let again = sign(&b_private);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already signed"));
+    let output = scene.toolhost(&["call", "calc", r#"{"expression":"1+2"}"#], &[]);
+    let answer: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(answer["content"], "3");
+    // Under a's key too, per tool; `check` names the signer.
+    std::fs::write(
+        scene.manifest_path(),
+        format!("[verify]\nkey = \"b.pub\"\n\n[[tool]]\ncomponent = \"{reference}\"\nverify = {{ key = \"a.pub\" }}\n"),
+    )
+    .unwrap();
+    let checked = stdout(&scene.toolhost(&["check"], &[]));
+    assert!(checked.contains("signed by a.pub"), "{checked}");
+    // With the registry gone, the signatures verify again from the cache.
+    registry.stop();
+    let checked = stdout(&scene.toolhost(&["check"], &[]));
+    assert!(checked.contains("signed by a.pub"), "{checked}");
+    drop(registry);
+    // `pull --key` checks the same way, without a manifest.
+    let registry = RegistryServer::start();
+    let reference = format!("oci://{}/signed/calc:1", registry.address());
+    let pushed = stdout(&scene.toolhost(&["push", calc.to_str().unwrap(), &reference], &publisher_cache));
+    let pinned = pushed.trim().to_owned();
+    let signed = scene.toolhost(&["sign", "--key", a_private.to_str().unwrap(), &pinned], &publisher_cache);
+    assert!(signed.status.success(), "{}", String::from_utf8_lossy(&signed.stderr));
+    std::fs::remove_file(scene.manifest_path()).unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    let fresh_cache = [("TOOLHOST_CACHE_DIR", fresh.path().to_str().unwrap())];
+    let pulled = stdout(&scene.toolhost(&["pull", "--key", a_public.to_str().unwrap(), &reference], &fresh_cache));
+    assert!(pulled.contains("a.pub"), "{pulled}");
+    let refused = scene.toolhost(&["pull", "--key", b_public.to_str().unwrap(), &reference], &fresh_cache);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("none by"));
+    // And a tag is refused for signing: it can move.
+    let by_tag = scene.toolhost(&["sign", "--key", a_private.to_str().unwrap(), &reference], &publisher_cache);
+    assert!(String::from_utf8_lossy(&by_tag.stderr).contains("sign a digest"));
+}
+
+#[test]
+fn verify_policies_that_cannot_hold_are_manifest_errors() {
+    let scene = Scene::new();
+    let calc = component("calc");
+    let cases = [
+        (format!("[[tool]]\ncomponent = \"{}\"\nverify = {{ key = \"k.pub\" }}\n", calc.display()), "a file on this disk is trusted as it is"),
+        ("[verify]\nkey = \"missing.pub\"\n".to_owned(), "cannot read"),
+        ("[verify]\nidentity = \"me@example.org\"\n".to_owned(), "never any signer"),
+        ("[verify]\nkey = \"k.pub\"\nidentity = \"me@example.org\"\n".to_owned(), "not both"),
+        ("verify = \"maybe\"\n".to_owned(), "not a policy"),
+    ];
+    std::fs::write(scene.dir.path().join("k.pub"), "not a key").unwrap();
+    for (text, expected) in cases {
+        std::fs::write(scene.manifest_path(), &text).unwrap();
+        let error = Manifest::load(&scene.manifest_path()).unwrap_err().to_string();
+        assert!(error.contains(expected), "{text}: {error}");
+    }
+    std::fs::write(scene.manifest_path(), "[verify]\nkey = \"k.pub\"\n").unwrap();
+    let error = Manifest::load(&scene.manifest_path()).unwrap_err().to_string();
+    assert!(error.contains("k.pub"), "{error}");
+}
