@@ -48,6 +48,14 @@ pub struct Metrics {
     in_flight: Gauge,
     rejected: Family<RejectLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
+    registry_loads: Family<RegistryLabels, Counter>,
+    verify_failures: Counter,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RegistryLabels {
+    /// `network` (pulled) or `cache` (all from the blob store).
+    source: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -117,8 +125,22 @@ impl Metrics {
             "Hot reloads of the manifest and components, by result (ok or failed)",
             reloads.clone(),
         );
+        let registry_loads = Family::<RegistryLabels, Counter>::default();
+        registry.register(
+            "registry_components",
+            "Registry components loaded (at start and on reloads), by source: network (pulled) or cache (no network)",
+            registry_loads.clone(),
+        );
+        let verify_failures = Counter::default();
+        registry.register(
+            "registry_verify_failures",
+            "Reloads refused because a registry component's signatures did not satisfy its policy",
+            verify_failures.clone(),
+        );
         Self {
             registry,
+            registry_loads,
+            verify_failures,
             calls,
             duration,
             queue_wait,
@@ -167,6 +189,21 @@ impl Metrics {
         self.rejected
             .get_or_create(&RejectLabels { front_end, reason })
             .inc();
+    }
+
+    /// Count the registry components of one load, pulled or from the cache.
+    pub fn registry(&self, report: &[crate::tool_host::PinReport]) {
+        for pinned in report {
+            let source = if pinned.fetched { "network" } else { "cache" };
+            self.registry_loads
+                .get_or_create(&RegistryLabels { source })
+                .inc();
+        }
+    }
+
+    /// Count one load refused by a signature policy.
+    pub fn verify_failure(&self) {
+        self.verify_failures.inc();
     }
 
     /// Count one reload.

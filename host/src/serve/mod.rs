@@ -187,8 +187,10 @@ pub async fn run(
     }
     // Before anything else: a signal from here on stops the server cleanly.
     let signal = http::shutdown_signal();
-    let (host, _) = ToolHost::load_manifest(&manifest, options.clone(), &config.lock_mode).await?;
+    let (host, pinned) =
+        ToolHost::load_manifest(&manifest, options.clone(), &config.lock_mode).await?;
     let shared = Shared::new(host, &config);
+    shared.metrics().registry(&pinned.report);
     let _watcher = if config.watch {
         Some(reload::watch(
             manifest,

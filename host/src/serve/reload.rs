@@ -20,7 +20,7 @@ use super::{ServeError, Shared};
 use crate::describe::Change;
 use crate::manifest::Manifest;
 use crate::sandbox::SandboxOptions;
-use crate::tool_host::{LockMode, ToolHost};
+use crate::tool_host::{LoadError, LockMode, Pinned, ToolHost};
 
 /// How long the files must stay quiet before a reload: a build writes a
 /// component in several steps, and an editor saves in more than one.
@@ -93,7 +93,8 @@ pub fn watch(
             }
             tracing::info!(path = %path.display(), "a watched file changed; reloading");
             match reload(&manifest_path, &options, &lock_mode).await {
-                Ok((manifest, host)) => {
+                Ok((manifest, host, pinned)) => {
+                    shared.metrics().registry(&pinned.report);
                     let tools = host.specs().count();
                     log_changes(&shared.host(), &host);
                     shared.replace(host);
@@ -103,6 +104,9 @@ pub fn watch(
                 }
                 Err(e) => {
                     shared.metrics().reload(false);
+                    if matches!(e, ServeError::Load(LoadError::Verify(_))) {
+                        shared.metrics().verify_failure();
+                    }
                     tracing::error!(error = %format!("{e:#}"), "reload failed; the previous version keeps serving");
                 }
             }
@@ -136,10 +140,10 @@ async fn reload(
     path: &Path,
     options: &SandboxOptions,
     lock_mode: &LockMode,
-) -> Result<(Manifest, ToolHost), ServeError> {
+) -> Result<(Manifest, ToolHost, Pinned), ServeError> {
     let manifest = Manifest::load(path)?;
-    let (host, _) = ToolHost::load_manifest(&manifest, options.clone(), lock_mode).await?;
-    Ok((manifest, host))
+    let (host, pinned) = ToolHost::load_manifest(&manifest, options.clone(), lock_mode).await?;
+    Ok((manifest, host, pinned))
 }
 
 /// The files whose changes trigger a reload, and the directories watched

@@ -784,7 +784,10 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
     // theirs is what they fetched.
     let publisher = tempfile::tempdir().unwrap();
     let publisher_cache = [("TOOLHOST_CACHE_DIR", publisher.path().to_str().unwrap())];
-    let pushed = stdout(&scene.toolhost(&["push", calc.to_str().unwrap(), &reference], &publisher_cache));
+    let pushed = stdout(&scene.toolhost(
+        &["push", calc.to_str().unwrap(), &reference],
+        &publisher_cache,
+    ));
     let pinned = pushed.trim().to_owned();
     let digest = pinned.rsplit_once('@').unwrap().1.to_owned();
     // Unsigned: refused under a policy, naming the reference, the digest and the fix.
@@ -796,20 +799,42 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
     let output = scene.toolhost(&["tools"], &[]);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(!output.status.success());
-    assert!(stderr.contains("no signature found") && stderr.contains(&digest), "{stderr}");
+    assert!(
+        stderr.contains("no signature found") && stderr.contains(&digest),
+        "{stderr}"
+    );
     assert!(stderr.contains("toolhost sign --key"), "{stderr}");
     // Signed by a, the policy wants b: refused, and nothing downloaded.
     let sign = |key: &Path| {
-        scene.toolhost(&["sign", "--key", key.to_str().unwrap(), &pinned], &publisher_cache)
+        scene.toolhost(
+            &["sign", "--key", key.to_str().unwrap(), &pinned],
+            &publisher_cache,
+        )
     };
     let signed = sign(&a_private);
-    assert!(signed.status.success(), "{}", String::from_utf8_lossy(&signed.stderr));
+    assert!(
+        signed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&signed.stderr)
+    );
     let output = scene.toolhost(&["tools"], &[]);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(!output.status.success());
-    assert!(stderr.contains(&digest) && stderr.contains("1 signature(s)") && stderr.contains("none by b.pub"), "{stderr}");
+    assert!(
+        stderr.contains(&digest)
+            && stderr.contains("1 signature(s)")
+            && stderr.contains("none by b.pub"),
+        "{stderr}"
+    );
     let layer = Digest::of(&std::fs::read(&calc).unwrap());
-    assert!(!scene.cache().join("blobs/sha256").join(layer.hex()).exists(), "a refused component is not downloaded");
+    assert!(
+        !scene
+            .cache()
+            .join("blobs/sha256")
+            .join(layer.hex())
+            .exists(),
+        "a refused component is not downloaded"
+    );
     assert!(!scene.lock_path().exists());
     // A co-signer adds b's signature; a's stays, and signing again adds nothing.
     assert!(sign(&b_private).status.success());
@@ -834,20 +859,39 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
     // `pull --key` checks the same way, without a manifest.
     let registry = RegistryServer::start();
     let reference = format!("oci://{}/signed/calc:1", registry.address());
-    let pushed = stdout(&scene.toolhost(&["push", calc.to_str().unwrap(), &reference], &publisher_cache));
+    let pushed = stdout(&scene.toolhost(
+        &["push", calc.to_str().unwrap(), &reference],
+        &publisher_cache,
+    ));
     let pinned = pushed.trim().to_owned();
-    let signed = scene.toolhost(&["sign", "--key", a_private.to_str().unwrap(), &pinned], &publisher_cache);
-    assert!(signed.status.success(), "{}", String::from_utf8_lossy(&signed.stderr));
+    let signed = scene.toolhost(
+        &["sign", "--key", a_private.to_str().unwrap(), &pinned],
+        &publisher_cache,
+    );
+    assert!(
+        signed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&signed.stderr)
+    );
     std::fs::remove_file(scene.manifest_path()).unwrap();
     let fresh = tempfile::tempdir().unwrap();
     let fresh_cache = [("TOOLHOST_CACHE_DIR", fresh.path().to_str().unwrap())];
-    let pulled = stdout(&scene.toolhost(&["pull", "--key", a_public.to_str().unwrap(), &reference], &fresh_cache));
+    let pulled = stdout(&scene.toolhost(
+        &["pull", "--key", a_public.to_str().unwrap(), &reference],
+        &fresh_cache,
+    ));
     assert!(pulled.contains("a.pub"), "{pulled}");
-    let refused = scene.toolhost(&["pull", "--key", b_public.to_str().unwrap(), &reference], &fresh_cache);
+    let refused = scene.toolhost(
+        &["pull", "--key", b_public.to_str().unwrap(), &reference],
+        &fresh_cache,
+    );
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("none by"));
     // And a tag is refused for signing: it can move.
-    let by_tag = scene.toolhost(&["sign", "--key", a_private.to_str().unwrap(), &reference], &publisher_cache);
+    let by_tag = scene.toolhost(
+        &["sign", "--key", a_private.to_str().unwrap(), &reference],
+        &publisher_cache,
+    );
     assert!(String::from_utf8_lossy(&by_tag.stderr).contains("sign a digest"));
 }
 
@@ -856,19 +900,38 @@ fn verify_policies_that_cannot_hold_are_manifest_errors() {
     let scene = Scene::new();
     let calc = component("calc");
     let cases = [
-        (format!("[[tool]]\ncomponent = \"{}\"\nverify = {{ key = \"k.pub\" }}\n", calc.display()), "a file on this disk is trusted as it is"),
-        ("[verify]\nkey = \"missing.pub\"\n".to_owned(), "cannot read"),
-        ("[verify]\nidentity = \"me@example.org\"\n".to_owned(), "never any signer"),
-        ("[verify]\nkey = \"k.pub\"\nidentity = \"me@example.org\"\n".to_owned(), "not both"),
+        (
+            format!(
+                "[[tool]]\ncomponent = \"{}\"\nverify = {{ key = \"k.pub\" }}\n",
+                calc.display()
+            ),
+            "a file on this disk is trusted as it is",
+        ),
+        (
+            "[verify]\nkey = \"missing.pub\"\n".to_owned(),
+            "cannot read",
+        ),
+        (
+            "[verify]\nidentity = \"me@example.org\"\n".to_owned(),
+            "never any signer",
+        ),
+        (
+            "[verify]\nkey = \"k.pub\"\nidentity = \"me@example.org\"\n".to_owned(),
+            "not both",
+        ),
         ("verify = \"maybe\"\n".to_owned(), "not a policy"),
     ];
     std::fs::write(scene.dir.path().join("k.pub"), "not a key").unwrap();
     for (text, expected) in cases {
         std::fs::write(scene.manifest_path(), &text).unwrap();
-        let error = Manifest::load(&scene.manifest_path()).unwrap_err().to_string();
+        let error = Manifest::load(&scene.manifest_path())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains(expected), "{text}: {error}");
     }
     std::fs::write(scene.manifest_path(), "[verify]\nkey = \"k.pub\"\n").unwrap();
-    let error = Manifest::load(&scene.manifest_path()).unwrap_err().to_string();
+    let error = Manifest::load(&scene.manifest_path())
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("k.pub"), "{error}");
 }
