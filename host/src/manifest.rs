@@ -341,7 +341,13 @@ impl Manifest {
             .tool
             .into_iter()
             .enumerate()
-            .map(|(i, tool)| tool.validate(path, base, i, &limits, &stores, lookup_env, &verify))
+            .map(|(i, tool)| {
+                let defaults = tool::Defaults {
+                    limits: &limits,
+                    verify: &verify,
+                };
+                tool.validate(path, base, i, &defaults, &stores, lookup_env)
+            })
             .collect::<Result<_, _>>()?;
         let model = raw.model.map(|m| m.validate(path)).transpose()?;
         let registry = raw.registry.validate(path)?;

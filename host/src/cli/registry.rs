@@ -40,14 +40,19 @@ pub(crate) fn settings(path: &Path) -> anyhow::Result<Settings> {
     Ok(Manifest::load(path)?.registry)
 }
 
-/// The registry client, keeping blobs in the cache (or, with caching off,
-/// in a directory dropped at exit).
+/// The registry client, keeping blobs in the cache directory (also with
+/// `--no-cache`, which concerns compiled code), or, with none at all, in
+/// a directory dropped at exit.
 fn registry(
     settings: Settings,
     options: &SandboxOptions,
 ) -> anyhow::Result<(Registry, Option<tempfile::TempDir>)> {
-    match options.cache_dir() {
-        Some(dir) => Ok((Registry::new(settings, dir)?, None)),
+    let dir = options
+        .cache_dir()
+        .map(Path::to_path_buf)
+        .or_else(toolhost::default_cache_dir);
+    match dir {
+        Some(dir) => Ok((Registry::new(settings, &dir)?, None)),
         None => {
             let scratch = tempfile::tempdir().context("creating a scratch directory")?;
             Ok((Registry::new(settings, scratch.path())?, Some(scratch)))

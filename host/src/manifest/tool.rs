@@ -50,18 +50,25 @@ struct RawFile {
     quota: Option<ByteSize>,
 }
 
+/// What the manifest sets for every tool, which an entry may override.
+pub(super) struct Defaults<'a> {
+    /// `[limits]`.
+    pub limits: &'a Limits,
+    /// `[verify]`, for registry components.
+    pub verify: &'a Policy,
+}
+
 impl RawTool {
     /// The component `index` (from 0) of the manifest at `file`, with its
-    /// grants, its limits over `defaults` and its cache.
+    /// grants, its limits and policy over `defaults` and its cache.
     pub(super) fn validate(
         self,
         file: &Path,
         base: &Path,
         index: usize,
-        defaults: &Limits,
+        defaults: &Defaults<'_>,
         stores: &BTreeMap<String, StoreConfig>,
         lookup_env: &dyn Fn(&str) -> Option<String>,
-        default_verify: &Policy,
     ) -> Result<ComponentConfig, ManifestError> {
         let name = format!("tool #{} ({})", index + 1, self.component);
         let err = |key: &str, message: String| ManifestError::tool(file, &name, Some(key), message);
@@ -75,7 +82,7 @@ impl RawTool {
             }
             (Some(raw), _) => raw.validate(base).map_err(|e| err("verify", e))?,
             (None, ComponentSource::File(_)) => Policy::None,
-            (None, _) => default_verify.clone(),
+            (None, _) => defaults.verify.clone(),
         };
         let grants = grant_hosts(Grants::none(), &self.allow_hosts, &err)?;
         let grants = grant_files(grants, base, &self.files, &err)?;
@@ -83,6 +90,7 @@ impl RawTool {
         let grants = grant_config(grants, self.config, lookup_env, &err)?;
         let grants = grant_stores(grants, &self.stores, stores, &err)?;
         let limits = defaults
+            .limits
             .overridden_by(&self.limits)
             .map_err(|(key, e)| err(&format!("limits.{key}"), e))?;
         let cache = self

@@ -350,7 +350,7 @@ impl Client {
             let listed = self
                 .settings
                 .host(reference.registry())
-                .is_some_and(|h| h.blob_redirects.iter().any(|allowed| *allowed == host));
+                .is_some_and(|h| h.blob_redirects.contains(&host));
             if matches!(body, Body::Blob) && listed && next.scheme() == "https" {
                 authorization = None;
                 current = next;

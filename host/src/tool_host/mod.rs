@@ -224,6 +224,16 @@ impl Tools {
     }
 }
 
+/// Where registry blobs are kept: the cache directory, also when compiled
+/// code is not cached (`--no-cache` compiles every time, but a pulled
+/// component still needs a place to be checked and kept).
+fn blob_dir(options: &SandboxOptions) -> Option<std::path::PathBuf> {
+    options
+        .cache_dir()
+        .map(std::path::Path::to_path_buf)
+        .or_else(crate::sandbox::default_cache_dir)
+}
+
 /// Runs tool calls in fresh sandboxed instances. Cheap to clone: clones share
 /// the engine, the compiled components and the limits.
 #[derive(Clone)]
@@ -301,7 +311,7 @@ impl ToolHost {
         resolve::pin(
             manifest.components.clone(),
             &manifest.registry,
-            options.cache_dir(),
+            blob_dir(options).as_deref(),
             manifest.lock.as_ref(),
             mode,
         )
@@ -354,7 +364,7 @@ impl ToolHost {
         let components = resolve::pin(
             components,
             &crate::registry::Settings::default(),
-            options.cache_dir(),
+            blob_dir(&options).as_deref(),
             None,
             &LockMode::Write,
         )
