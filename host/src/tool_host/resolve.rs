@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use crate::component::{ComponentConfig, ComponentSource, PinnedComponent};
+use crate::registry::verify::Policy;
 use crate::registry::{Lock, OciRef, Pin, Registry, RegistryError, Settings, SignatureFailure};
 
 use super::LoadError;
@@ -115,64 +116,87 @@ pub(crate) async fn pin(
         let ComponentSource::Registry(reference) = &component.source else {
             continue;
         };
-        let update = match mode {
-            LockMode::Update(only) => only.is_empty() || only.contains(reference),
-            _ => false,
-        };
-        let kept = old
-            .get(reference)
-            .filter(|pin| !update && reference.digest().is_none_or(|d| *d == pin.manifest));
-        let digest = match kept {
-            Some(pin) => pin.manifest.clone(),
-            None => registry.resolve(reference).await?,
-        };
-        // Signatures first: a component its policy refuses is not even
-        // downloaded.
-        let verdict = registry
-            .verify(reference, &digest, &component.verify)
-            .await
-            .map_err(|e| match e {
-                SignatureFailure::Registry(e) => LoadError::Registry(e),
-                SignatureFailure::Verify(e) => LoadError::Verify(e),
-            })?;
-        let pulled = registry.pull(reference, &digest).await?;
-        if let Some(pin) = kept
-            && pin.layer != pulled.layer.digest
-        {
-            return Err(LoadError::Registry(RegistryError::new(
-                &pulled.reference,
-                crate::registry::Reason::Layout(format!(
-                    "the manifest names the layer {} but toolhost.lock pins {}; the lock was edited or the registry serves another manifest under this digest — run `toolhost lock --update {reference}` if the new layer is meant",
-                    pulled.layer.digest, pin.layer
-                )),
-            )));
-        }
-        let pin = Pin {
-            reference: reference.clone(),
-            manifest: digest.clone(),
-            layer: pulled.layer.digest.clone(),
-            size: pulled.layer.size,
-            media_type: pulled.layer.media_type.clone(),
-        };
-        let moved_from = old
-            .get(reference)
-            .filter(|before| before.manifest != digest)
-            .map(|before| before.manifest.clone());
-        report.push(PinReport {
-            pin: pin.clone(),
-            fetched: pulled.fetched,
-            moved_from,
-        });
-        new.insert(pin);
-        let mut pinned = PinnedComponent::new(pulled.reference, pulled.layer.digest, pulled.blob);
-        pinned.signer = verdict.map(|v| v.signer);
-        component.source = ComponentSource::Pinned(Box::new(pinned));
+        let reference = reference.clone();
+        let pinned = pin_one(&registry, &reference, &component.verify, &old, mode).await?;
+        new.insert(pinned.report.pin.clone());
+        report.push(pinned.report);
+        component.source = ComponentSource::Pinned(Box::new(pinned.component));
     }
     Ok(Pinned {
         changed: lock != Some(&new),
         lock: new,
         components,
         report,
+    })
+}
+
+/// One registry component pinned: what the lock gains, and the component.
+struct PinnedOne {
+    report: PinReport,
+    component: PinnedComponent,
+}
+
+/// Pin `reference`: its digest from `old` unless the mode or the reference
+/// says otherwise, its signatures checked under `policy` (before the layer
+/// is downloaded: a component its policy refuses is not fetched), then its
+/// layer pulled and checked against the pin.
+async fn pin_one(
+    registry: &Registry,
+    reference: &OciRef,
+    policy: &Policy,
+    old: &Lock,
+    mode: &LockMode,
+) -> Result<PinnedOne, LoadError> {
+    let update = match mode {
+        LockMode::Update(only) => only.is_empty() || only.contains(reference),
+        _ => false,
+    };
+    let kept = old
+        .get(reference)
+        .filter(|pin| !update && reference.digest().is_none_or(|d| *d == pin.manifest));
+    let digest = match kept {
+        Some(pin) => pin.manifest.clone(),
+        None => registry.resolve(reference).await?,
+    };
+    let verdict = registry
+        .verify(reference, &digest, policy)
+        .await
+        .map_err(|e| match e {
+            SignatureFailure::Registry(e) => LoadError::Registry(e),
+            SignatureFailure::Verify(e) => LoadError::Verify(e),
+        })?;
+    let pulled = registry.pull(reference, &digest).await?;
+    if let Some(pin) = kept
+        && pin.layer != pulled.layer.digest
+    {
+        return Err(LoadError::Registry(RegistryError::new(
+            &pulled.reference,
+            crate::registry::Reason::Layout(format!(
+                "the manifest names the layer {} but toolhost.lock pins {}; the lock was edited or the registry serves another manifest under this digest — run `toolhost lock --update {reference}` if the new layer is meant",
+                pulled.layer.digest, pin.layer
+            )),
+        )));
+    }
+    let pin = Pin {
+        reference: reference.clone(),
+        manifest: digest.clone(),
+        layer: pulled.layer.digest.clone(),
+        size: pulled.layer.size,
+        media_type: pulled.layer.media_type.clone(),
+    };
+    let moved_from = old
+        .get(reference)
+        .filter(|before| before.manifest != digest)
+        .map(|before| before.manifest.clone());
+    let mut component = PinnedComponent::new(pulled.reference, pulled.layer.digest, pulled.blob);
+    component.signer = verdict.map(|v| v.signer);
+    Ok(PinnedOne {
+        report: PinReport {
+            pin,
+            fetched: pulled.fetched,
+            moved_from,
+        },
+        component,
     })
 }
 
