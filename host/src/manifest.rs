@@ -64,6 +64,8 @@ pub struct Manifest {
     /// `toolhost.lock` beside the manifest, when there is one: the digests
     /// its registry components are pinned to.
     pub lock: Option<crate::registry::Lock>,
+    /// Read from a file (whose directory holds its lock file).
+    from_file: bool,
 }
 
 #[derive(Deserialize)]
@@ -285,13 +287,16 @@ impl Manifest {
             stores: BTreeMap::new(),
             registry: crate::registry::Settings::default(),
             lock: None,
+            from_file: false,
         }
     }
 
-    /// Where this manifest's lock file is (whether or not it exists).
+    /// Where this manifest's lock file is (whether or not it exists);
+    /// `None` for a manifest of components given in code or on the command
+    /// line, which has no lock file and never writes one.
     #[must_use]
-    pub fn lock_path(&self) -> PathBuf {
-        registry::lock_path(&self.path)
+    pub fn lock_path(&self) -> Option<PathBuf> {
+        self.from_file.then(|| registry::lock_path(&self.path))
     }
 
     /// Read and validate the manifest at `path`.
@@ -360,6 +365,7 @@ impl Manifest {
             stores,
             registry,
             lock,
+            from_file: true,
         })
     }
 }

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
+use toolhost::printable::one_line;
 use toolhost::registry::layout::{IMPORTS_ANNOTATION, TOOLS_ANNOTATION};
 use toolhost::registry::verify::{Policy, PublicKey, SigningKey};
 use toolhost::registry::{OciRef, Publication, Registry, Settings};
@@ -243,19 +244,28 @@ pub(crate) async fn inspect(
         print_json(&summary)?;
         return Ok(ExitCode::SUCCESS);
     }
+    // Everything below comes from the publisher: shown as one printable
+    // line each, so that no value can move the cursor or hide a line.
+    let line = |text: &str| one_line(text, 300);
     println!("{}", summary["reference"].as_str().unwrap_or_default());
     println!(
         "  layer: {} ({} bytes, {})",
-        layer.digest, layer.size, layer.media_type
+        layer.digest,
+        layer.size,
+        line(&layer.media_type)
     );
     for key in [CREATED, VERSION, DESCRIPTION, SOURCE] {
         if let Some(value) = manifest.annotations.get(key) {
-            println!("  {}: {value}", key.rsplit('.').next().unwrap_or(key));
+            println!(
+                "  {}: {}",
+                key.rsplit('.').next().unwrap_or(key),
+                line(value)
+            );
         }
     }
     match summary["tools"].as_array() {
         Some(tools) => {
-            println!("  tools:");
+            println!("  tools (as the publisher declares them; loading checks them):");
             for tool in tools {
                 let name = tool["name"].as_str().unwrap_or("?");
                 let description = tool["description"].as_str().unwrap_or("");
@@ -263,15 +273,22 @@ pub(crate) async fn inspect(
                     .as_object()
                     .map(|p| p.keys().map(String::as_str).collect())
                     .unwrap_or_default();
-                println!("    {name}({}): {description}", arguments.join(", "));
+                println!(
+                    "    {}({}): {}",
+                    line(name),
+                    line(&arguments.join(", ")),
+                    line(description)
+                );
             }
         }
         None => println!("  tools: not described (not pushed by toolhost); load it to see them"),
     }
     if let Some(imports) = summary["imports"].as_array() {
-        println!("  imports:");
+        println!(
+            "  imports (as the publisher declares them; the sandbox grants only what the manifest says):"
+        );
         for import in imports {
-            println!("    {}", import.as_str().unwrap_or("?"));
+            println!("    {}", line(import.as_str().unwrap_or("?")));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -333,7 +350,9 @@ pub(crate) async fn lock(
             None => eprintln!("{}: {}", pin.reference, pin.manifest),
         }
     }
-    let path = manifest.lock_path();
+    let path = manifest
+        .lock_path()
+        .context("this manifest has no file, so no lock file")?;
     if pinned.changed {
         if locked {
             anyhow::bail!(

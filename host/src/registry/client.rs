@@ -42,12 +42,27 @@ pub(crate) enum Access {
 }
 
 /// Talks to registries; one per load, shared by its pulls.
-#[derive(Debug)]
 pub(crate) struct Client {
+    /// For HTTPS registries: proxies from the environment are honoured.
     http: reqwest::Client,
+    /// For plain-HTTP ones (this machine, or marked insecure): never
+    /// through a proxy, which would see credentials in the clear.
+    direct: reqwest::Client,
     settings: Arc<Settings>,
-    /// Bearer tokens by registry and scope.
+    /// `Authorization` values (tokens, or Basic credentials) by registry
+    /// and scope.
     tokens: Mutex<HashMap<(String, String), String>>,
+}
+
+impl std::fmt::Debug for Client {
+    /// Never the cached credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cached = self.tokens.lock().map_or(0, |t| t.len());
+        f.debug_struct("Client")
+            .field("settings", &self.settings)
+            .field("cached_authorizations", &cached)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A manifest as served.
@@ -61,14 +76,24 @@ impl Client {
     pub fn new(settings: Arc<Settings>) -> Result<Self, Reason> {
         // The ring provider is already in the build for wasi:http.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| Reason::Unreachable(format!("cannot build an HTTP client: {e}")))?;
+        // Each operation as a whole, reading the body included, is bounded
+        // by `within`.
+        let builder = || {
+            reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
+        };
+        let build = |builder: reqwest::ClientBuilder| {
+            builder
+                .build()
+                .map_err(|e| Reason::Unreachable(format!("cannot build an HTTP client: {e}")))
+        };
+        let http = build(builder())?;
+        let direct = build(builder().no_proxy())?;
         Ok(Self {
             http,
+            direct,
             settings,
             tokens: Mutex::default(),
         })
@@ -93,8 +118,39 @@ impl Client {
         is_loopback(registry) || self.settings.host(registry).is_some_and(|h| h.insecure)
     }
 
+    /// The HTTP client for `registry`.
+    fn http_for(&self, registry: &str) -> &reqwest::Client {
+        if self.plain_http_allowed(registry) {
+            &self.direct
+        } else {
+            &self.http
+        }
+    }
+
+    /// `work` (one whole operation: every request, redirect and login it
+    /// takes, and reading the body) within the deadline, so that a registry
+    /// that sends a body a byte at a time is given up on too.
+    async fn within<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, Reason>>,
+    ) -> Result<T, Reason> {
+        let deadline = self.settings.timeout;
+        tokio::time::timeout(deadline, work)
+            .await
+            .map_err(|_| Reason::Timeout(deadline))?
+    }
+
     /// The manifest `tag_or_digest` of the reference's repository.
     pub async fn manifest(
+        &self,
+        reference: &OciRef,
+        tag_or_digest: &str,
+    ) -> Result<Fetched, Reason> {
+        self.within(self.fetch_manifest(reference, tag_or_digest))
+            .await
+    }
+
+    async fn fetch_manifest(
         &self,
         reference: &OciRef,
         tag_or_digest: &str,
@@ -136,6 +192,18 @@ impl Client {
         what: &str,
         sink: &mut Incoming,
     ) -> Result<(), Reason> {
+        self.within(self.fetch_blob(reference, digest, max, what, sink))
+            .await
+    }
+
+    async fn fetch_blob(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+        max: (u64, &'static str),
+        what: &str,
+        sink: &mut Incoming,
+    ) -> Result<(), Reason> {
         let url = format!("{}/blobs/{digest}", self.base(reference));
         let response = self
             .send(reference, Access::Pull, Method::GET, &url, Body::Blob)
@@ -151,7 +219,7 @@ impl Client {
     }
 
     /// Whether the repository already has the blob.
-    pub async fn has_blob(&self, reference: &OciRef, digest: &Digest) -> Result<bool, Reason> {
+    async fn has_blob(&self, reference: &OciRef, digest: &Digest) -> Result<bool, Reason> {
         let url = format!("{}/blobs/{digest}", self.base(reference));
         let response = self
             .send(reference, Access::Push, Method::HEAD, &url, Body::Blob)
@@ -161,6 +229,10 @@ impl Client {
 
     /// Upload a blob (monolithic: components are megabytes, not gigabytes).
     pub async fn upload(&self, reference: &OciRef, bytes: &[u8]) -> Result<Digest, Reason> {
+        self.within(self.upload_blob(reference, bytes)).await
+    }
+
+    async fn upload_blob(&self, reference: &OciRef, bytes: &[u8]) -> Result<Digest, Reason> {
         let digest = Digest::of(bytes);
         if self.has_blob(reference, &digest).await? {
             return Ok(digest);
@@ -213,6 +285,17 @@ impl Client {
         bytes: Vec<u8>,
         media_type: &'static str,
     ) -> Result<(), Reason> {
+        self.within(self.store_manifest(reference, tag_or_digest, bytes, media_type))
+            .await
+    }
+
+    async fn store_manifest(
+        &self,
+        reference: &OciRef,
+        tag_or_digest: &str,
+        bytes: Vec<u8>,
+        media_type: &'static str,
+    ) -> Result<(), Reason> {
         let url = format!("{}/manifests/{tag_or_digest}", self.base(reference));
         let response = self
             .send(
@@ -228,7 +311,7 @@ impl Client {
     }
 
     /// One exchange: credentials when the registry asks, redirects within
-    /// the rules, all under the deadline.
+    /// the rules.
     async fn send(
         &self,
         reference: &OciRef,
@@ -237,13 +320,8 @@ impl Client {
         url: &str,
         body: Body,
     ) -> Result<reqwest::Response, Reason> {
-        let deadline = self.settings.timeout;
-        tokio::time::timeout(
-            deadline,
-            self.exchange(reference, access, method, url, body),
-        )
-        .await
-        .map_err(|_| Reason::Timeout(deadline))?
+        // The callers bound the whole operation (`within`).
+        self.exchange(reference, access, method, url, body).await
     }
 
     async fn exchange(
@@ -262,6 +340,14 @@ impl Client {
             .await?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
+        }
+        // Only the registry itself may ask for its credentials: a 401 from
+        // a host a blob was redirected to gets none.
+        if !same_authority(response.url(), url) {
+            return Err(Reason::Unauthorized(format!(
+                "{} (a host a download was redirected to) asks for credentials; toolhost gives a registry's credentials to the registry only",
+                response.url().host_str().unwrap_or_default()
+            )));
         }
         let challenge = response
             .headers()
@@ -318,7 +404,9 @@ impl Client {
             .map_err(|e| Reason::Refused(format!("{url} is not a URL: {e}")))?;
         let mut authorization = authorization.map(str::to_owned);
         for _ in 0..=MAX_REDIRECTS {
-            let mut request = self.http.request(method.clone(), current.clone());
+            let mut request = self
+                .http_for(reference.registry())
+                .request(method.clone(), current.clone());
             if let Some(value) = &authorization {
                 request = request.header(header::AUTHORIZATION, value);
             }
@@ -347,10 +435,11 @@ impl Client {
                 Some(port) => format!("{host}:{port}"),
                 None => host.clone(),
             };
-            let listed = self
-                .settings
-                .host(reference.registry())
-                .is_some_and(|h| h.blob_redirects.contains(&host));
+            // A listed `host` means its HTTPS port; `host:port` that port.
+            let listed = self.settings.host(reference.registry()).is_some_and(|h| {
+                h.blob_redirects.contains(&authority)
+                    || (next.port().is_none() && h.blob_redirects.contains(&host))
+            });
             if matches!(body, Body::Blob) && listed && next.scheme() == "https" {
                 authorization = None;
                 current = next;
@@ -375,20 +464,29 @@ impl Client {
         let mut url = reqwest::Url::parse(realm).map_err(|e| {
             Reason::Refused(format!("the token service {realm:?} is not a URL: {e}"))
         })?;
-        let realm_host = url.host_str().unwrap_or_default().to_owned();
+        // Plain HTTP only to the registry's own host, when the registry
+        // itself may be spoken to in plain HTTP (this machine, or insecure).
+        let realm_host = url
+            .host_str()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let same_host = realm_host == reference.host();
         if url.scheme() != "https"
-            && !is_loopback(&realm_host)
-            && !self.plain_http_allowed(reference.registry())
+            && !(url.scheme() == "http"
+                && same_host
+                && self.plain_http_allowed(reference.registry()))
         {
             return Err(Reason::Refused(format!(
-                "the token service {realm} is plain HTTP; toolhost sends credentials over HTTPS only"
+                "the token service {} is not HTTPS on another host than the registry; toolhost sends credentials there over HTTPS only",
+                crate::printable::one_line(realm, 200)
             )));
         }
         if let Some(service) = service {
             url.query_pairs_mut().append_pair("service", service);
         }
         url.query_pairs_mut().append_pair("scope", scope);
-        let mut request = self.http.get(url);
+        let mut request = self.http_for(reference.registry()).get(url);
         if let Some(credentials) = credentials {
             request = request.header(header::AUTHORIZATION, credentials.basic());
         }
@@ -516,7 +614,8 @@ async fn success(
         Ok(())
     })
     .await;
-    let detail = String::from_utf8_lossy(&detail[..detail.len().min(300)]).into_owned();
+    // Registry text, shown to a person: one printable line, clipped.
+    let detail = crate::printable::one_line(&String::from_utf8_lossy(&detail), 300);
     if status == StatusCode::NOT_FOUND {
         return Err(Reason::NotFound(format!(
             "{what} {name} is not in the registry ({detail})"

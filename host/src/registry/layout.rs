@@ -148,7 +148,8 @@ impl ImageManifest {
         }
         if media_type != OCI_MANIFEST && media_type != DOCKER_MANIFEST {
             return Err(format!(
-                "it is a {media_type:?}, not an image manifest ({OCI_MANIFEST})"
+                "it is a {}, not an image manifest ({OCI_MANIFEST})",
+                shown(media_type)
             ));
         }
         let manifest: Self = serde_json::from_slice(bytes)
@@ -180,24 +181,32 @@ impl ImageManifest {
                 if self.layers.is_empty() {
                     "no layers".to_owned()
                 } else {
-                    self.layers
-                        .iter()
-                        .map(|l| l.media_type.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    listed(self.layers.iter().map(|l| shown(&l.media_type)))
                 }
             )),
             several => Err(format!(
                 "it has {} Wasm layers ({}); toolhost takes one component per reference",
                 several.len(),
-                several
-                    .iter()
-                    .map(|l| l.digest.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                listed(several.iter().map(|l| l.digest.to_string()))
             )),
         }
     }
+}
+
+/// Registry text as a message may show it: one printable line, clipped.
+fn shown(text: &str) -> String {
+    crate::printable::one_line(text, 100)
+}
+
+/// The first few of `items`, and how many more.
+fn listed(items: impl ExactSizeIterator<Item = String>) -> String {
+    const SHOWN: usize = 8;
+    let total = items.len();
+    let mut text = items.take(SHOWN).collect::<Vec<_>>().join(", ");
+    if total > SHOWN {
+        text.push_str(&format!(" and {} more", total - SHOWN));
+    }
+    text
 }
 
 /// Check that `bytes` (the start of a layer will do) are a Wasm component,

@@ -84,6 +84,11 @@ impl Registry {
             .manifest(reference, tag)
             .await
             .map_err(|reason| RegistryError::new(reference, reason))?;
+        // Only a manifest is kept (the store is never collected, and a tag
+        // can answer anything).
+        ImageManifest::parse(&fetched.bytes, fetched.content_type.as_deref()).map_err(|e| {
+            RegistryError::new(reference, Reason::Layout(format!("not a component: {e}")))
+        })?;
         // The digest is what we hashed, never what a header claims.
         let digest = self
             .store

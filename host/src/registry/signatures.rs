@@ -283,7 +283,15 @@ fn signature_layers(manifest: &ImageManifest) -> impl Iterator<Item = &Descripto
     manifest
         .layers
         .iter()
-        .filter(|l| l.media_type == SIMPLE_SIGNING_MEDIA_TYPE && l.size <= MAX_PAYLOAD as u64)
+        // Layers that cannot be a signature do not count towards the bound:
+        // junk pushed to the tag cannot crowd out a real one.
+        .filter(|l| {
+            l.media_type == SIMPLE_SIGNING_MEDIA_TYPE
+                && l.size <= MAX_PAYLOAD as u64
+                && l.annotations
+                    .get(SIGNATURE_ANNOTATION)
+                    .is_some_and(|s| BASE64.decode(s.trim()).is_ok())
+        })
         .take(MAX_SIGNATURES)
 }
 

@@ -98,7 +98,9 @@ impl Cache {
         digest: &Digest,
         label: &str,
     ) -> wasmtime::Result<(Component, CacheStatus)> {
-        let entry = self.entry(engine, &format!("sha256-{}", &digest.hex()[..32]));
+        // The whole digest: a prefix would let two layers built to share it
+        // share an entry.
+        let entry = self.entry(engine, &format!("sha256-{}", digest.hex()));
         self.load_entry(engine, &entry, label, || read_blob(blob, digest))
     }
 

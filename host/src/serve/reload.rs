@@ -163,16 +163,15 @@ impl Watched {
     ) {
         // The lock file too: a changed pin is a changed component. A
         // reload that writes it changes nothing the next one would.
-        let files: BTreeSet<PathBuf> =
-            [manifest_path.to_path_buf(), absolute(&manifest.lock_path())]
-                .into_iter()
-                .chain(
-                    manifest
-                        .components
-                        .iter()
-                        .filter_map(|c| c.path().map(absolute)),
-                )
-                .collect();
+        let files: BTreeSet<PathBuf> = std::iter::once(manifest_path.to_path_buf())
+            .chain(manifest.lock_path().map(|p| absolute(&p)))
+            .chain(
+                manifest
+                    .components
+                    .iter()
+                    .filter_map(|c| c.path().map(absolute)),
+            )
+            .collect();
         let dirs: BTreeSet<PathBuf> = files
             .iter()
             .filter_map(|f| f.parent().map(Path::to_path_buf))

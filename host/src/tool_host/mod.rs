@@ -289,8 +289,10 @@ impl ToolHost {
     ) -> Result<(Self, Pinned), LoadError> {
         let mut pinned = Self::pin(manifest, &options, mode).await?;
         let host = Self::load_components(std::mem::take(&mut pinned.components), options).await?;
-        if pinned.changed && *mode != LockMode::Locked {
-            let path = manifest.lock_path();
+        if pinned.changed
+            && *mode != LockMode::Locked
+            && let Some(path) = manifest.lock_path()
+        {
             resolve::write_lock(&path, &pinned.lock)
                 .map_err(|error| LoadError::LockWrite { path, error })?;
         }

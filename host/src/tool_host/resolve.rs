@@ -63,7 +63,10 @@ impl Pinned {
     ///
     /// When the directory cannot be written.
     pub fn write_lock(&self, manifest: &crate::manifest::Manifest) -> std::io::Result<()> {
-        write_lock(&manifest.lock_path(), &self.lock)
+        match manifest.lock_path() {
+            Some(path) => write_lock(&path, &self.lock),
+            None => Ok(()),
+        }
     }
 }
 
@@ -88,18 +91,16 @@ pub(crate) async fn pin(
         })
         .collect();
     let old = lock.cloned().unwrap_or_default();
+    if *mode == LockMode::Locked {
+        check_locked(&references, &old)?;
+    }
     if references.is_empty() {
-        let mut empty = old.clone();
-        empty.retain_only(&[]);
         return Ok(Pinned {
-            changed: lock.is_some() && empty != old,
-            lock: empty,
+            changed: lock.is_some_and(|l| l.pins().next().is_some()),
+            lock: Lock::default(),
             components,
             report: Vec::new(),
         });
-    }
-    if *mode == LockMode::Locked {
-        check_locked(&references, &old)?;
     }
     let cache_dir = cache_dir.ok_or_else(|| {
         LoadError::Registry(RegistryError::new(
@@ -122,8 +123,16 @@ pub(crate) async fn pin(
         report.push(pinned.report);
         component.source = ComponentSource::Pinned(Box::new(pinned.component));
     }
+    let changed = lock != Some(&new);
+    if changed && *mode == LockMode::Locked {
+        // Every pin was there (checked above), but what it records of the
+        // layer (size, media type) is not what the registry serves.
+        return Err(LoadError::Locked(
+            "a pin's layer size or media type differs from what its manifest declares".into(),
+        ));
+    }
     Ok(Pinned {
-        changed: lock != Some(&new),
+        changed,
         lock: new,
         components,
         report,

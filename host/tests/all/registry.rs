@@ -228,6 +228,12 @@ fn wkg_and_toolhost_read_each_others_pushes() {
     let answer: serde_json::Value =
         serde_json::from_str(&stdout(&scene.toolhost(&call, &[]))).unwrap();
     assert_eq!(answer["content"], "5");
+    // A component named on the command line has no lock file to write: a
+    // project's own toolhost.lock in the working directory is left alone.
+    assert!(
+        !scene.lock_path().exists(),
+        "call --component wrote a lock file"
+    );
     // toolhost publishes, wkg fetches the same bytes.
     let reference = format!("oci://{address}/toolhost/calc:1");
     stdout(&scene.toolhost(&["push", calc.to_str().unwrap(), &reference], &[]));
@@ -326,7 +332,7 @@ async fn a_blob_altered_in_the_registry_is_refused_and_nothing_is_kept() {
 #[tokio::test]
 async fn layers_that_are_not_components_are_refused_by_what_they_are() {
     let registry = RegistryServer::start();
-    let cases: [(&str, &[u8], &str); 3] = [
+    let cases: [(&str, &[u8], &str); 4] = [
         (
             "application/octet-stream",
             b"\0asm\x0d\0\x01\0",
@@ -341,6 +347,12 @@ async fn layers_that_are_not_components_are_refused_by_what_they_are() {
             "application/wasm",
             b"#!/bin/sh\nrm -rf /\n",
             "not WebAssembly",
+        ),
+        // A media type that would clear the screen is shown inert.
+        (
+            "text/plain\u{1b}[2J\u{1b}[H",
+            b"x",
+            "no Wasm layer (found: text/plain[2J[H)",
         ),
     ];
     for (i, (media, bytes, expected)) in cases.into_iter().enumerate() {
@@ -447,6 +459,23 @@ async fn locked_refuses_a_lock_that_would_change_before_any_network() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("tools/old:1 would be removed"), "{error}");
+    // With no registry component left at all, the stale lock is a change too.
+    std::fs::write(
+        scene.manifest_path(),
+        format!(
+            "[[tool]]\ncomponent = \"{}\"\n",
+            component("calc").display()
+        ),
+    )
+    .unwrap();
+    let manifest = Manifest::load(&scene.manifest_path()).unwrap();
+    let error = scene
+        .load(&manifest, LockMode::Locked)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("would be removed"), "{error}");
+    scene.one_tool(&reference, "");
     // And the CLI's --locked says so and exits non-zero.
     let output = scene.toolhost(&["--locked", "tools"], &[]);
     assert!(!output.status.success());
@@ -934,4 +963,74 @@ fn verify_policies_that_cannot_hold_are_manifest_errors() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("k.pub"), "{error}");
+}
+
+#[tokio::test]
+async fn a_registry_that_sends_its_body_a_byte_at_a_time_is_given_up_on_at_the_timeout() {
+    use axum::body::Body;
+    use axum::http::Response;
+    let address = hostile::serve("127.0.0.1", |_| {
+        let drip = futures::stream::unfold(0u32, |n| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            Some((Ok::<_, std::io::Error>(vec![b' ']), n + 1))
+        });
+        Response::builder()
+            .header("content-type", "application/vnd.oci.image.manifest.v1+json")
+            .body(Body::from_stream(drip))
+            .unwrap()
+    })
+    .await;
+    let scene = Scene::new();
+    let manifest = scene.one_tool(
+        &format!("oci://{address}/drip/tool:1"),
+        "[registry]\ntimeout = \"1s\"",
+    );
+    let error = scene
+        .load(&manifest, LockMode::Write)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("within 1s"), "{error}");
+}
+
+#[tokio::test]
+async fn credentials_never_go_to_a_plain_http_token_service_on_another_host() {
+    use axum::http::{Response, StatusCode};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let token_service = {
+        let asked = asked.clone();
+        hostile::serve("127.0.0.2", move |_| {
+            asked.fetch_add(1, Ordering::SeqCst);
+            hostile::status(StatusCode::OK)
+        })
+        .await
+    };
+    let registry = hostile::serve("127.0.0.1", move |_| {
+        Response::builder()
+            .status(StatusCode::UNAUTHORIZED)
+            .header(
+                "www-authenticate",
+                format!(r#"Bearer realm="http://{token_service}/token",service="x""#),
+            )
+            .body(axum::body::Body::empty())
+            .unwrap()
+    })
+    .await;
+    let scene = Scene::new();
+    let manifest_text = format!(
+        "[registry.host.\"{registry}\"]\nusername = \"bot\"\npassword_env = \"PATH\"\n\n[[tool]]\ncomponent = \"oci://{registry}/t/c:1\"\n"
+    );
+    let manifest = scene.manifest(&manifest_text);
+    let error = scene
+        .load(&manifest, LockMode::Write)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("over HTTPS only"), "{error}");
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        0,
+        "the token service was asked"
+    );
 }
