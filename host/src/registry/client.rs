@@ -8,7 +8,7 @@
 //! with credentials).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -44,10 +44,12 @@ pub(crate) enum Access {
 /// Talks to registries; one per load, shared by its pulls.
 pub(crate) struct Client {
     /// For HTTPS registries: proxies from the environment are honoured.
-    http: reqwest::Client,
+    /// Built at the first request: a load from the cache makes none, and
+    /// building a TLS client costs milliseconds.
+    http: OnceLock<reqwest::Client>,
     /// For plain-HTTP ones (this machine, or marked insecure): never
     /// through a proxy, which would see credentials in the clear.
-    direct: reqwest::Client,
+    direct: OnceLock<reqwest::Client>,
     settings: Arc<Settings>,
     /// `Authorization` values (tokens, or Basic credentials) by registry
     /// and scope.
@@ -73,30 +75,13 @@ pub(crate) struct Fetched {
 }
 
 impl Client {
-    pub fn new(settings: Arc<Settings>) -> Result<Self, Reason> {
-        // The ring provider is already in the build for wasi:http.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        // Each operation as a whole, reading the body included, is bounded
-        // by `within`.
-        let builder = || {
-            reqwest::Client::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .redirect(reqwest::redirect::Policy::none())
-                .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
-        };
-        let build = |builder: reqwest::ClientBuilder| {
-            builder
-                .build()
-                .map_err(|e| Reason::Unreachable(format!("cannot build an HTTP client: {e}")))
-        };
-        let http = build(builder())?;
-        let direct = build(builder().no_proxy())?;
-        Ok(Self {
-            http,
-            direct,
+    pub fn new(settings: Arc<Settings>) -> Self {
+        Self {
+            http: OnceLock::new(),
+            direct: OnceLock::new(),
             settings,
             tokens: Mutex::default(),
-        })
+        }
     }
 
     /// `https://REGISTRY/v2/REPOSITORY`, or `http://` where allowed.
@@ -119,12 +104,30 @@ impl Client {
     }
 
     /// The HTTP client for `registry`.
-    fn http_for(&self, registry: &str) -> &reqwest::Client {
-        if self.plain_http_allowed(registry) {
-            &self.direct
+    fn http_for(&self, registry: &str) -> Result<&reqwest::Client, Reason> {
+        let (cell, proxies) = if self.plain_http_allowed(registry) {
+            (&self.direct, false)
         } else {
-            &self.http
+            (&self.http, true)
+        };
+        if let Some(client) = cell.get() {
+            return Ok(client);
         }
+        // The ring provider is already in the build for wasi:http.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        // Each operation as a whole, reading the body included, is bounded
+        // by `within`.
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")));
+        if !proxies {
+            builder = builder.no_proxy();
+        }
+        let client = builder
+            .build()
+            .map_err(|e| Reason::Unreachable(format!("cannot build an HTTP client: {e}")))?;
+        Ok(cell.get_or_init(|| client))
     }
 
     /// `work` (one whole operation: every request, redirect and login it
@@ -405,7 +408,7 @@ impl Client {
         let mut authorization = authorization.map(str::to_owned);
         for _ in 0..=MAX_REDIRECTS {
             let mut request = self
-                .http_for(reference.registry())
+                .http_for(reference.registry())?
                 .request(method.clone(), current.clone());
             if let Some(value) = &authorization {
                 request = request.header(header::AUTHORIZATION, value);
@@ -486,7 +489,7 @@ impl Client {
             url.query_pairs_mut().append_pair("service", service);
         }
         url.query_pairs_mut().append_pair("scope", scope);
-        let mut request = self.http_for(reference.registry()).get(url);
+        let mut request = self.http_for(reference.registry())?.get(url);
         if let Some(credentials) = credentials {
             request = request.header(header::AUTHORIZATION, credentials.basic());
         }
@@ -726,7 +729,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let client = Client::new(Arc::new(settings)).unwrap();
+        let client = Client::new(Arc::new(settings));
         assert!(client.plain_http_allowed("registry.internal:5000"));
         assert!(!client.plain_http_allowed("registry.internal:5001"));
         assert!(!client.plain_http_allowed("ghcr.io"));

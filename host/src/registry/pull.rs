@@ -48,10 +48,8 @@ impl Registry {
     /// When no HTTP client can be built.
     pub fn new(settings: Settings, cache_dir: &Path) -> Result<Self, RegistryError> {
         let settings = Arc::new(settings);
-        let client = Client::new(settings.clone())
-            .map_err(|reason| RegistryError::new("registries", reason))?;
         Ok(Self {
-            client: Arc::new(client),
+            client: Arc::new(Client::new(settings.clone())),
             store: Store::new(cache_dir),
             settings,
         })
