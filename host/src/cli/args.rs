@@ -274,6 +274,10 @@ pub(crate) struct ComponentFlags {
     /// Also print the tool's log lines, and its fuel and time, on stderr.
     #[arg(long, short, requires = "component")]
     pub(crate) verbose: bool,
+    /// For a registry component: refuse it unless a cosign signature by this
+    /// public key (PEM) vouches for it.
+    #[arg(long, value_name = "KEY.pub", requires = "component")]
+    pub(crate) key: Option<PathBuf>,
 }
 
 impl ComponentFlags {
@@ -318,8 +322,25 @@ impl ComponentFlags {
                 })?;
             toolhost::ComponentConfig::registry(reference)
         } else {
+            if self.key.is_some() {
+                return Err(usage(
+                    "--key",
+                    path,
+                    "signatures are checked on registry components (oci://…); a file on this disk is trusted as it is".into(),
+                ));
+            }
             toolhost::ComponentConfig::new(path)
         };
+        if let Some(key) = &self.key {
+            let text = std::fs::read_to_string(key)
+                .with_context(|| format!("reading {}", key.display()))?;
+            let public = toolhost::registry::verify::PublicKey::from_pem(&text)
+                .map_err(|e| usage("--key", &key.display().to_string(), e.to_string()))?;
+            config = config.verify(toolhost::registry::verify::Policy::Key {
+                path: key.clone(),
+                key: public,
+            });
+        }
         config.grants = grants;
         let flag = |e: toolhost::LimitsError| {
             anyhow::anyhow!(UsageError(format!("--{}: {}", e.key, e.message)))

@@ -914,6 +914,20 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
         &["pull", "--key", b_public.to_str().unwrap(), &reference],
         &fresh_cache,
     );
+    let call_refused = scene.toolhost(
+        &[
+            "call",
+            "--component",
+            &reference,
+            "--key",
+            b_public.to_str().unwrap(),
+            "calc",
+            "{}",
+        ],
+        &fresh_cache,
+    );
+    assert!(!call_refused.status.success());
+    assert!(String::from_utf8_lossy(&call_refused.stderr).contains("none by"));
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("none by"));
     // And a tag is refused for signing: it can move.
