@@ -22,6 +22,7 @@ use serde::Deserialize;
 
 use super::ManifestError;
 use crate::limits::ByteSize;
+use crate::registry::verify::keyless::TrustedRoot;
 use crate::registry::verify::{Policy, PublicKey};
 use crate::registry::{HostSettings, LOCK_FILE, Lock, Settings};
 
@@ -137,6 +138,9 @@ pub(super) struct RawVerifyTable {
 /// The largest key file read: a PEM public key is a few hundred bytes.
 const MAX_KEY_FILE: u64 = 64 << 10;
 
+/// The largest trusted root read: Sigstore's public one is about 10 KiB.
+const MAX_TRUSTED_ROOT: u64 = 4 << 20;
+
 impl RawVerify {
     /// The policy, its files (relative to the manifest's directory `base`)
     /// read and parsed now, so that a bad key is a load error before any
@@ -159,7 +163,7 @@ impl RawVerify {
                 trusted_root: None,
             } => {
                 let path = base.join(&key);
-                let text = read_small(&path)?;
+                let text = read_small(&path, MAX_KEY_FILE)?;
                 let public = PublicKey::from_pem(&text)
                     .map_err(|e| format!("{}: {e}", path.display()))?;
                 Ok(Policy::Key { path: key, key: public })
@@ -179,25 +183,36 @@ impl RawVerify {
 }
 
 /// A keyless policy: all three of identity, issuer and trusted root, so
-/// that no policy ever accepts any signer.
+/// that no policy ever accepts any signer. The trusted root is read and
+/// parsed now: one that does not parse is a load error before any network.
 fn keyless(
     identity: Option<String>,
     issuer: Option<String>,
     trusted_root: Option<PathBuf>,
-    _base: &Path,
+    base: &Path,
 ) -> Result<Policy, String> {
-    let (Some(_identity), Some(_issuer), Some(_trusted_root)) = (identity, issuer, trusted_root)
-    else {
+    let (Some(identity), Some(issuer), Some(root_path)) = (identity, issuer, trusted_root) else {
         return Err(
             "a keyless policy needs identity (the signer's certificate identity), issuer (its OIDC issuer) and trusted_root (a Sigstore trusted_root.json): never any signer"
                 .into(),
         );
     };
-    Err("keyless verification is not in this build yet; use verify = { key = \"…\" }".into())
+    if identity.trim().is_empty() || issuer.trim().is_empty() {
+        return Err("identity and issuer must name the signer exactly; they are never empty".into());
+    }
+    let path = base.join(&root_path);
+    let text = read_small(&path, MAX_TRUSTED_ROOT)?;
+    let root = TrustedRoot::parse(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Policy::Keyless {
+        identity,
+        issuer,
+        root_path,
+        root: std::sync::Arc::new(root),
+    })
 }
 
-/// A small file's text, read whole.
-fn read_small(path: &Path) -> Result<String, String> {
+/// A small file's text, read whole, at most `max` bytes.
+fn read_small(path: &Path, max: u64) -> Result<String, String> {
     let length = std::fs::metadata(path)
         .map_err(|e| {
             format!(
@@ -206,9 +221,9 @@ fn read_small(path: &Path) -> Result<String, String> {
             )
         })?
         .len();
-    if length > MAX_KEY_FILE {
+    if length > max {
         return Err(format!(
-            "{} is {length} bytes; a key file is at most {MAX_KEY_FILE}",
+            "{} is {length} bytes; toolhost reads at most {max} here",
             path.display()
         ));
     }

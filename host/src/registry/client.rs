@@ -185,6 +185,37 @@ impl Client {
         })
     }
 
+    /// The OCI 1.1 referrers of manifest `digest` (an image index), or
+    /// `None` when the registry has no referrers API (it answers 404, as
+    /// distribution 2.8 does; the caller then reads the referrers tag).
+    pub async fn referrers(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+    ) -> Result<Option<Fetched>, Reason> {
+        self.within(async {
+            let url = format!("{}/referrers/{digest}", self.base(reference));
+            let response = self
+                .send(reference, Access::Pull, Method::GET, &url, Body::Manifest)
+                .await?;
+            if response.status() == StatusCode::NOT_FOUND {
+                return Ok(None);
+            }
+            let response = success(response, "the referrers of", &digest.to_string()).await?;
+            let mut bytes = Vec::new();
+            read_capped(response, "the referrers index", (MAX_MANIFEST, MANIFEST_CAP), |chunk| {
+                bytes.extend_from_slice(chunk);
+                Ok(())
+            })
+            .await?;
+            Ok(Some(Fetched {
+                bytes,
+                content_type: None,
+            }))
+        })
+        .await
+    }
+
     /// The blob `digest`, streamed into `sink` (which hashes it), at most
     /// `max` bytes.
     pub async fn blob(

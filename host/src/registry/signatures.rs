@@ -20,12 +20,38 @@ use super::reference::OciRef;
 use super::verify::cosign::{
     MAX_PAYLOAD, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, payload, signature_tag,
 };
+use super::verify::keyless::BUNDLE_MEDIA_TYPES;
 use super::verify::{Candidate, Policy, SigningKey, Verdict, VerifyError, docker_reference};
 use super::{Reason, Registry, RegistryError};
 
 /// The most signatures read from one `.sig` manifest: co-signers are a
 /// handful; a registry offering thousands is stalling.
 const MAX_SIGNATURES: usize = 32;
+
+/// The largest Sigstore bundle read: a certificate chain, a log entry and
+/// its proof are a few KiB.
+const MAX_BUNDLE: u64 = 1 << 20;
+
+/// The most referrers looked into for bundles.
+const MAX_REFERRERS: usize = 16;
+
+/// The empty descriptor's media type (an artifact's config, and what cosign
+/// writes as an index entry's artifactType).
+const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+
+/// An OCI image index, as the referrers API and tag answer.
+#[derive(serde::Deserialize)]
+struct ReferrersIndex {
+    #[serde(default)]
+    manifests: Vec<ReferrerEntry>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReferrerEntry {
+    digest: Digest,
+    artifact_type: Option<String>,
+}
 
 /// The config blob of a signature manifest, as cosign writes it (an empty
 /// OCI image config).
@@ -58,8 +84,10 @@ impl Registry {
         digest: &Digest,
         policy: &Policy,
     ) -> Result<Option<Verdict>, SignatureFailure> {
-        if matches!(policy, Policy::None) {
-            return Ok(None);
+        match policy {
+            Policy::None => return Ok(None),
+            Policy::Key { .. } => {}
+            _ => return self.verify_keyless(reference, digest, policy).await,
         }
         if let Some(evidence) = self.remembered(digest)
             && let Some(candidates) = self.candidates_from_store(&evidence)
@@ -73,6 +101,128 @@ impl Registry {
             self.remember(digest, &evidence);
         }
         Ok(verdict)
+    }
+
+    /// A keyless policy over the Sigstore bundles that refer to manifest
+    /// `digest`: from the bundle remembered in the cache when it still
+    /// verifies, else from the registry's referrers.
+    async fn verify_keyless(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+        policy: &Policy,
+    ) -> Result<Option<Verdict>, SignatureFailure> {
+        let pinned = reference.pinned(digest.clone());
+        let manifest_bytes = match self.store().read(digest, MAX_MANIFEST) {
+            Some(bytes) => bytes,
+            None => {
+                self.manifest(reference, digest).await?;
+                self.store().read(digest, MAX_MANIFEST).ok_or_else(|| {
+                    RegistryError::new(&pinned, Reason::Store("the manifest vanished from the store".into()))
+                })?
+            }
+        };
+        if let Some(evidence) = self.remembered(digest)
+            && let Some(bundle) = self.store().read(&evidence, MAX_BUNDLE)
+            && let Ok(verdict) = policy.verify_bundles(&[bundle], reference, &manifest_bytes)
+        {
+            return Ok(verdict);
+        }
+        let bundles = self.fetch_bundles(reference, digest).await?;
+        let blobs: Vec<Vec<u8>> = bundles.iter().map(|(_, bytes)| bytes.clone()).collect();
+        let verdict = policy.verify_bundles(&blobs, reference, &manifest_bytes)?;
+        if let Some(verdict) = &verdict
+            && let Some((evidence, _)) = bundles.get(verdict.candidate)
+        {
+            self.remember(digest, evidence);
+        }
+        Ok(verdict)
+    }
+
+    /// The Sigstore bundles referring to manifest `digest`, each with its
+    /// blob digest: from the referrers API, else the referrers tag
+    /// (`sha256-<hex>`), as the OCI 1.1 spec says to fall back.
+    async fn fetch_bundles(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+    ) -> Result<Vec<(Digest, Vec<u8>)>, RegistryError> {
+        let pinned = reference.pinned(digest.clone());
+        let fail = |reason| RegistryError::new(&pinned, reason);
+        let index = match self.client().referrers(reference, digest).await.map_err(fail)? {
+            Some(index) => index.bytes,
+            None => {
+                let tag = format!("sha256-{}", digest.hex());
+                match self.client().manifest(reference, &tag).await {
+                    Ok(index) => index.bytes,
+                    Err(Reason::NotFound(_)) => return Ok(Vec::new()),
+                    Err(reason) => return Err(fail(reason)),
+                }
+            }
+        };
+        let index: ReferrersIndex = serde_json::from_slice(&index)
+            .map_err(|e| fail(Reason::Layout(format!("the referrers index is not an OCI index: {e}"))))?;
+        let mut bundles = Vec::new();
+        // cosign 2.5+ writes its index entries' artifactType as the empty
+        // type, so those are looked into too.
+        let candidates = index.manifests.iter().filter(|entry| {
+            entry.artifact_type.as_deref().is_none_or(|t| {
+                BUNDLE_MEDIA_TYPES.contains(&t) || t == EMPTY_MEDIA_TYPE
+            })
+        });
+        for entry in candidates.take(MAX_REFERRERS) {
+            let (manifest, _) = self.manifest_any(reference, &entry.digest).await?;
+            let bundle_layers = manifest
+                .layers
+                .iter()
+                .filter(|l| BUNDLE_MEDIA_TYPES.contains(&l.media_type.as_str()) && l.size <= MAX_BUNDLE);
+            for layer in bundle_layers.take(1) {
+                let bytes = match self.store().read(&layer.digest, MAX_BUNDLE) {
+                    Some(bytes) => bytes,
+                    None => self
+                        .small_blob(reference, &layer.digest, MAX_BUNDLE, "a Sigstore bundle")
+                        .await
+                        .map_err(fail)?,
+                };
+                bundles.push((layer.digest.clone(), bytes));
+            }
+        }
+        Ok(bundles)
+    }
+
+    /// A referrer's manifest by digest, checked and stored (any artifact
+    /// type: this is not the component's).
+    async fn manifest_any(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+    ) -> Result<(ImageManifest, Vec<u8>), RegistryError> {
+        let fail = |reason| RegistryError::new(reference.pinned(digest.clone()), reason);
+        let bytes = match self.store().read(digest, MAX_MANIFEST) {
+            Some(bytes) => bytes,
+            None => {
+                let fetched = self
+                    .client()
+                    .manifest(reference, &digest.to_string())
+                    .await
+                    .map_err(fail)?;
+                let actual = Digest::of(&fetched.bytes);
+                if actual != *digest {
+                    return Err(fail(Reason::DigestMismatch {
+                        what: "a referrer's manifest".into(),
+                        expected: digest.clone(),
+                        actual,
+                    }));
+                }
+                self.store()
+                    .put(&fetched.bytes)
+                    .map_err(|e| fail(Reason::Store(e.to_string())))?;
+                fetched.bytes
+            }
+        };
+        let manifest = ImageManifest::parse(&bytes, None)
+            .map_err(|e| fail(Reason::Layout(format!("a referrer: {e}"))))?;
+        Ok((manifest, bytes))
     }
 
     /// Sign manifest `digest` of `reference`'s repository with `key`,
