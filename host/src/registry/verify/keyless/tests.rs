@@ -283,6 +283,34 @@ fn an_sct_by_an_unknown_log_is_refused() {
 }
 
 #[test]
+fn an_sct_by_a_trusted_log_over_another_precertificate_is_refused() {
+    let built = build(&Options {
+        sct_over_other_tbs: true,
+        ..Options::default()
+    });
+    let error = check(&built).unwrap_err();
+    assert!(matches!(error, KeylessError::Sct(_)), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains("https://ctfe.toolhost.test whose signature does not verify"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_dsse_envelope_of_another_payload_type_is_refused() {
+    let mut built = build(&Options {
+        dsse: true,
+        ..Options::default()
+    });
+    built.bundle["dsseEnvelope"]["payloadType"] = Value::String("application/json".into());
+    let error = check(&built).unwrap_err();
+    assert!(matches!(error, KeylessError::Signature(_)), "{error:?}");
+    assert!(error.to_string().contains("payload type"), "{error}");
+}
+
+#[test]
 fn a_certificate_expired_at_integrated_time_is_refused() {
     let built = build(&Options {
         integrated_after: LIFETIME + 60,

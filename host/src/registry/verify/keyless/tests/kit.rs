@@ -50,6 +50,8 @@ pub(super) struct Options {
     pub(super) body_records_other_signature: bool,
     /// The leaf is issued by a CA the root does not list.
     pub(super) foreign_ca: bool,
+    /// The trusted CT log signs another TBS than the precertificate's.
+    pub(super) sct_over_other_tbs: bool,
 }
 
 impl Default for Options {
@@ -62,6 +64,7 @@ impl Default for Options {
             dsse: false,
             body_records_other_signature: false,
             foreign_ca: false,
+            sct_over_other_tbs: false,
         }
     }
 }
@@ -215,7 +218,11 @@ fn leaf(options: &Options, intermediate: &Ca, ct: &SigningKey, leaf_key: &KeyPai
     let mut params = leaf_params(options);
     let issuer = Issuer::from_params(&intermediate.params, &intermediate.key);
     let precert = params.signed_by(leaf_key, &issuer).unwrap();
-    let tbs = tbs_of(precert.der());
+    let mut tbs = tbs_of(precert.der());
+    if options.sct_over_other_tbs {
+        let last = tbs.len() - 1;
+        tbs[last] ^= 1;
+    }
     let issuer_spki = intermediate.key.subject_public_key_info();
     let content = sct_extension(ct, (NOT_BEFORE + 1) * 1000, &issuer_spki, &tbs);
     params
