@@ -1,11 +1,13 @@
-//! The few DER shapes a key file holds: a strict reader and a writer for
-//! tag-length-value items.
+//! The few DER shapes a key file or a certificate holds: a strict reader
+//! and a writer for tag-length-value items.
 //!
 //! Strict because a key is trust: only definite, minimal lengths are read
 //! (BER's indefinite and padded lengths are refused), and a caller that
 //! has read what it expects asks [`Reader::finish`] to refuse trailing
 //! bytes, so two parsers can never disagree on what one file says.
 
+/// DER tag of a BOOLEAN.
+pub(super) const BOOLEAN: u8 = 0x01;
 /// DER tag of an INTEGER.
 pub(super) const INTEGER: u8 = 0x02;
 /// DER tag of a BIT STRING.
@@ -16,12 +18,15 @@ pub(super) const OCTET_STRING: u8 = 0x04;
 pub(super) const NULL: u8 = 0x05;
 /// DER tag of an OBJECT IDENTIFIER.
 pub(super) const OID: u8 = 0x06;
+/// DER tag of a UTF8String.
+pub(super) const UTF8_STRING: u8 = 0x0c;
 /// DER tag of a (constructed) SEQUENCE.
 pub(super) const SEQUENCE: u8 = 0x30;
 
-/// The longest item a key file needs: a P-384 PKCS#8 is under 200 bytes
-/// and an RSA-4096 key (refused, but read far enough to name it) about
-/// 550; two length bytes cover 64 KiB and anything longer is not a key.
+/// The longest item a key file or certificate needs: a P-384 PKCS#8 is
+/// under 200 bytes, an RSA-4096 key (refused, but read far enough to name
+/// it) about 550, a Fulcio certificate under 4 KiB; two length bytes cover
+/// 64 KiB and anything longer is neither.
 const MAX_LENGTH_BYTES: usize = 2;
 
 /// Reads DER items from the front of a byte slice.
@@ -66,12 +71,27 @@ impl<'a> Reader<'a> {
         Ok(contents)
     }
 
+    /// The next item whatever its tag: its tag, its contents and the
+    /// whole item as encoded (to copy it unchanged into another).
+    pub(super) fn read_any(&mut self) -> Result<(u8, &'a [u8], &'a [u8]), String> {
+        let start = self.rest;
+        let tag = self.peek().ok_or("expected an item but the data ends")?;
+        let contents = self.read(tag)?;
+        let whole = &start[..start.len() - self.rest.len()];
+        Ok((tag, contents, whole))
+    }
+
+    /// Whether every item has been read.
+    pub(super) fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+
     /// Refuses bytes left after the last item read.
     pub(super) fn finish(&self) -> Result<(), String> {
         if self.rest.is_empty() {
             Ok(())
         } else {
-            Err(format!("{} trailing bytes after the key", self.rest.len()))
+            Err(format!("{} trailing bytes after the item", self.rest.len()))
         }
     }
 }
@@ -88,7 +108,9 @@ fn read_length(bytes: &[u8]) -> Result<(usize, &[u8]), String> {
         return Err("indefinite length (BER, not DER)".into());
     }
     if count > MAX_LENGTH_BYTES {
-        return Err(format!("a {count}-byte length: no key is that long"));
+        return Err(format!(
+            "a {count}-byte length: no key or certificate is that long"
+        ));
     }
     if rest.len() < count {
         return Err("the data ends inside a length".into());
@@ -114,7 +136,8 @@ pub(super) fn tlv(tag: u8, contents: &[u8]) -> Vec<u8> {
     } else if length <= 0xff {
         out.extend([0x81, length as u8]);
     } else {
-        // Keys are far below 64 KiB; the writer serves only keys it built.
+        // Keys and certificates are far below 64 KiB; the writer serves
+        // only items toolhost built or re-encodes from ones it read.
         out.extend([0x82, (length >> 8) as u8, length as u8]);
     }
     out.extend_from_slice(contents);
@@ -125,10 +148,12 @@ pub(super) fn tlv(tag: u8, contents: &[u8]) -> Vec<u8> {
 fn name(tag: u8) -> &'static str {
     match tag {
         INTEGER => "an INTEGER",
+        BOOLEAN => "a BOOLEAN",
         BIT_STRING => "a BIT STRING",
         OCTET_STRING => "an OCTET STRING",
         NULL => "a NULL",
         OID => "an OBJECT IDENTIFIER",
+        UTF8_STRING => "a UTF8String",
         SEQUENCE => "a SEQUENCE",
         _ => "another item",
     }

@@ -234,6 +234,13 @@ impl PublicKey {
         pem_encode(PUBLIC_LABEL, &self.spki)
     }
 
+    /// The key's SubjectPublicKeyInfo in DER, as a transparency log's key
+    /// ID hashes it.
+    #[must_use]
+    pub fn spki_der(&self) -> &[u8] {
+        &self.spki
+    }
+
     /// The key's algorithm.
     #[must_use]
     pub fn algorithm(&self) -> Algorithm {

@@ -1,6 +1,8 @@
-//! Signature verification for registry components, offline and by key:
-//! the [`Policy`] a component is loaded under, and [`verify_key`], which
-//! decides over the cosign signatures found for a manifest.
+//! Signature verification for registry components, offline: the
+//! [`Policy`] a component is loaded under; [`verify_key`], which decides
+//! over the cosign signatures found for a manifest; and
+//! [`keyless::verify_bundle`], which checks a keyless Sigstore bundle
+//! against a [`TrustedRoot`].
 //!
 //! No network here: the caller fetches the `.sig` manifest
 //! ([`cosign::signature_tag`]), checks each payload blob against its layer
@@ -12,14 +14,17 @@
 pub mod cosign;
 mod der;
 pub mod key;
+pub mod keyless;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 pub use cosign::SignatureError;
 pub use key::{Algorithm, KeyError, PublicKey, SigningKey};
+pub use keyless::{KeylessError, TrustedRoot, verify_bundle, verify_bundle_bytes};
 
 use crate::registry::digest::Digest;
 use crate::registry::reference::{OciRef, SCHEME};
@@ -41,6 +46,19 @@ pub enum Policy {
         /// The public key.
         key: PublicKey,
     },
+    /// A keyless Sigstore bundle is required, its certificate naming
+    /// exactly `identity` as vouched for by exactly `issuer`, checked
+    /// against `root`.
+    Keyless {
+        /// The SAN URI or email the signing certificate must carry.
+        identity: String,
+        /// The OIDC issuer Fulcio must have recorded.
+        issuer: String,
+        /// Where the trusted root was read from, to name it in messages.
+        root_path: PathBuf,
+        /// The trusted root.
+        root: Arc<TrustedRoot>,
+    },
 }
 
 impl Policy {
@@ -60,8 +78,78 @@ impl Policy {
             Self::Key { path, key } => {
                 verify_key(path, key, candidates, reference, manifest).map(Some)
             }
+            Self::Keyless { .. } => Err(VerifyError::WrongEvidence {
+                reference: pinned(reference, manifest),
+                reason: "a keyless policy is met by a Sigstore bundle (an OCI referrer), not by a \
+                         cosign .sig signature"
+                    .into(),
+            }),
         }
     }
+
+    /// Decides over the Sigstore bundles found for a manifest (its
+    /// referrers) under this policy: `Ok(None)` for [`Policy::None`], the
+    /// [`Verdict`] of the first bundle that verifies for a keyless policy
+    /// ([`keyless::verify_bundle_bytes`] over `manifest_bytes`, the
+    /// manifest as fetched, whose digest is the one pinned).
+    ///
+    /// # Errors
+    /// [`VerifyError::NoBundle`] without bundles; [`VerifyError::Keyless`]
+    /// with the first bundle's refusal; [`VerifyError::WrongEvidence`] for
+    /// a key policy (met by cosign signatures, [`Policy::verify`]).
+    pub fn verify_bundles(
+        &self,
+        bundles: &[Vec<u8>],
+        reference: &OciRef,
+        manifest_bytes: &[u8],
+    ) -> Result<Option<Verdict>, VerifyError> {
+        let manifest = Digest::of(manifest_bytes);
+        let Self::Keyless {
+            identity,
+            issuer,
+            root_path,
+            root,
+        } = self
+        else {
+            return match self {
+                Self::None => Ok(None),
+                _ => Err(VerifyError::WrongEvidence {
+                    reference: pinned(reference, &manifest),
+                    reason:
+                        "a key policy is met by a cosign .sig signature, not by a Sigstore bundle"
+                            .into(),
+                }),
+            };
+        };
+        let mut first_refusal = None;
+        for (index, bundle) in bundles.iter().enumerate() {
+            match keyless::verify_bundle_bytes(bundle, manifest_bytes, identity, issuer, root) {
+                Ok(mut verdict) => {
+                    verdict.candidate = index;
+                    return Ok(Some(verdict));
+                }
+                Err(error) => {
+                    first_refusal.get_or_insert(error);
+                }
+            }
+        }
+        Err(match first_refusal {
+            Some(error) => VerifyError::Keyless {
+                reference: pinned(reference, &manifest),
+                root: root_path.display().to_string(),
+                found: bundles.len(),
+                error: Box::new(error),
+            },
+            None => VerifyError::NoBundle {
+                reference: pinned(reference, &manifest),
+            },
+        })
+    }
+}
+
+/// `oci://REGISTRY/REPOSITORY@sha256:…`, as messages name a manifest.
+fn pinned(reference: &OciRef, manifest: &Digest) -> String {
+    format!("{SCHEME}{}@{manifest}", docker_reference(reference))
 }
 
 /// One signature found for a manifest: a layer of its `.sig` manifest.
@@ -119,6 +207,37 @@ pub enum VerifyError {
         unreadable: usize,
         /// The policy's key path and fingerprint.
         signer: String,
+    },
+    /// The policy is met by another kind of evidence than was given.
+    #[error("{reference}: {reason}")]
+    WrongEvidence {
+        /// `oci://REGISTRY/REPOSITORY@sha256:…`.
+        reference: String,
+        /// Which evidence the policy takes.
+        reason: String,
+    },
+    /// No Sigstore bundle for a keyless policy.
+    #[error(
+        "{reference}: no Sigstore bundle found among its referrers; sign it keyless with \
+         `cosign sign --new-bundle-format {reference}`"
+    )]
+    NoBundle {
+        /// `oci://REGISTRY/REPOSITORY@sha256:…`.
+        reference: String,
+    },
+    /// No bundle verified under a keyless policy.
+    #[error(
+        "{reference}: {found} Sigstore bundle(s), none accepted under trusted root {root}; the first: {error}"
+    )]
+    Keyless {
+        /// `oci://REGISTRY/REPOSITORY@sha256:…`.
+        reference: String,
+        /// The trusted root's path.
+        root: String,
+        /// How many bundles were tried.
+        found: usize,
+        /// Why the first was refused (boxed: it is large, and rare).
+        error: Box<KeylessError>,
     },
     /// A signature by the right key over a payload for another manifest
     /// or repository.
