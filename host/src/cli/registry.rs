@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 use toolhost::printable::one_line;
+use toolhost::registry::layout::{Descriptor, ImageManifest};
 use toolhost::registry::layout::{IMPORTS_ANNOTATION, TOOLS_ANNOTATION};
 use toolhost::registry::verify::{Policy, PublicKey, SigningKey};
 use toolhost::registry::{OciRef, Publication, Registry, Settings};
@@ -244,6 +245,12 @@ pub(crate) async fn inspect(
         print_json(&summary)?;
         return Ok(ExitCode::SUCCESS);
     }
+    print_inspected(&summary, &manifest, layer);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `inspect`'s human form of `summary`.
+fn print_inspected(summary: &Value, manifest: &ImageManifest, layer: &Descriptor) {
     // Everything below comes from the publisher: shown as one printable
     // line each, so that no value can move the cursor or hide a line.
     let line = |text: &str| one_line(text, 300);
@@ -291,7 +298,6 @@ pub(crate) async fn inspect(
             println!("    {}", line(import.as_str().unwrap_or("?")));
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `toolhost sign --key KEY.pem oci://…@sha256:…`.

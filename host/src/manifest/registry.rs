@@ -198,11 +198,14 @@ fn keyless(
         );
     };
     if identity.trim().is_empty() || issuer.trim().is_empty() {
-        return Err("identity and issuer must name the signer exactly; they are never empty".into());
+        return Err(
+            "identity and issuer must name the signer exactly; they are never empty".into(),
+        );
     }
     let path = base.join(&root_path);
     let text = read_small(&path, MAX_TRUSTED_ROOT)?;
-    let root = TrustedRoot::parse(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+    let root =
+        TrustedRoot::parse(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(Policy::Keyless {
         identity,
         issuer,

@@ -9,6 +9,12 @@ use std::path::PathBuf;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use reqwest::header;
+
+use super::Reason;
+use super::body::{read_capped, unreachable};
+use super::client::Client;
+use super::reference::OciRef;
 
 /// A user name and password for one registry.
 #[derive(Clone)]
@@ -185,6 +191,123 @@ fn parameters(text: &str) -> Vec<(String, String)> {
             }
         }
         pairs.push((key.trim().to_owned(), value));
+    }
+}
+
+/// Logging in, for [`Client`]: tokens, credentials, and what to say when
+/// the registry refuses.
+impl Client {
+    /// A bearer token from the registry's token service.
+    pub(super) async fn token(
+        &self,
+        reference: &OciRef,
+        realm: &str,
+        service: Option<&str>,
+        scope: &str,
+        credentials: Option<&Credentials>,
+    ) -> Result<String, Reason> {
+        let mut url = reqwest::Url::parse(realm).map_err(|e| {
+            Reason::Refused(format!("the token service {realm:?} is not a URL: {e}"))
+        })?;
+        // Plain HTTP only to the registry's own host, when the registry
+        // itself may be spoken to in plain HTTP (this machine, or insecure).
+        let realm_host = url
+            .host_str()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let same_host = realm_host == reference.host();
+        if url.scheme() != "https"
+            && !(url.scheme() == "http"
+                && same_host
+                && self.plain_http_allowed(reference.registry()))
+        {
+            return Err(Reason::Refused(format!(
+                "the token service {} is not HTTPS on another host than the registry; toolhost sends credentials there over HTTPS only",
+                crate::printable::one_line(realm, 200)
+            )));
+        }
+        if let Some(service) = service {
+            url.query_pairs_mut().append_pair("service", service);
+        }
+        url.query_pairs_mut().append_pair("scope", scope);
+        let mut request = self.http_for(reference.registry())?.get(url);
+        if let Some(credentials) = credentials {
+            request = request.header(header::AUTHORIZATION, credentials.basic());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| unreachable(reference, &e))?;
+        if !response.status().is_success() {
+            return Err(Reason::Unauthorized(self.login_fix(reference, credentials)));
+        }
+        let mut bytes = Vec::new();
+        read_capped(
+            response,
+            "a token",
+            (64 << 10, "a token is a few KiB"),
+            |chunk| {
+                bytes.extend_from_slice(chunk);
+                Ok(())
+            },
+        )
+        .await?;
+        #[derive(serde::Deserialize)]
+        struct Token {
+            token: Option<String>,
+            access_token: Option<String>,
+        }
+        let token: Token = serde_json::from_slice(&bytes).map_err(|e| {
+            Reason::Refused(format!(
+                "the token service answered something else than a token: {e}"
+            ))
+        })?;
+        token
+            .token
+            .or(token.access_token)
+            .map(|t| format!("Bearer {t}"))
+            .ok_or_else(|| Reason::Refused("the token service answered no token".into()))
+    }
+
+    /// The manifest's credentials for `registry`, else Docker's.
+    pub(super) fn credentials(&self, registry: &str) -> Result<Option<Credentials>, Reason> {
+        if let Some(host) = self.settings.host(registry)
+            && let Some(username) = &host.username
+        {
+            let Some(variable) = &host.password_env else {
+                return Err(Reason::Config(format!(
+                    "[registry.host.\"{registry}\"] has a username but no password_env naming the variable that holds the password"
+                )));
+            };
+            let password = std::env::var(variable).map_err(|_| {
+                Reason::Config(format!(
+                    "the password of {registry} is read from ${variable}, which is not set"
+                ))
+            })?;
+            return Ok(Some(Credentials {
+                username: username.clone(),
+                password,
+                source: format!("the manifest ({username}, ${variable})"),
+            }));
+        }
+        docker_config(registry).map_err(Reason::Config)
+    }
+
+    /// What to do when the registry refuses: the credentials tried, or how
+    /// to give some.
+    pub(super) fn login_fix(&self, reference: &OciRef, tried: Option<&Credentials>) -> String {
+        let registry = reference.registry();
+        match tried {
+            Some(credentials) => format!(
+                "{registry} refused the credentials from {} for {}; check them and their access to the repository",
+                credentials.source,
+                reference.repository()
+            ),
+            None => format!(
+                "{registry} asks for credentials: add [registry.host.\"{registry}\"] username = \"…\" and password_env = \"VAR\" to the manifest, or log in with `docker login {registry}` (plain auths in ~/.docker/config.json are read)"
+            ),
+        }
     }
 }
 

@@ -11,21 +11,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use reqwest::{Method, StatusCode, header};
 
-use super::auth::{self, Challenge, Credentials};
+use super::auth::{Challenge, Credentials};
+use super::body::{Body, read_capped, same_authority, scope, success, unreachable};
 use super::digest::Digest;
-use super::layout::ACCEPTED_MANIFESTS;
 use super::reference::OciRef;
 use super::store::Incoming;
 use super::{Reason, Settings};
+
+pub(crate) use super::body::is_loopback;
 
 /// The largest manifest read: what distribution itself accepts.
 pub(crate) const MAX_MANIFEST: u64 = 4 << 20;
 
 /// Why manifests have a fixed cap.
-const MANIFEST_CAP: &str = "registries themselves refuse larger manifests";
+pub(super) const MANIFEST_CAP: &str = "registries themselves refuse larger manifests";
 
 /// Redirects followed for one request, within the rules.
 const MAX_REDIRECTS: usize = 5;
@@ -50,7 +51,7 @@ pub(crate) struct Client {
     /// For plain-HTTP ones (this machine, or marked insecure): never
     /// through a proxy, which would see credentials in the clear.
     direct: OnceLock<reqwest::Client>,
-    settings: Arc<Settings>,
+    pub(super) settings: Arc<Settings>,
     /// `Authorization` values (tokens, or Basic credentials) by registry
     /// and scope.
     tokens: Mutex<HashMap<(String, String), String>>,
@@ -104,7 +105,7 @@ impl Client {
     }
 
     /// The HTTP client for `registry`.
-    fn http_for(&self, registry: &str) -> Result<&reqwest::Client, Reason> {
+    pub(super) fn http_for(&self, registry: &str) -> Result<&reqwest::Client, Reason> {
         let (cell, proxies) = if self.plain_http_allowed(registry) {
             (&self.direct, false)
         } else {
@@ -203,10 +204,15 @@ impl Client {
             }
             let response = success(response, "the referrers of", &digest.to_string()).await?;
             let mut bytes = Vec::new();
-            read_capped(response, "the referrers index", (MAX_MANIFEST, MANIFEST_CAP), |chunk| {
-                bytes.extend_from_slice(chunk);
-                Ok(())
-            })
+            read_capped(
+                response,
+                "the referrers index",
+                (MAX_MANIFEST, MANIFEST_CAP),
+                |chunk| {
+                    bytes.extend_from_slice(chunk);
+                    Ok(())
+                },
+            )
             .await?;
             Ok(Some(Fetched {
                 bytes,
@@ -485,247 +491,6 @@ impl Client {
             "more than {MAX_REDIRECTS} redirects"
         )))
     }
-
-    /// A bearer token from the registry's token service.
-    async fn token(
-        &self,
-        reference: &OciRef,
-        realm: &str,
-        service: Option<&str>,
-        scope: &str,
-        credentials: Option<&Credentials>,
-    ) -> Result<String, Reason> {
-        let mut url = reqwest::Url::parse(realm).map_err(|e| {
-            Reason::Refused(format!("the token service {realm:?} is not a URL: {e}"))
-        })?;
-        // Plain HTTP only to the registry's own host, when the registry
-        // itself may be spoken to in plain HTTP (this machine, or insecure).
-        let realm_host = url
-            .host_str()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let same_host = realm_host == reference.host();
-        if url.scheme() != "https"
-            && !(url.scheme() == "http"
-                && same_host
-                && self.plain_http_allowed(reference.registry()))
-        {
-            return Err(Reason::Refused(format!(
-                "the token service {} is not HTTPS on another host than the registry; toolhost sends credentials there over HTTPS only",
-                crate::printable::one_line(realm, 200)
-            )));
-        }
-        if let Some(service) = service {
-            url.query_pairs_mut().append_pair("service", service);
-        }
-        url.query_pairs_mut().append_pair("scope", scope);
-        let mut request = self.http_for(reference.registry())?.get(url);
-        if let Some(credentials) = credentials {
-            request = request.header(header::AUTHORIZATION, credentials.basic());
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| unreachable(reference, &e))?;
-        if !response.status().is_success() {
-            return Err(Reason::Unauthorized(self.login_fix(reference, credentials)));
-        }
-        let mut bytes = Vec::new();
-        read_capped(
-            response,
-            "a token",
-            (64 << 10, "a token is a few KiB"),
-            |chunk| {
-                bytes.extend_from_slice(chunk);
-                Ok(())
-            },
-        )
-        .await?;
-        #[derive(serde::Deserialize)]
-        struct Token {
-            token: Option<String>,
-            access_token: Option<String>,
-        }
-        let token: Token = serde_json::from_slice(&bytes).map_err(|e| {
-            Reason::Refused(format!(
-                "the token service answered something else than a token: {e}"
-            ))
-        })?;
-        token
-            .token
-            .or(token.access_token)
-            .map(|t| format!("Bearer {t}"))
-            .ok_or_else(|| Reason::Refused("the token service answered no token".into()))
-    }
-
-    /// The manifest's credentials for `registry`, else Docker's.
-    fn credentials(&self, registry: &str) -> Result<Option<Credentials>, Reason> {
-        if let Some(host) = self.settings.host(registry)
-            && let Some(username) = &host.username
-        {
-            let Some(variable) = &host.password_env else {
-                return Err(Reason::Config(format!(
-                    "[registry.host.\"{registry}\"] has a username but no password_env naming the variable that holds the password"
-                )));
-            };
-            let password = std::env::var(variable).map_err(|_| {
-                Reason::Config(format!(
-                    "the password of {registry} is read from ${variable}, which is not set"
-                ))
-            })?;
-            return Ok(Some(Credentials {
-                username: username.clone(),
-                password,
-                source: format!("the manifest ({username}, ${variable})"),
-            }));
-        }
-        auth::docker_config(registry).map_err(Reason::Config)
-    }
-
-    /// What to do when the registry refuses: the credentials tried, or how
-    /// to give some.
-    fn login_fix(&self, reference: &OciRef, tried: Option<&Credentials>) -> String {
-        let registry = reference.registry();
-        match tried {
-            Some(credentials) => format!(
-                "{registry} refused the credentials from {} for {}; check them and their access to the repository",
-                credentials.source,
-                reference.repository()
-            ),
-            None => format!(
-                "{registry} asks for credentials: add [registry.host.\"{registry}\"] username = \"…\" and password_env = \"VAR\" to the manifest, or log in with `docker login {registry}` (plain auths in ~/.docker/config.json are read)"
-            ),
-        }
-    }
-}
-
-/// What a request carries, and what kind of request it is.
-enum Body {
-    Empty,
-    Manifest,
-    Blob,
-    Bytes(Vec<u8>, &'static str),
-}
-
-impl Body {
-    fn apply(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match self {
-            Self::Empty | Self::Blob => request,
-            Self::Manifest => ACCEPTED_MANIFESTS
-                .iter()
-                .fold(request, |r, media| r.header(header::ACCEPT, *media)),
-            Self::Bytes(bytes, media_type) => request
-                .header(header::CONTENT_TYPE, *media_type)
-                .body(bytes.clone()),
-        }
-    }
-}
-
-/// `repository:NAME:pull` or `…:pull,push`.
-fn scope(reference: &OciRef, access: Access) -> String {
-    let actions = match access {
-        Access::Pull => "pull",
-        Access::Push => "pull,push",
-    };
-    format!("repository:{}:{actions}", reference.repository())
-}
-
-/// A success, or the registry's refusal as an error naming what was asked.
-async fn success(
-    response: reqwest::Response,
-    what: &str,
-    name: &str,
-) -> Result<reqwest::Response, Reason> {
-    let status = response.status();
-    if status.is_success() {
-        return Ok(response);
-    }
-    // The registry's error body, clipped: it names the cause.
-    let mut detail = Vec::new();
-    let _ = read_capped(response, "an error", (4096, ""), |chunk| {
-        detail.extend_from_slice(chunk);
-        Ok(())
-    })
-    .await;
-    // Registry text, shown to a person: one printable line, clipped.
-    let detail = crate::printable::one_line(&String::from_utf8_lossy(&detail), 300);
-    if status == StatusCode::NOT_FOUND {
-        return Err(Reason::NotFound(format!(
-            "{what} {name} is not in the registry ({detail})"
-        )));
-    }
-    Err(Reason::Refused(format!(
-        "{what} {name}: the registry answered {status} {}",
-        detail.trim()
-    )))
-}
-
-/// Read a body, refusing it once it is over `max` bytes (at once when its
-/// declared length is).
-async fn read_capped(
-    response: reqwest::Response,
-    what: &str,
-    (max, fix): (u64, &'static str),
-    mut sink: impl FnMut(&[u8]) -> Result<(), Reason>,
-) -> Result<(), Reason> {
-    if let Some(length) = response.content_length()
-        && length > max
-    {
-        return Err(Reason::TooLarge {
-            what: what.to_owned(),
-            size: length,
-            max,
-            fix,
-        });
-    }
-    let mut read = 0u64;
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| Reason::Unreachable(format!("reading {what}: {e}")))?;
-        read += chunk.len() as u64;
-        if read > max {
-            return Err(Reason::TooLarge {
-                what: what.to_owned(),
-                size: read,
-                max,
-                fix,
-            });
-        }
-        sink(&chunk)?;
-    }
-    Ok(())
-}
-
-fn unreachable(reference: &OciRef, error: &reqwest::Error) -> Reason {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(inner) = source {
-        text = format!("{text}: {inner}");
-        source = inner.source();
-    }
-    Reason::Unreachable(format!("cannot reach {}: {text}", reference.registry()))
-}
-
-/// Whether `next` is on the same scheme, host and port as `url`.
-fn same_authority(next: &reqwest::Url, url: &str) -> bool {
-    reqwest::Url::parse(url).is_ok_and(|url| {
-        next.scheme() == url.scheme()
-            && next.host_str() == url.host_str()
-            && next.port_or_known_default() == url.port_or_known_default()
-    })
-}
-
-/// Whether a registry (`host`, `host:port`, `[v6]:port`) is this machine.
-pub(crate) fn is_loopback(registry: &str) -> bool {
-    let host = match registry.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(rest),
-        None => registry.rsplit_once(':').map_or(registry, |(host, _)| host),
-    };
-    host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]

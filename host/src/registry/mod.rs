@@ -8,6 +8,7 @@
 //! I/O; [`Registry`] does the talking.
 
 mod auth;
+mod body;
 mod client;
 pub mod digest;
 pub mod layout;

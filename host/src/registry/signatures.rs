@@ -118,7 +118,10 @@ impl Registry {
             None => {
                 self.manifest(reference, digest).await?;
                 self.store().read(digest, MAX_MANIFEST).ok_or_else(|| {
-                    RegistryError::new(&pinned, Reason::Store("the manifest vanished from the store".into()))
+                    RegistryError::new(
+                        &pinned,
+                        Reason::Store("the manifest vanished from the store".into()),
+                    )
                 })?
             }
         };
@@ -149,7 +152,12 @@ impl Registry {
     ) -> Result<Vec<(Digest, Vec<u8>)>, RegistryError> {
         let pinned = reference.pinned(digest.clone());
         let fail = |reason| RegistryError::new(&pinned, reason);
-        let index = match self.client().referrers(reference, digest).await.map_err(fail)? {
+        let index = match self
+            .client()
+            .referrers(reference, digest)
+            .await
+            .map_err(fail)?
+        {
             Some(index) => index.bytes,
             None => {
                 let tag = format!("sha256-{}", digest.hex());
@@ -160,22 +168,25 @@ impl Registry {
                 }
             }
         };
-        let index: ReferrersIndex = serde_json::from_slice(&index)
-            .map_err(|e| fail(Reason::Layout(format!("the referrers index is not an OCI index: {e}"))))?;
+        let index: ReferrersIndex = serde_json::from_slice(&index).map_err(|e| {
+            fail(Reason::Layout(format!(
+                "the referrers index is not an OCI index: {e}"
+            )))
+        })?;
         let mut bundles = Vec::new();
         // cosign 2.5+ writes its index entries' artifactType as the empty
         // type, so those are looked into too.
         let candidates = index.manifests.iter().filter(|entry| {
-            entry.artifact_type.as_deref().is_none_or(|t| {
-                BUNDLE_MEDIA_TYPES.contains(&t) || t == EMPTY_MEDIA_TYPE
-            })
+            entry
+                .artifact_type
+                .as_deref()
+                .is_none_or(|t| BUNDLE_MEDIA_TYPES.contains(&t) || t == EMPTY_MEDIA_TYPE)
         });
         for entry in candidates.take(MAX_REFERRERS) {
             let (manifest, _) = self.manifest_any(reference, &entry.digest).await?;
-            let bundle_layers = manifest
-                .layers
-                .iter()
-                .filter(|l| BUNDLE_MEDIA_TYPES.contains(&l.media_type.as_str()) && l.size <= MAX_BUNDLE);
+            let bundle_layers = manifest.layers.iter().filter(|l| {
+                BUNDLE_MEDIA_TYPES.contains(&l.media_type.as_str()) && l.size <= MAX_BUNDLE
+            });
             for layer in bundle_layers.take(1) {
                 let bytes = match self.store().read(&layer.digest, MAX_BUNDLE) {
                     Some(bytes) => bytes,
@@ -453,5 +464,132 @@ fn candidate(layer: &Descriptor, payload: Vec<u8>) -> Candidate {
             .get(SIGNATURE_ANNOTATION)
             .cloned()
             .unwrap_or_default(),
+    }
+}
+
+// The registry the integration tests use (Debian's docker-registry),
+// shared by path: this crate's tests cannot see theirs.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../tests/all/registry_server.rs"]
+mod registry_server;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::registry::layout::OCI_INDEX;
+    use crate::registry::verify::TrustedRoot;
+    use crate::registry::verify::keyless::tests::kit;
+    use crate::registry::{Publication, Settings};
+
+    use super::registry_server::RegistryServer;
+
+    /// Publish `bundle` as a referrer of manifest `subject`, as cosign does
+    /// where the registry has no referrers API: an artifact manifest whose
+    /// subject is the component, listed in the index at the referrers tag.
+    async fn refer(registry: &Registry, reference: &OciRef, subject: &[u8], bundle: &[u8]) {
+        let client = registry.client();
+        let empty = b"{}";
+        client.upload(reference, empty).await.unwrap();
+        client.upload(reference, bundle).await.unwrap();
+        let bundle_type = BUNDLE_MEDIA_TYPES[0];
+        let artifact = serde_json::to_vec(&ImageManifest {
+            schema_version: 2,
+            media_type: Some(OCI_MANIFEST.into()),
+            artifact_type: Some(bundle_type.into()),
+            config: Descriptor::of(EMPTY_MEDIA_TYPE, empty),
+            layers: vec![Descriptor::of(bundle_type, bundle)],
+            subject: Some(Descriptor::of(OCI_MANIFEST, subject)),
+            annotations: Default::default(),
+        })
+        .unwrap();
+        let artifact_digest = Digest::of(&artifact);
+        client
+            .put_manifest(
+                reference,
+                &artifact_digest.to_string(),
+                artifact.clone(),
+                OCI_MANIFEST,
+            )
+            .await
+            .unwrap();
+        // cosign 2.5+ writes the empty type as the entry's artifactType.
+        let index = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2, "mediaType": OCI_INDEX,
+            "manifests": [{"mediaType": OCI_MANIFEST, "digest": artifact_digest.to_string(),
+                           "size": artifact.len(), "artifactType": EMPTY_MEDIA_TYPE}],
+        }))
+        .unwrap();
+        let tag = format!("sha256-{}", Digest::of(subject).hex());
+        client
+            .put_manifest(reference, &tag, index, OCI_INDEX)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_keyless_bundle_found_through_the_referrers_tag_verifies_then_again_offline() {
+        let mut server = RegistryServer::start();
+        let publisher = tempfile::tempdir().unwrap();
+        let registry = Registry::new(Settings::default(), publisher.path()).unwrap();
+        let reference: OciRef = format!("oci://{}/keyless/calc:1", server.address())
+            .parse()
+            .unwrap();
+        let calc = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/calc.wasm"),
+        )
+        .expect("scripts/build-tools.sh built calc.wasm");
+        let digest = registry
+            .push(&reference, &calc, &Publication::default())
+            .await
+            .unwrap();
+        let manifest = registry.store().read(&digest, MAX_MANIFEST).unwrap();
+        let mut options = kit::Options::default();
+        options.artifact = manifest.clone();
+        let built = kit::build(&options);
+        let bundle = serde_json::to_vec(&built.bundle).unwrap();
+        let root = Arc::new(TrustedRoot::parse(&serde_json::to_vec(&built.root).unwrap()).unwrap());
+        let policy = |identity: &str| Policy::Keyless {
+            identity: identity.into(),
+            issuer: kit::ISSUER.into(),
+            root_path: "trusted_root.json".into(),
+            root: root.clone(),
+        };
+        // Before any bundle: refused, saying none was found.
+        let loader = tempfile::tempdir().unwrap();
+        let fresh = Registry::new(Settings::default(), loader.path()).unwrap();
+        let error = fresh
+            .verify(&reference, &digest, &policy(kit::IDENTITY))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(&digest.to_string()), "{error}");
+        refer(&registry, &reference, &manifest, &bundle).await;
+        let verdict = fresh
+            .verify(&reference, &digest, &policy(kit::IDENTITY))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(verdict.signer.contains(kit::IDENTITY), "{}", verdict.signer);
+        let error = fresh
+            .verify(
+                &reference,
+                &digest,
+                &policy("https://github.com/mallory/x/.github/workflows/r.yml@refs/heads/main"),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("mallory"), "{error}");
+        // The registry gone, the remembered bundle verifies again offline.
+        server.stop();
+        let verdict = fresh
+            .verify(&reference, &digest, &policy(kit::IDENTITY))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(verdict.signer.contains(kit::IDENTITY));
     }
 }

@@ -972,6 +972,26 @@ fn verify_policies_that_cannot_hold_are_manifest_errors() {
             .to_string();
         assert!(error.contains(expected), "{text}: {error}");
     }
+    // A trusted root that does not parse: a load error naming the file and
+    // where in it, before any network.
+    std::fs::write(scene.dir.path().join("root.json"), "{\"mediaType\": \"application/vnd.dev.sigstore.trustedroot+json;version=0.1\", \"tlogs\": [").unwrap();
+    std::fs::write(
+        scene.manifest_path(),
+        "[verify]\nidentity = \"me@example.org\"\nissuer = \"https://accounts.example.org\"\ntrusted_root = \"root.json\"\n",
+    )
+    .unwrap();
+    let error = Manifest::load(&scene.manifest_path())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("root.json") && error.contains("trusted root"),
+        "{error}"
+    );
+    std::fs::write(scene.dir.path().join("root.json"), "{\"mediaType\": \"application/vnd.dev.sigstore.trustedroot+json;version=0.1\", \"certificateAuthorities\": []}").unwrap();
+    let error = Manifest::load(&scene.manifest_path())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("tlogs"), "{error}");
     std::fs::write(scene.manifest_path(), "[verify]\nkey = \"k.pub\"\n").unwrap();
     let error = Manifest::load(&scene.manifest_path())
         .unwrap_err()

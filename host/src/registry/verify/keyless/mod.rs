@@ -21,7 +21,7 @@ mod tlog;
 mod x509;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use bundle::BUNDLE_MEDIA_TYPES;
 pub use root::{TRUSTED_ROOT_MEDIA_TYPE, TrustedRoot};

@@ -2,7 +2,7 @@
 //! and negative case), a real staging bundle (the golden guard), and
 //! RFC 6962 Merkle vectors.
 
-mod kit;
+pub(crate) mod kit;
 
 use std::sync::Arc;
 

@@ -25,9 +25,9 @@ use super::super::super::key::SigningKey;
 pub(super) const NOT_BEFORE: u64 = 1_748_736_000;
 /// Fulcio's leaves live ten minutes.
 pub(super) const LIFETIME: u64 = 600;
-pub(super) const IDENTITY: &str =
+pub(crate) const IDENTITY: &str =
     "https://github.com/acme/tools/.github/workflows/release.yml@refs/tags/v1";
-pub(super) const ISSUER: &str = "https://token.actions.githubusercontent.com";
+pub(crate) const ISSUER: &str = "https://token.actions.githubusercontent.com";
 pub(super) const ARTIFACT: &[u8] =
     b"{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\"}";
 /// The OID of the embedded SCT list.
@@ -37,7 +37,7 @@ const ISSUER_OID: &[u64] = &[1, 3, 6, 1, 4, 1, 57264, 1, 8];
 
 /// What to build; each negative test changes one thing.
 #[derive(Debug, Clone)]
-pub(super) struct Options {
+pub(crate) struct Options {
     pub(super) identity: String,
     pub(super) issuer: String,
     /// Seconds after notBefore at which the log integrates the entry.
@@ -52,6 +52,8 @@ pub(super) struct Options {
     pub(super) foreign_ca: bool,
     /// The trusted CT log signs another TBS than the precertificate's.
     pub(super) sct_over_other_tbs: bool,
+    /// What is signed (an OCI manifest's bytes).
+    pub(crate) artifact: Vec<u8>,
 }
 
 impl Default for Options {
@@ -65,15 +67,16 @@ impl Default for Options {
             body_records_other_signature: false,
             foreign_ca: false,
             sct_over_other_tbs: false,
+            artifact: ARTIFACT.to_vec(),
         }
     }
 }
 
 /// A bundle and the trusted root it verifies under.
 #[derive(Debug)]
-pub(super) struct Built {
-    pub(super) bundle: Value,
-    pub(super) root: Value,
+pub(crate) struct Built {
+    pub(crate) bundle: Value,
+    pub(crate) root: Value,
     /// The Rekor key, to sign altered checkpoints with.
     pub(super) rekor: SigningKey,
 }
@@ -323,7 +326,7 @@ fn sign(options: &Options, leaf_key: &SigningKey) -> (Vec<u8>, Vec<u8>, (&'stati
     if options.dsse {
         let statement = serde_json::to_vec(&json!({
             "_type": "https://in-toto.io/Statement/v1",
-            "subject": [{"name": "manifest", "digest": {"sha256": hex(&sha256(ARTIFACT))}}],
+            "subject": [{"name": "manifest", "digest": {"sha256": hex(&sha256(&options.artifact))}}],
             "predicateType": "https://sigstore.dev/cosign/sign/v1", "predicate": {}}))
         .unwrap();
         let kind = "application/vnd.in-toto+json";
@@ -333,9 +336,10 @@ fn sign(options: &Options, leaf_key: &SigningKey) -> (Vec<u8>, Vec<u8>, (&'stati
         let content = json!({"payload": b64(&statement), "payloadType": kind, "signatures": [{"sig": b64(&signature), "keyid": ""}]});
         (statement, signature, ("dsseEnvelope", content))
     } else {
-        let signature = leaf_key.sign(ARTIFACT).unwrap();
-        let content = json!({"messageDigest": {"algorithm": "SHA2_256", "digest": b64(&sha256(ARTIFACT))}, "signature": b64(&signature)});
-        (ARTIFACT.to_vec(), signature, ("messageSignature", content))
+        let artifact = &options.artifact;
+        let signature = leaf_key.sign(artifact).unwrap();
+        let content = json!({"messageDigest": {"algorithm": "SHA2_256", "digest": b64(&sha256(artifact))}, "signature": b64(&signature)});
+        (artifact.clone(), signature, ("messageSignature", content))
     }
 }
 
@@ -349,7 +353,7 @@ fn log_json(url: &str, key: &SigningKey) -> Value {
 }
 
 /// Builds a bundle and its trusted root under `options`.
-pub(super) fn build(options: &Options) -> Built {
+pub(crate) fn build(options: &Options) -> Built {
     let (root_ca, intermediate) = fulcio("fulcio.toolhost.test");
     let foreign = options.foreign_ca.then(|| fulcio("mallory").1);
     let issuing = foreign.as_ref().unwrap_or(&intermediate);
