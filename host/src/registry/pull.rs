@@ -65,6 +65,10 @@ impl Registry {
         &self.client
     }
 
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// The manifest digest `reference` names: its own digest if it pins
     /// one (no network), else what its tag points at now.
     ///

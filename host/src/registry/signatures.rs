@@ -49,7 +49,8 @@ struct ReferrersIndex {
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ReferrerEntry {
-    digest: Digest,
+    /// Text: a digest of another algorithm is skipped, not an error.
+    digest: String,
     artifact_type: Option<String>,
 }
 
@@ -84,12 +85,28 @@ impl Registry {
         digest: &Digest,
         policy: &Policy,
     ) -> Result<Option<Verdict>, SignatureFailure> {
+        // The whole search (tens of small fetches at most) within one
+        // deadline, not one per fetch.
+        let deadline = self.settings().timeout;
+        tokio::time::timeout(deadline, self.verify_within(reference, digest, policy))
+            .await
+            .map_err(|_| {
+                RegistryError::new(reference.pinned(digest.clone()), Reason::Timeout(deadline))
+            })?
+    }
+
+    async fn verify_within(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+        policy: &Policy,
+    ) -> Result<Option<Verdict>, SignatureFailure> {
         match policy {
             Policy::None => return Ok(None),
             Policy::Key { .. } => {}
             _ => return self.verify_keyless(reference, digest, policy).await,
         }
-        if let Some(evidence) = self.remembered(digest)
+        if let Some(evidence) = self.remembered(digest, Evidence::Cosign)
             && let Some(candidates) = self.candidates_from_store(&evidence)
             && let Ok(verdict) = policy.verify(&candidates, reference, digest)
         {
@@ -98,7 +115,7 @@ impl Registry {
         let (evidence, candidates) = self.fetch_signatures(reference, digest).await?;
         let verdict = policy.verify(&candidates, reference, digest)?;
         if let Some(evidence) = evidence {
-            self.remember(digest, &evidence);
+            self.remember(digest, Evidence::Cosign, &evidence);
         }
         Ok(verdict)
     }
@@ -125,7 +142,7 @@ impl Registry {
                 })?
             }
         };
-        if let Some(evidence) = self.remembered(digest)
+        if let Some(evidence) = self.remembered(digest, Evidence::Bundle)
             && let Some(bundle) = self.store().read(&evidence, MAX_BUNDLE)
             && let Ok(verdict) = policy.verify_bundles(&[bundle], reference, &manifest_bytes)
         {
@@ -137,7 +154,7 @@ impl Registry {
         if let Some(verdict) = &verdict
             && let Some((evidence, _)) = bundles.get(verdict.candidate)
         {
-            self.remember(digest, evidence);
+            self.remember(digest, Evidence::Bundle, evidence);
         }
         Ok(verdict)
     }
@@ -152,51 +169,46 @@ impl Registry {
     ) -> Result<Vec<(Digest, Vec<u8>)>, RegistryError> {
         let pinned = reference.pinned(digest.clone());
         let fail = |reason| RegistryError::new(&pinned, reason);
-        let index = match self
+        let mut entries = match self
             .client()
             .referrers(reference, digest)
             .await
             .map_err(fail)?
         {
-            Some(index) => index.bytes,
-            None => {
-                let tag = format!("sha256-{}", digest.hex());
-                match self.client().manifest(reference, &tag).await {
-                    Ok(index) => index.bytes,
-                    Err(Reason::NotFound(_)) => return Ok(Vec::new()),
-                    Err(reason) => return Err(fail(reason)),
-                }
-            }
+            Some(index) => referrer_entries(&index.bytes),
+            None => Vec::new(),
         };
-        let index: ReferrersIndex = serde_json::from_slice(&index).map_err(|e| {
-            fail(Reason::Layout(format!(
-                "the referrers index is not an OCI index: {e}"
-            )))
-        })?;
+        // No referrers API, or an empty answer: the referrers tag.
+        if entries.is_empty() {
+            let tag = format!("sha256-{}", digest.hex());
+            match self.client().manifest(reference, &tag).await {
+                Ok(index) => entries = referrer_entries(&index.bytes),
+                Err(Reason::NotFound(_)) => return Ok(Vec::new()),
+                Err(reason) => return Err(fail(reason)),
+            }
+        }
         let mut bundles = Vec::new();
-        // cosign 2.5+ writes its index entries' artifactType as the empty
-        // type, so those are looked into too.
-        let candidates = index.manifests.iter().filter(|entry| {
-            entry
-                .artifact_type
-                .as_deref()
-                .is_none_or(|t| BUNDLE_MEDIA_TYPES.contains(&t) || t == EMPTY_MEDIA_TYPE)
-        });
-        for entry in candidates.take(MAX_REFERRERS) {
-            let (manifest, _) = self.manifest_any(reference, &entry.digest).await?;
-            let bundle_layers = manifest.layers.iter().filter(|l| {
+        // Anyone who can push to the repository can add referrers: one
+        // that cannot be read is skipped, never the end of the search.
+        for digest in entries.into_iter().take(MAX_REFERRERS) {
+            let Ok((manifest, _)) = self.manifest_any(reference, &digest).await else {
+                continue;
+            };
+            let layer = manifest.layers.iter().find(|l| {
                 BUNDLE_MEDIA_TYPES.contains(&l.media_type.as_str()) && l.size <= MAX_BUNDLE
             });
-            for layer in bundle_layers.take(1) {
-                let bytes = match self.store().read(&layer.digest, MAX_BUNDLE) {
-                    Some(bytes) => bytes,
-                    None => self
-                        .small_blob(reference, &layer.digest, MAX_BUNDLE, "a Sigstore bundle")
-                        .await
-                        .map_err(fail)?,
-                };
-                bundles.push((layer.digest.clone(), bytes));
-            }
+            let Some(layer) = layer else { continue };
+            let bytes = match self.store().read(&layer.digest, MAX_BUNDLE) {
+                Some(bytes) => bytes,
+                None => match self
+                    .small_blob(reference, &layer.digest, layer.size, "a Sigstore bundle")
+                    .await
+                {
+                    Ok(bytes) => bytes,
+                    Err(_) => continue,
+                },
+            };
+            bundles.push((layer.digest.clone(), bytes));
         }
         Ok(bundles)
     }
@@ -286,7 +298,9 @@ impl Registry {
         layer
             .annotations
             .insert(SIGNATURE_ANNOTATION.into(), BASE64.encode(signature));
-        layers.push(layer);
+        // First: the count of signatures read is bounded, and a new one
+        // must be among those read.
+        layers.insert(0, layer);
         let diff_ids: Vec<String> = layers.iter().map(|l| l.digest.to_string()).collect();
         let config = serde_json::to_vec(&serde_json::json!({
             "architecture": "", "config": {}, "created": "0001-01-01T00:00:00Z",
@@ -325,20 +339,19 @@ impl Registry {
         let Some((evidence, manifest)) = self.signature_manifest(reference, &tag).await? else {
             return Ok((None, Vec::new()));
         };
-        let pinned = reference.pinned(digest.clone());
         let mut candidates = Vec::new();
         for layer in signature_layers(&manifest) {
             let payload = match self.store().read(&layer.digest, MAX_PAYLOAD as u64) {
                 Some(bytes) => bytes,
-                None => self
-                    .small_blob(
-                        reference,
-                        &layer.digest,
-                        MAX_PAYLOAD as u64,
-                        "a signature payload",
-                    )
+                // A payload that cannot be had is one signature fewer (a
+                // co-signer's junk must not hide the others).
+                None => match self
+                    .small_blob(reference, &layer.digest, layer.size, "a signature payload")
                     .await
-                    .map_err(|reason| RegistryError::new(&pinned, reason))?,
+                {
+                    Ok(bytes) => bytes,
+                    Err(_) => continue,
+                },
             };
             candidates.push(candidate(layer, payload));
         }
@@ -410,32 +423,74 @@ impl Registry {
     fn candidates_from_store(&self, evidence: &Digest) -> Option<Vec<Candidate>> {
         let bytes = self.store().read(evidence, MAX_MANIFEST)?;
         let manifest = ImageManifest::parse(&bytes, None).ok()?;
-        signature_layers(&manifest)
-            .map(|layer| {
-                let payload = self.store().read(&layer.digest, MAX_PAYLOAD as u64)?;
-                Some(candidate(layer, payload))
-            })
-            .collect()
+        Some(
+            signature_layers(&manifest)
+                .filter_map(|layer| {
+                    let payload = self.store().read(&layer.digest, MAX_PAYLOAD as u64)?;
+                    Some(candidate(layer, payload))
+                })
+                .collect(),
+        )
     }
 
     /// Where the cache remembers which signature manifest vouched for
     /// manifest `digest`.
-    fn evidence_file(&self, digest: &Digest) -> PathBuf {
-        self.store().path(digest).with_extension("signatures")
+    /// One file per kind of evidence, so that a key policy and a keyless
+    /// one over the same manifest do not overwrite each other's.
+    fn evidence_file(&self, digest: &Digest, kind: Evidence) -> PathBuf {
+        let extension = match kind {
+            Evidence::Cosign => "cosign-signature",
+            Evidence::Bundle => "sigstore-bundle",
+        };
+        self.store().path(digest).with_extension(extension)
     }
 
-    fn remembered(&self, digest: &Digest) -> Option<Digest> {
-        std::fs::read_to_string(self.evidence_file(digest))
+    fn remembered(&self, digest: &Digest, kind: Evidence) -> Option<Digest> {
+        std::fs::read_to_string(self.evidence_file(digest, kind))
             .ok()?
             .trim()
             .parse()
             .ok()
     }
 
-    fn remember(&self, digest: &Digest, evidence: &Digest) {
+    fn remember(&self, digest: &Digest, kind: Evidence, evidence: &Digest) {
         // A cache: failing to write it costs a fetch next time, nothing more.
-        let _ = std::fs::write(self.evidence_file(digest), evidence.to_string());
+        let _ = std::fs::write(self.evidence_file(digest, kind), evidence.to_string());
     }
+}
+
+/// What vouched for a manifest: a cosign `.sig` manifest, or a bundle.
+#[derive(Clone, Copy)]
+enum Evidence {
+    Cosign,
+    Bundle,
+}
+
+/// The manifests a referrers index lists that may hold a Sigstore bundle,
+/// bundle-typed ones first (so that untyped junk cannot crowd them out);
+/// an index that does not parse, or entries that are not sha256, list none.
+fn referrer_entries(index: &[u8]) -> Vec<Digest> {
+    let Ok(index) = serde_json::from_slice::<ReferrersIndex>(index) else {
+        return Vec::new();
+    };
+    let typed = |entry: &ReferrerEntry, bundle: bool| {
+        let kind = entry.artifact_type.as_deref();
+        if bundle {
+            kind.is_some_and(|t| BUNDLE_MEDIA_TYPES.contains(&t))
+        } else {
+            // cosign 2.5+ writes the empty type as the entry's
+            // artifactType, so untyped entries are looked into too.
+            kind.is_none_or(|t| t == EMPTY_MEDIA_TYPE || t.is_empty())
+        }
+    };
+    let pick = |bundle: bool| {
+        index
+            .manifests
+            .iter()
+            .filter(move |e| typed(e, bundle))
+            .filter_map(|e| e.digest.parse::<Digest>().ok())
+    };
+    pick(true).chain(pick(false)).collect()
 }
 
 /// The simple-signing layers of a `.sig` manifest, at most
@@ -486,10 +541,14 @@ mod tests {
 
     use super::registry_server::RegistryServer;
 
-    /// Publish `bundle` as a referrer of manifest `subject`, as cosign does
-    /// where the registry has no referrers API: an artifact manifest whose
-    /// subject is the component, listed in the index at the referrers tag.
-    async fn refer(registry: &Registry, reference: &OciRef, subject: &[u8], bundle: &[u8]) {
+    /// Push an artifact manifest holding `bundle`, referring to `subject`;
+    /// its digest and size.
+    async fn artifact(
+        registry: &Registry,
+        reference: &OciRef,
+        subject: &[u8],
+        bundle: &[u8],
+    ) -> (Digest, usize) {
         let client = registry.client();
         let empty = b"{}";
         client.upload(reference, empty).await.unwrap();
@@ -505,25 +564,45 @@ mod tests {
             annotations: Default::default(),
         })
         .unwrap();
-        let artifact_digest = Digest::of(&artifact);
+        let digest = Digest::of(&artifact);
         client
             .put_manifest(
                 reference,
-                &artifact_digest.to_string(),
+                &digest.to_string(),
                 artifact.clone(),
                 OCI_MANIFEST,
             )
             .await
             .unwrap();
-        // cosign 2.5+ writes the empty type as the entry's artifactType.
+        (digest, artifact.len())
+    }
+
+    /// Publish `bundle` as a referrer of manifest `subject`, as cosign does
+    /// where the registry has no referrers API: an artifact manifest whose
+    /// subject is the component, listed in the index at the referrers tag —
+    /// after junk anyone who can push could list first.
+    async fn refer(registry: &Registry, reference: &OciRef, subject: &[u8], bundle: &[u8]) {
+        let junk = artifact(registry, reference, subject, b"{\"not\": \"a bundle\"}").await;
+        let real = artifact(registry, reference, subject, bundle).await;
+        let bundle_type = BUNDLE_MEDIA_TYPES[0];
+        let entry = |(digest, size): (Digest, usize), kind: &str| {
+            serde_json::json!({"mediaType": OCI_MANIFEST, "digest": digest.to_string(),
+                               "size": size, "artifactType": kind})
+        };
+        // cosign 2.5+ writes the empty type as the entry's artifactType; the
+        // component's own manifest (no bundle in it) is listed as junk too.
         let index = serde_json::to_vec(&serde_json::json!({
             "schemaVersion": 2, "mediaType": OCI_INDEX,
-            "manifests": [{"mediaType": OCI_MANIFEST, "digest": artifact_digest.to_string(),
-                           "size": artifact.len(), "artifactType": EMPTY_MEDIA_TYPE}],
+            "manifests": [
+                entry(junk, bundle_type),
+                entry((Digest::of(subject), subject.len()), EMPTY_MEDIA_TYPE),
+                entry(real, EMPTY_MEDIA_TYPE),
+            ],
         }))
         .unwrap();
         let tag = format!("sha256-{}", Digest::of(subject).hex());
-        client
+        registry
+            .client()
             .put_manifest(reference, &tag, index, OCI_INDEX)
             .await
             .unwrap();

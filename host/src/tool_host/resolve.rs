@@ -94,6 +94,18 @@ pub(crate) async fn pin(
     if *mode == LockMode::Locked {
         check_locked(&references, &old)?;
     }
+    if let LockMode::Update(only) = mode
+        && let Some(stray) = only.iter().find(|r| !references.contains(r))
+    {
+        return Err(LoadError::Locked(format!(
+            "{stray} is not a component of this manifest, so there is no pin of it to update (the references are: {})",
+            references
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     if references.is_empty() {
         return Ok(Pinned {
             changed: lock.is_some_and(|l| l.pins().next().is_some()),
@@ -118,7 +130,22 @@ pub(crate) async fn pin(
             continue;
         };
         let reference = reference.clone();
-        let pinned = pin_one(&registry, &reference, &component.verify, &old, mode).await?;
+        // A reference named twice resolves once: a tag cannot answer two
+        // entries of one manifest with two builds.
+        let lock = match new.get(&reference) {
+            Some(pin) => {
+                let mut resolved = Lock::default();
+                resolved.insert(pin.clone());
+                resolved
+            }
+            None => old.clone(),
+        };
+        let mode = if new.get(&reference).is_some() {
+            &LockMode::Write
+        } else {
+            mode
+        };
+        let pinned = pin_one(&registry, &reference, &component.verify, &lock, mode).await?;
         new.insert(pinned.report.pin.clone());
         report.push(pinned.report);
         component.source = ComponentSource::Pinned(Box::new(pinned.component));

@@ -421,6 +421,18 @@ async fn a_moved_tag_keeps_its_pinned_digest_until_the_lock_is_updated() {
         .unwrap();
     assert!(pinned.changed);
     assert_eq!(pinned.report[0].moved_from.as_ref(), Some(&first));
+    // Updating a reference the manifest does not name is a mistake, said.
+    let typo: OciRef = format!("oci://{}/tools/movin:stable", registry.address())
+        .parse()
+        .unwrap();
+    let error = ToolHost::pin(&manifest, &scene.options(), &LockMode::Update(vec![typo]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("not a component of this manifest"),
+        "{error}"
+    );
     assert_eq!(pinned.report[0].pin.manifest, second);
 }
 

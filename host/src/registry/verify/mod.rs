@@ -129,7 +129,15 @@ impl Policy {
                     return Ok(Some(verdict));
                 }
                 Err(error) => {
-                    first_refusal.get_or_insert(error);
+                    // The reason a person needs is a real bundle's, not that
+                    // some junk pushed beside it is not a bundle at all.
+                    let junk = |e: &KeylessError| matches!(e, KeylessError::Bundle { .. });
+                    if first_refusal
+                        .as_ref()
+                        .is_none_or(|first| junk(first) && !junk(&error))
+                    {
+                        first_refusal = Some(error);
+                    }
                 }
             }
         }
