@@ -159,10 +159,19 @@ impl AssistantToolCall {
     /// matches), else `{}` (see [`AssistantToolCall::arguments_object`]).
     #[must_use]
     pub fn arguments_text(&self) -> &str {
-        let object = serde_json::from_str::<serde_json::Value>(&self.arguments)
-            .is_ok_and(|value| value.is_object());
-        if object { &self.arguments } else { "{}" }
+        if is_json_object(&self.arguments) {
+            &self.arguments
+        } else {
+            "{}"
+        }
     }
+}
+
+/// Whether `text` is one JSON object and nothing else: what a tool call's
+/// arguments must be for an endpoint to take them back. Checked without
+/// building the value.
+pub(crate) fn is_json_object(text: &str) -> bool {
+    serde_json::from_str::<std::collections::HashMap<String, serde::de::IgnoredAny>>(text).is_ok()
 }
 
 /// What the agent asks of the model.

@@ -104,11 +104,11 @@ impl ToolHost {
                     return futures::future::ready(result).left_future();
                 }
                 let (id, name) = (call.id.clone(), call.name.clone());
-                let (host, env) = (host.clone(), env.clone());
-                let mut task = AbortOnDrop(tokio::spawn({
-                    let host = host.clone();
-                    async move { host.call_resolved(found, call, &env).await }
+                let (runner, env) = (host.clone(), env.clone());
+                let mut task = AbortOnDrop(tokio::spawn(async move {
+                    runner.call_resolved(found, call, &env).await
                 }));
+                let host = host.clone();
                 async move {
                     (&mut task.0).await.unwrap_or_else(|e| {
                         host.with_spec(found, task_failed(id, name, &e.to_string()))

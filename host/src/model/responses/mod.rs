@@ -190,9 +190,9 @@ fn sent_item(item: &Value, view: &ItemView) -> Value {
     let mut item = item.clone();
     // Arguments some servers send as the object itself stay as they came.
     let garbled = view.is(ItemKind::FunctionCall)
-        && item["arguments"].as_str().is_some_and(|text| {
-            !serde_json::from_str::<Value>(text).is_ok_and(|arguments| arguments.is_object())
-        });
+        && item["arguments"]
+            .as_str()
+            .is_some_and(|text| !super::is_json_object(text));
     if garbled && let Some(object) = item.as_object_mut() {
         object.insert("arguments".into(), json!("{}"));
     }
