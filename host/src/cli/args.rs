@@ -314,7 +314,7 @@ impl ComponentFlags {
             let (key, value) = pair("--config-value", item)?;
             grants = grants.config(key, value, false);
         }
-        let mut config = if path.starts_with(toolhost::registry::reference::SCHEME) {
+        let mut config = if path.starts_with(toolhost::registry::SCHEME) {
             let reference = path
                 .parse()
                 .map_err(|e: toolhost::registry::ReferenceError| {

@@ -114,7 +114,7 @@ impl RawTool {
 /// reference, or a file relative to the manifest's directory `base` that
 /// exists.
 fn component_source(component: &str, base: &Path) -> Result<ComponentSource, String> {
-    if component.starts_with(crate::registry::reference::SCHEME) {
+    if component.starts_with(crate::registry::SCHEME) {
         return component
             .parse()
             .map(ComponentSource::Registry)

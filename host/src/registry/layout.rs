@@ -45,6 +45,12 @@ pub const TOOLS_ANNOTATION: &str = "dev.toolhost.tools.v1";
 /// what it asks of a host.
 pub const IMPORTS_ANNOTATION: &str = "dev.toolhost.imports.v1";
 
+/// Why a manifest or layer is not a component toolhost loads; the message
+/// says what it is instead, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LayoutError(String);
+
 /// A blob a manifest points at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -126,7 +132,11 @@ impl ImageManifest {
     ///
     /// What it is instead (an index, another kind of artifact, not JSON),
     /// and what to do.
-    pub fn parse(bytes: &[u8], content_type: Option<&str>) -> Result<Self, String> {
+    pub fn parse(bytes: &[u8], content_type: Option<&str>) -> Result<Self, LayoutError> {
+        Self::parse_text(bytes, content_type).map_err(LayoutError)
+    }
+
+    fn parse_text(bytes: &[u8], content_type: Option<&str>) -> Result<Self, String> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Kind {
@@ -168,7 +178,11 @@ impl ImageManifest {
     /// # Errors
     ///
     /// When there is none (naming the media types found), or several.
-    pub fn component_layer(&self) -> Result<&Descriptor, String> {
+    pub fn component_layer(&self) -> Result<&Descriptor, LayoutError> {
+        self.component_layer_text().map_err(LayoutError)
+    }
+
+    fn component_layer_text(&self) -> Result<&Descriptor, String> {
         let wasm: Vec<&Descriptor> = self
             .layers
             .iter()
@@ -216,7 +230,11 @@ fn listed(items: impl ExactSizeIterator<Item = String>) -> String {
 ///
 /// What they are instead: a core module (and how to make it a component),
 /// or not Wasm at all.
-pub fn check_component(bytes: &[u8]) -> Result<(), String> {
+pub fn check_component(bytes: &[u8]) -> Result<(), LayoutError> {
+    check_component_text(bytes).map_err(LayoutError)
+}
+
+fn check_component_text(bytes: &[u8]) -> Result<(), String> {
     match bytes.get(..8) {
         Some([0, b'a', b's', b'm', _, _, 1, 0]) => Ok(()),
         Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Err(
@@ -270,11 +288,16 @@ mod tests {
     #[test]
     fn a_manifest_without_one_wasm_layer_names_what_it_found() {
         let none = ImageManifest::parse(&manifest(&["application/octet-stream"]), None).unwrap();
-        let error = none.component_layer().unwrap_err();
+        let error = none.component_layer().unwrap_err().to_string();
         assert!(error.contains("application/octet-stream"), "{error}");
         let two =
             ImageManifest::parse(&manifest(&[WASM_LAYER, OTHER_WASM_LAYERS[0]]), None).unwrap();
-        assert!(two.component_layer().unwrap_err().contains("2 Wasm layers"));
+        assert!(
+            two.component_layer()
+                .unwrap_err()
+                .to_string()
+                .contains("2 Wasm layers")
+        );
     }
 
     #[test]
@@ -283,17 +306,20 @@ mod tests {
         assert!(
             ImageManifest::parse(index, None)
                 .unwrap_err()
+                .to_string()
                 .contains("index")
         );
         let helm = br#"{"schemaVersion":2,"mediaType":"application/vnd.cncf.helm.chart"}"#;
         assert!(
             ImageManifest::parse(helm, None)
                 .unwrap_err()
+                .to_string()
                 .contains("helm")
         );
         assert!(
             ImageManifest::parse(b"<html>", None)
                 .unwrap_err()
+                .to_string()
                 .contains("not JSON")
         );
     }
@@ -304,11 +330,13 @@ mod tests {
         assert!(
             check_component(b"\0asm\x01\0\0\0")
                 .unwrap_err()
+                .to_string()
                 .contains("core Wasm module")
         );
         assert!(
             check_component(b"PK\x03\x04zip!")
                 .unwrap_err()
+                .to_string()
                 .contains("not WebAssembly")
         );
         assert!(check_component(b"").is_err());

@@ -148,6 +148,15 @@ impl Lock {
         self.pins.get(&reference.to_string())
     }
 
+    /// A lock of `pins`.
+    pub fn of(pins: impl IntoIterator<Item = Pin>) -> Self {
+        let mut lock = Self::default();
+        for pin in pins {
+            lock.insert(pin);
+        }
+        lock
+    }
+
     /// Pin a reference (replacing its pin); returns the pin it had.
     pub fn insert(&mut self, pin: Pin) -> Option<Pin> {
         self.pins.insert(pin.reference.to_string(), pin)

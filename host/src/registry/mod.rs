@@ -4,18 +4,18 @@
 //! the compiled code, publishing in the CNCF Wasm layout, and checking
 //! signatures. A registry is untrusted input throughout.
 //!
-//! The leaves ([`reference`], [`digest`], [`lock`], [`layout`]) hold no
+//! The leaves ([`OciRef`], [`Digest`], [`Lock`], [`layout`]) hold no
 //! I/O; [`Registry`] does the talking.
 
 mod auth;
 mod body;
 mod client;
-pub mod digest;
+pub(crate) mod digest;
 pub mod layout;
-pub mod lock;
+pub(crate) mod lock;
 mod pull;
 mod push;
-pub mod reference;
+pub(crate) mod reference;
 mod signatures;
 pub mod store;
 pub mod verify;
@@ -27,7 +27,7 @@ pub use digest::{Digest, DigestError, Sha256};
 pub use lock::{LOCK_FILE, Lock, LockError, Pin};
 pub use pull::{Pulled, Registry};
 pub use push::{MAX_ANNOTATIONS, Publication};
-pub use reference::{OciRef, ReferenceError};
+pub use reference::{OciRef, ReferenceError, SCHEME};
 pub use signatures::SignatureFailure;
 
 /// How toolhost talks to registries: the manifest's `[registry]` table.

@@ -209,7 +209,7 @@ impl Registry {
             .map_err(|e| store_error(&e))?;
         if let Err(e) = check_component(&head[..read]) {
             let _ = std::fs::remove_file(&path);
-            return Err(Reason::Layout(e));
+            return Err(Reason::Layout(e.to_string()));
         }
         Ok(())
     }

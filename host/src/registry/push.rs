@@ -49,7 +49,7 @@ impl Registry {
         publication: &Publication,
     ) -> Result<Digest, RegistryError> {
         let fail = |reason| RegistryError::new(reference, reason);
-        check_component(component).map_err(|e| fail(Reason::Layout(e)))?;
+        check_component(component).map_err(|e| fail(Reason::Layout(e.to_string())))?;
         let annotation_bytes: usize = publication
             .annotations
             .iter()

@@ -53,7 +53,7 @@ pub enum ReferenceError {
         "{0:?} names no repository: write oci://REGISTRY/REPOSITORY:TAG (the registry is never implied)"
     )]
     NoRepository(String),
-    /// The registry is no host, host:port or [IPv6]:port.
+    /// The registry is no host, host:port or `[IPv6]:port`.
     #[error("{0:?}: the registry {1:?} is not a host name, host:port or [IPv6]:port")]
     Registry(String, String),
     /// A repository path component breaks the distribution spec's grammar.

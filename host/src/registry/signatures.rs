@@ -535,7 +535,7 @@ mod tests {
 
     use super::*;
     use crate::registry::layout::OCI_INDEX;
-    use crate::registry::verify::TrustedRoot;
+    use crate::registry::verify::keyless::TrustedRoot;
     use crate::registry::verify::keyless::tests::kit;
     use crate::registry::{Publication, Settings};
 

@@ -94,18 +94,7 @@ pub(crate) async fn pin(
     if *mode == LockMode::Locked {
         check_locked(&references, &old)?;
     }
-    if let LockMode::Update(only) = mode
-        && let Some(stray) = only.iter().find(|r| !references.contains(r))
-    {
-        return Err(LoadError::Locked(format!(
-            "{stray} is not a component of this manifest, so there is no pin of it to update (the references are: {})",
-            references
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
+    check_update(&references, mode)?;
     if references.is_empty() {
         return Ok(Pinned {
             changed: lock.is_some_and(|l| l.pins().next().is_some()),
@@ -132,18 +121,9 @@ pub(crate) async fn pin(
         let reference = reference.clone();
         // A reference named twice resolves once: a tag cannot answer two
         // entries of one manifest with two builds.
-        let lock = match new.get(&reference) {
-            Some(pin) => {
-                let mut resolved = Lock::default();
-                resolved.insert(pin.clone());
-                resolved
-            }
-            None => old.clone(),
-        };
-        let mode = if new.get(&reference).is_some() {
-            &LockMode::Write
-        } else {
-            mode
+        let (lock, mode) = match new.get(&reference) {
+            Some(pin) => (Lock::of([pin.clone()]), &LockMode::Write),
+            None => (old.clone(), mode),
         };
         let pinned = pin_one(&registry, &reference, &component.verify, &lock, mode).await?;
         new.insert(pinned.report.pin.clone());
@@ -234,6 +214,23 @@ async fn pin_one(
         },
         component,
     })
+}
+
+/// `--update REF`: each REF a reference the manifest names.
+fn check_update(references: &[OciRef], mode: &LockMode) -> Result<(), LoadError> {
+    if let LockMode::Update(only) = mode
+        && let Some(stray) = only.iter().find(|r| !references.contains(r))
+    {
+        return Err(LoadError::Locked(format!(
+            "{stray} is not a component of this manifest, so there is no pin of it to update (the references are: {})",
+            references
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// With `--locked`: every reference has a current pin and the lock has no

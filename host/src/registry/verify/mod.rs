@@ -13,7 +13,7 @@
 
 pub mod cosign;
 mod der;
-pub mod key;
+mod key;
 pub mod keyless;
 
 use std::path::{Path, PathBuf};
@@ -22,9 +22,9 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-pub use cosign::SignatureError;
+use cosign::SignatureError;
 pub use key::{Algorithm, KeyError, PublicKey, SigningKey};
-pub use keyless::{KeylessError, TrustedRoot, verify_bundle, verify_bundle_bytes};
+use keyless::{KeylessError, TrustedRoot};
 
 use crate::registry::digest::Digest;
 use crate::registry::reference::{OciRef, SCHEME};
