@@ -113,31 +113,38 @@ impl Registry {
     ) -> Result<(ImageManifest, bool), RegistryError> {
         let pinned = reference.pinned(digest.clone());
         let fail = |reason| RegistryError::new(&pinned, reason);
-        let (bytes, content_type, fetched) = match self.store.read(digest, MAX_MANIFEST) {
-            Some(bytes) => (bytes, None, false),
-            None => {
-                let got = self
-                    .client
-                    .manifest(reference, &digest.to_string())
-                    .await
-                    .map_err(fail)?;
-                let actual = Digest::of(&got.bytes);
-                if actual != *digest {
-                    return Err(fail(Reason::DigestMismatch {
-                        what: "the manifest".into(),
-                        expected: digest.clone(),
-                        actual,
-                    }));
-                }
-                self.store
-                    .put(&got.bytes)
-                    .map_err(|e| fail(store_error(&e)))?;
-                (got.bytes, got.content_type, true)
-            }
-        };
+        let (bytes, content_type, fetched) = self
+            .manifest_bytes(reference, digest, "the manifest")
+            .await
+            .map_err(fail)?;
         let manifest = ImageManifest::parse(&bytes, content_type.as_deref())
             .map_err(|e| fail(Reason::Layout(format!("not a component: {e}"))))?;
         Ok((manifest, fetched))
+    }
+
+    /// The bytes of manifest `digest` (any kind), from the store or the
+    /// registry, kept only once they hash to `digest`; with the content
+    /// type served, and whether they were fetched.
+    pub(crate) async fn manifest_bytes(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+        what: &str,
+    ) -> Result<(Vec<u8>, Option<String>, bool), Reason> {
+        if let Some(bytes) = self.store.read(digest, MAX_MANIFEST) {
+            return Ok((bytes, None, false));
+        }
+        let got = self.client.manifest(reference, &digest.to_string()).await?;
+        let actual = Digest::of(&got.bytes);
+        if actual != *digest {
+            return Err(Reason::DigestMismatch {
+                what: what.to_owned(),
+                expected: digest.clone(),
+                actual,
+            });
+        }
+        self.store.put(&got.bytes).map_err(|e| store_error(&e))?;
+        Ok((got.bytes, got.content_type, true))
     }
 
     /// Pull the component of manifest `digest`: the manifest, then its

@@ -221,28 +221,10 @@ impl Registry {
         digest: &Digest,
     ) -> Result<(ImageManifest, Vec<u8>), RegistryError> {
         let fail = |reason| RegistryError::new(reference.pinned(digest.clone()), reason);
-        let bytes = match self.store().read(digest, MAX_MANIFEST) {
-            Some(bytes) => bytes,
-            None => {
-                let fetched = self
-                    .client()
-                    .manifest(reference, &digest.to_string())
-                    .await
-                    .map_err(fail)?;
-                let actual = Digest::of(&fetched.bytes);
-                if actual != *digest {
-                    return Err(fail(Reason::DigestMismatch {
-                        what: "a referrer's manifest".into(),
-                        expected: digest.clone(),
-                        actual,
-                    }));
-                }
-                self.store()
-                    .put(&fetched.bytes)
-                    .map_err(|e| fail(Reason::Store(e.to_string())))?;
-                fetched.bytes
-            }
-        };
+        let (bytes, _, _) = self
+            .manifest_bytes(reference, digest, "a referrer's manifest")
+            .await
+            .map_err(fail)?;
         let manifest = ImageManifest::parse(&bytes, None)
             .map_err(|e| fail(Reason::Layout(format!("a referrer: {e}"))))?;
         Ok((manifest, bytes))

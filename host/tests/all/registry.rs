@@ -59,6 +59,14 @@ impl Scene {
             .map(|(host, _)| host)
     }
 
+    /// Why loading fails (it must).
+    async fn load_error(&self, manifest: &Manifest, mode: LockMode) -> String {
+        match self.load(manifest, mode).await {
+            Ok(_) => panic!("{} loaded", manifest.path.display()),
+            Err(e) => e.to_string(),
+        }
+    }
+
     /// The `toolhost` binary, in the scene's directory with its cache.
     fn toolhost(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_toolhost"))
@@ -311,11 +319,7 @@ async fn a_blob_altered_in_the_registry_is_refused_and_nothing_is_kept() {
     bytes[middle] ^= 0xff;
     std::fs::write(&stored, bytes).unwrap();
     let manifest = scene.one_tool(&reference, "");
-    let error = scene
-        .load(&manifest, LockMode::Write)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = scene.load_error(&manifest, LockMode::Write).await;
     assert!(error.contains(&reference), "{error}");
     assert!(error.contains(&format!("should be {layer}")), "{error}");
     assert!(error.contains("hashes to"), "{error}");
@@ -367,11 +371,7 @@ async fn layers_that_are_not_components_are_refused_by_what_they_are() {
         )
         .await;
         let manifest = scene.one_tool(&format!("oci://{}/odd/layer:{tag}", registry.address()), "");
-        let error = scene
-            .load(&manifest, LockMode::Write)
-            .await
-            .unwrap_err()
-            .to_string();
+        let error = scene.load_error(&manifest, LockMode::Write).await;
         assert!(error.contains(expected), "{media}: {error}");
         assert!(error.contains(&digest.to_string()), "{error}");
     }
@@ -385,11 +385,7 @@ async fn a_layer_over_the_cap_is_refused_before_it_is_downloaded() {
     push(&scene.cache(), &reference, &component("calc")).await;
     let fresh = Scene::new();
     let manifest = fresh.one_tool(&reference, "[registry]\nmax_component = \"64KiB\"");
-    let error = fresh
-        .load(&manifest, LockMode::Write)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = fresh.load_error(&manifest, LockMode::Write).await;
     assert!(error.contains("over the cap of 65536"), "{error}");
     assert!(error.contains("max_component"), "{error}");
 }
@@ -465,11 +461,7 @@ async fn locked_refuses_a_lock_that_would_change_before_any_network() {
     )
     .unwrap();
     let manifest = Manifest::load(&scene.manifest_path()).unwrap();
-    let error = scene
-        .load(&manifest, LockMode::Locked)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = scene.load_error(&manifest, LockMode::Locked).await;
     assert!(error.contains("tools/old:1 would be removed"), "{error}");
     // With no registry component left at all, the stale lock is a change too.
     std::fs::write(
@@ -481,11 +473,7 @@ async fn locked_refuses_a_lock_that_would_change_before_any_network() {
     )
     .unwrap();
     let manifest = Manifest::load(&scene.manifest_path()).unwrap();
-    let error = scene
-        .load(&manifest, LockMode::Locked)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = scene.load_error(&manifest, LockMode::Locked).await;
     assert!(error.contains("would be removed"), "{error}");
     scene.one_tool(&reference, "");
     // And the CLI's --locked says so and exits non-zero.
@@ -533,11 +521,7 @@ async fn a_lock_pinning_another_layer_than_the_manifest_names_is_refused() {
     );
     std::fs::write(scene.lock_path(), edited).unwrap();
     let manifest = Manifest::load(&scene.manifest_path()).unwrap();
-    let error = scene
-        .load(&manifest, LockMode::Write)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = scene.load_error(&manifest, LockMode::Write).await;
     assert!(
         error.contains(&format!("names the layer {}", pin.layer)),
         "{error}"
@@ -659,11 +643,7 @@ async fn a_manifest_over_the_cap_is_refused_whether_or_not_its_length_is_declare
     .await;
     let scene = Scene::new();
     let manifest = scene.one_tool(&format!("oci://{address}/big/manifest:1"), "");
-    let error = scene
-        .load(&manifest, LockMode::Write)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = scene.load_error(&manifest, LockMode::Write).await;
     assert!(
         error.contains("the manifest is 5242880 bytes, over the cap of 4194304"),
         "{error}"
@@ -680,11 +660,7 @@ async fn a_manifest_over_the_cap_is_refused_whether_or_not_its_length_is_declare
     })
     .await;
     let manifest = scene.one_tool(&format!("oci://{address}/big/manifest:1"), "");
-    let error = scene
-        .load(&manifest, LockMode::Write)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = scene.load_error(&manifest, LockMode::Write).await;
     assert!(error.contains("over the cap of 4194304"), "{error}");
 }
 
@@ -705,11 +681,7 @@ async fn a_registry_that_hangs_is_given_up_on_at_the_timeout() {
         "[registry]\ntimeout = \"1s\"",
     );
     let started = std::time::Instant::now();
-    let error = scene
-        .load(&manifest, LockMode::Write)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = scene.load_error(&manifest, LockMode::Write).await;
     assert!(
         error.contains("did not finish answering within 1s"),
         "{error}"
@@ -783,11 +755,7 @@ async fn redirects_are_followed_within_the_registry_and_refused_to_another_host(
     let other = hostile::serve("127.0.0.1", registry_on(Some(cdn))).await;
     let scene = Scene::new();
     let manifest_file = scene.one_tool(&format!("oci://{other}/tools/calc@{digest}"), "");
-    let error = scene
-        .load(&manifest_file, LockMode::Write)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = scene.load_error(&manifest_file, LockMode::Write).await;
     assert!(
         error.contains(&format!("redirected to another host, {cdn}")),
         "{error}"
@@ -1031,11 +999,7 @@ async fn a_registry_that_sends_its_body_a_byte_at_a_time_is_given_up_on_at_the_t
         &format!("oci://{address}/drip/tool:1"),
         "[registry]\ntimeout = \"1s\"",
     );
-    let error = scene
-        .load(&manifest, LockMode::Write)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = scene.load_error(&manifest, LockMode::Write).await;
     assert!(error.contains("within 1s"), "{error}");
 }
 
@@ -1068,11 +1032,7 @@ async fn credentials_never_go_to_a_plain_http_token_service_on_another_host() {
         "[registry.host.\"{registry}\"]\nusername = \"bot\"\npassword_env = \"PATH\"\n\n[[tool]]\ncomponent = \"oci://{registry}/t/c:1\"\n"
     );
     let manifest = scene.manifest(&manifest_text);
-    let error = scene
-        .load(&manifest, LockMode::Write)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = scene.load_error(&manifest, LockMode::Write).await;
     assert!(error.contains("over HTTPS only"), "{error}");
     assert_eq!(
         asked.load(Ordering::SeqCst),
