@@ -52,10 +52,15 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
         .map(|(config, version)| (config.source.clone(), version))
         .collect();
     for (config, tools, cache) in host.components() {
-        println!(
-            "\n{} (compiled code: {cache:?})",
-            source_line(&config.source)
-        );
+        // The source's first line (its file or reference) carries the
+        // compiled code's status; a registry component's digests and signer
+        // follow on lines of their own.
+        let source = source_line(&config.source);
+        let (first, rest) = source.split_once('\n').unwrap_or((&source, ""));
+        println!("\n{first} (compiled code: {cache:?})");
+        if !rest.is_empty() {
+            println!("{rest}");
+        }
         if let Some(version) = versions.get(&config.source) {
             println!("  contract: toolhost:tool@{version}");
         }
