@@ -4,6 +4,7 @@
 
 use std::process::ExitCode;
 
+use super::output::out;
 use toolhost::authoring::lint;
 use toolhost::{ComponentSource, Manifest, ToolHost};
 
@@ -46,7 +47,7 @@ fn source_line(source: &ComponentSource) -> String {
 
 /// Per component: its tools, and exactly what they may touch.
 fn print_check(manifest: &Manifest, host: &ToolHost) {
-    println!("{}: ok", manifest.path.display());
+    out!("{}: ok", manifest.path.display());
     let versions: std::collections::HashMap<_, _> = host
         .contract_versions()
         .map(|(config, version)| (config.source.clone(), version))
@@ -57,14 +58,14 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
         // follow on lines of their own.
         let source = source_line(&config.source);
         let (first, rest) = source.split_once('\n').unwrap_or((&source, ""));
-        println!("\n{first} (compiled code: {cache:?})");
+        out!("\n{first} (compiled code: {cache:?})");
         if !rest.is_empty() {
-            println!("{rest}");
+            out!("{rest}");
         }
         if let Some(version) = versions.get(&config.source) {
-            println!("  contract: toolhost:tool@{version}");
+            out!("  contract: toolhost:tool@{version}");
         }
-        println!("  tools: {}", tools.join(", "));
+        out!("  tools: {}", tools.join(", "));
         let cached: Vec<String> = tools
             .iter()
             .filter_map(|tool| {
@@ -73,10 +74,10 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
             })
             .collect();
         if !cached.is_empty() {
-            println!("  cached results: {}", cached.join(", "));
+            out!("  cached results: {}", cached.join(", "));
         }
         for line in toolhost::describe::component_lines(config) {
-            println!("  {line}");
+            out!("  {line}");
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The human view of a run, as it happens or replayed from a transcript.
 
+use super::output::{out, out_inline};
 use toolhost::printable::{self, one_line};
 
 /// The human view of a run, as it happens or replayed. It reads events as
@@ -40,7 +41,7 @@ impl Display {
 
     /// Print the model's `text` and remember it was shown.
     pub(crate) fn print_text(&mut self, text: &str) {
-        print!("{}", printable::text(text));
+        out_inline!("{}", printable::text(text));
         self.shown.push_str(text);
     }
 
@@ -50,11 +51,11 @@ impl Display {
         let final_text = text(event, "final_text");
         if event["answer"].is_object() && final_text.trim() != self.shown.trim() {
             // Given through the answer tool: not shown as text yet.
-            println!("\n{}", printable::text(final_text));
+            out!("\n{}", printable::text(final_text));
         }
         // The next task of a chat shows its own text.
         self.shown.clear();
-        println!();
+        out!();
         match event["end"]["kind"].as_str() {
             Some("answered") => {}
             Some("invalid_answer") => eprintln!(
@@ -82,7 +83,7 @@ fn show_tool_call(event: &serde_json::Value) {
     let arguments = text(event, "arguments");
     let arguments = serde_json::from_str::<serde_json::Value>(arguments)
         .map_or_else(|_| arguments.to_owned(), |v| printable::json(&v));
-    println!(
+    out!(
         "\n→ {} {}",
         one_line(text(event, "name"), 64),
         one_line(&arguments, 300)
@@ -104,17 +105,17 @@ fn show_tool_result(event: &serde_json::Value) {
             } else {
                 ""
             };
-            println!("← {name} ✓{cached} {duration_ms:.1} ms: {first_line}");
+            out!("← {name} ✓{cached} {duration_ms:.1} ms: {first_line}");
         }
         Some(kind) => {
-            println!(
+            out!(
                 "← {name} ✗ {} {duration_ms:.1} ms: {first_line}",
                 one_line(kind, 32)
             );
         }
     }
     for other in others {
-        println!("  {}", one_line(&other, 200));
+        out!("  {}", one_line(&other, 200));
     }
 }
 
@@ -148,7 +149,7 @@ fn show_progress(event: &serde_json::Value) {
     let message = event["message"]
         .as_str()
         .map_or_else(String::new, |m| format!(" {}", one_line(m, 200)));
-    println!(
+    out!(
         "  … {} {amount}{message}",
         one_line(text(event, "name"), 64)
     );

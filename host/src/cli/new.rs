@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use toolhost::authoring::{componentize, scaffold};
 
 use super::args::UsageError;
+use super::output::out;
 
 /// `toolhost new`: write the folder and say what to do next.
 pub(crate) fn new_tool(
@@ -26,17 +27,18 @@ pub(crate) fn new_tool(
         Err(e) => return Err(e.into()),
     };
     let dir = made.dir.display();
-    println!(
+    out!(
         "created {dir}/ ({lang}, {} files): the tool {}",
-        made.files, made.tool
+        made.files,
+        made.tool
     );
-    println!("next:");
-    println!("  {dir}/build.sh");
-    println!(
+    out!("next:");
+    out!("  {dir}/build.sh");
+    out!(
         "  toolhost call --config {dir}/toolhost.toml {} '{{\"name\":\"Ada\"}}'",
         made.tool
     );
-    println!("then read {dir}/README.md: arguments, errors, config, HTTP, stores");
+    out!("then read {dir}/README.md: arguments, errors, config, HTTP, stores");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -5,6 +5,42 @@ use futures::{FutureExt as _, StreamExt as _};
 
 use super::terminal::TERMINAL;
 
+/// Write formatted text on stdout. A reader that went away (`| head`) is
+/// not an error, and no reason to stop what the command is doing (a run's
+/// calls, a check): the rest of the output is dropped. Any other failure to
+/// write stdout is reported once on stderr.
+pub(crate) fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout.write_fmt(args).and_then(|()| stdout.flush());
+    if let Err(e) = written
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+        && !REPORTED.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        eprintln!("error: cannot write to stdout: {e}");
+    }
+}
+
+/// `println!` that survives a closed stdout ([`write_out`]).
+macro_rules! out {
+    () => {
+        $crate::cli::output::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::output::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use out;
+
+/// `print!` that survives a closed stdout ([`write_out`]).
+macro_rules! out_inline {
+    ($($arg:tt)*) => {
+        $crate::cli::output::write_out(format_args!($($arg)*))
+    };
+}
+pub(crate) use out_inline;
+
 /// Print `value` as pretty JSON on stdout. A reader that went away (`| head`)
 /// is not an error: there is nobody left to tell.
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {

@@ -19,6 +19,7 @@ use toolhost::wire::definitions::{self, Format};
 use toolhost::{ComponentConfig, LockMode, Manifest, SandboxOptions, ToolHost};
 
 use super::args::UsageError;
+use super::output::out;
 use super::output::print_json;
 
 /// The OCI annotations `push` fills in.
@@ -106,7 +107,7 @@ pub(crate) async fn push(
     let publication = publication(&host, &args, &tag)?;
     let (registry, _scratch) = registry(settings, &options)?;
     let digest = registry.push(&reference, &bytes, &publication).await?;
-    println!("{}", reference.pinned(digest));
+    out!("{}", reference.pinned(digest));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -254,8 +255,8 @@ fn print_inspected(summary: &Value, manifest: &ImageManifest, layer: &Descriptor
     // Everything below comes from the publisher: shown as one printable
     // line each, so that no value can move the cursor or hide a line.
     let line = |text: &str| one_line(text, 300);
-    println!("{}", summary["reference"].as_str().unwrap_or_default());
-    println!(
+    out!("{}", summary["reference"].as_str().unwrap_or_default());
+    out!(
         "  layer: {} ({} bytes, {})",
         layer.digest,
         layer.size,
@@ -263,7 +264,7 @@ fn print_inspected(summary: &Value, manifest: &ImageManifest, layer: &Descriptor
     );
     for key in [CREATED, VERSION, DESCRIPTION, SOURCE] {
         if let Some(value) = manifest.annotations.get(key) {
-            println!(
+            out!(
                 "  {}: {}",
                 key.rsplit('.').next().unwrap_or(key),
                 line(value)
@@ -272,7 +273,7 @@ fn print_inspected(summary: &Value, manifest: &ImageManifest, layer: &Descriptor
     }
     match summary["tools"].as_array() {
         Some(tools) => {
-            println!("  tools (as the publisher declares them; loading checks them):");
+            out!("  tools (as the publisher declares them; loading checks them):");
             for tool in tools {
                 let name = tool["name"].as_str().unwrap_or("?");
                 let description = tool["description"].as_str().unwrap_or("");
@@ -280,7 +281,7 @@ fn print_inspected(summary: &Value, manifest: &ImageManifest, layer: &Descriptor
                     .as_object()
                     .map(|p| p.keys().map(String::as_str).collect())
                     .unwrap_or_default();
-                println!(
+                out!(
                     "    {}({}): {}",
                     line(name),
                     line(&arguments.join(", ")),
@@ -288,14 +289,14 @@ fn print_inspected(summary: &Value, manifest: &ImageManifest, layer: &Descriptor
                 );
             }
         }
-        None => println!("  tools: not described (not pushed by toolhost); load it to see them"),
+        None => out!("  tools: not described (not pushed by toolhost); load it to see them"),
     }
     if let Some(imports) = summary["imports"].as_array() {
-        println!(
+        out!(
             "  imports (as the publisher declares them; the sandbox grants only what the manifest says):"
         );
         for import in imports {
-            println!("    {}", line(import.as_str().unwrap_or("?")));
+            out!("    {}", line(import.as_str().unwrap_or("?")));
         }
     }
 }

@@ -14,6 +14,7 @@ use toolhost::{ApproveAll, Approver, Manifest, ToolHost};
 use super::args::{RunArgs, UsageError};
 use super::display::Display;
 use super::fixes::{self, refuse_without_yes};
+use super::output::out;
 use super::prompts::{TerminalApprover, TerminalAsker};
 use super::terminal::TERMINAL;
 
@@ -129,7 +130,7 @@ impl TranscriptSink {
         if !is_delta {
             let line = serde_json::to_string(event)?;
             if self.json {
-                println!("{line}");
+                out!("{line}");
             }
             if let Some(file) = &mut self.file {
                 writeln!(file, "{line}")?;

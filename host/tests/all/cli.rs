@@ -899,3 +899,31 @@ async fn the_binary_spells_the_fixes_as_its_flags() {
     assert!(stdout.contains("denied_by_user"), "{stdout}");
     assert!(stdout.contains("the operator can pass --yes"), "{stdout}");
 }
+
+#[test]
+fn a_reader_that_goes_away_is_no_panic() {
+    // `toolhost check | head -1`: the reader is gone before the output is
+    // written. The command still ends as it would, quietly.
+    for args in [
+        ["check", "--config", EXAMPLES],
+        ["tools", "--config", EXAMPLES],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .args(args)
+            .current_dir(root())
+            .env("TOOLHOST_CACHE_DIR", root().join("target/test-cache"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            output.status.success(),
+            "{args:?}: {:?}\n{stderr}",
+            output.status
+        );
+    }
+}
