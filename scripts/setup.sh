@@ -5,8 +5,9 @@
 #   - componentize-py (Python tools), pinned
 #   - componentize-js and jco, from example-tools/units-js/package-lock.json
 #   - redis-server (Debian's package), for the tests of shared stores
-#   - docker-registry (Debian's package, distribution 2.8) and wkg (crates.io),
-#     for the tests of registry components
+#   - with --tests only: docker-registry (Debian's package, distribution 2.8)
+#     and wkg (crates.io, a compile of a few minutes), for the tests of
+#     registry components; the quickstart needs neither
 # (C tools' compiler and libc are installed by guest-sdk/c/build.sh, which builds them.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,8 @@ if ! command -v redis-server >/dev/null; then
     $sudo apt-get install -y -qq redis-server >/dev/null ||
         { echo "setup: could not install redis-server; install it (apt-get install redis-server)" >&2; exit 1; }
 fi
+
+[ "${1:-}" = "--tests" ] || exit 0
 
 if ! command -v docker-registry >/dev/null; then
     echo "setup: installing docker-registry (apt-get)"

@@ -16,7 +16,7 @@
 #   TOOLHOST_SKIP_SCAFFOLDS=1 scripts/test.sh   # without the scaffold tier
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 scripts/build-tools.sh
 cargo test --release --workspace "$@"
 # The Python and JavaScript SDKs' own tests: schema derivation, argument
