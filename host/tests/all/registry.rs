@@ -680,15 +680,12 @@ async fn a_registry_that_hangs_is_given_up_on_at_the_timeout() {
         &format!("oci://{address}/slow/tool:1"),
         "[registry]\ntimeout = \"1s\"",
     );
-    let started = std::time::Instant::now();
     let error = scene.load_error(&manifest, LockMode::Write).await;
     assert!(
         error.contains("did not finish answering within 1s"),
         "{error}"
     );
     assert!(error.contains(&address.to_string()), "{error}");
-    // Generous: what matters is that it ends, not how fast.
-    assert!(started.elapsed() < std::time::Duration::from_secs(30));
 }
 
 #[tokio::test]
