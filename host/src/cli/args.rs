@@ -139,7 +139,8 @@ pub(crate) enum Command {
         /// Also copy the component to FILE.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
-        /// Refuse it unless a cosign signature by this public key (PEM) vouches for it.
+        /// Refuse it unless a signature by this public key (PEM) vouches for it: a cosign
+        /// .sig signature or a Sigstore bundle signed by the key.
         #[arg(long, value_name = "KEY.pub")]
         key: Option<PathBuf>,
     },
@@ -153,6 +154,10 @@ pub(crate) enum Command {
         /// The private key.
         #[arg(long, value_name = "KEY.pem")]
         key: PathBuf,
+        /// Sign with a Sigstore bundle attached as an OCI referrer (what
+        /// cosign 3's `sign --key` writes) instead of a .sig signature.
+        #[arg(long)]
+        bundle: bool,
     },
     /// Show what a registry component is and asks for (tools, schemas,
     /// imports, digests) from its manifest, without downloading or running it.
@@ -274,8 +279,9 @@ pub(crate) struct ComponentFlags {
     /// Also print the tool's log lines, and its fuel and time, on stderr.
     #[arg(long, short, requires = "component")]
     pub(crate) verbose: bool,
-    /// For a registry component: refuse it unless a cosign signature by this
-    /// public key (PEM) vouches for it.
+    /// For a registry component: refuse it unless a signature by this
+    /// public key (PEM) vouches for it (a cosign .sig signature or a Sigstore
+    /// bundle signed by the key).
     #[arg(long, value_name = "KEY.pub", requires = "component")]
     pub(crate) key: Option<PathBuf>,
 }

@@ -76,9 +76,18 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             registry::pull(pull, settings, options(cli.no_cache)).await
         }
-        Command::Sign { reference, key } => {
+        Command::Sign {
+            reference,
+            key,
+            bundle,
+        } => {
             let settings = registry::settings(&cli.config)?;
-            registry::sign(&reference, &key, settings, options(cli.no_cache)).await
+            let kind = if bundle {
+                registry::SignatureKind::Bundle
+            } else {
+                registry::SignatureKind::Cosign
+            };
+            registry::sign(&reference, &key, kind, settings, options(cli.no_cache)).await
         }
         Command::Inspect { reference, json } => {
             let settings = registry::settings(&cli.config)?;

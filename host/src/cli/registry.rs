@@ -301,10 +301,20 @@ fn print_inspected(summary: &Value, manifest: &ImageManifest, layer: &Descriptor
     }
 }
 
-/// `toolhost sign --key KEY.pem oci://…@sha256:…`.
+/// Where `toolhost sign` puts the signature.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SignatureKind {
+    /// A layer of the cosign `sha256-<digest>.sig` manifest.
+    Cosign,
+    /// A Sigstore bundle attached as an OCI referrer (`--bundle`).
+    Bundle,
+}
+
+/// `toolhost sign --key KEY.pem [--bundle] oci://…@sha256:…`.
 pub(crate) async fn sign(
     text: &str,
     key: &Path,
+    kind: SignatureKind,
     settings: Settings,
     options: SandboxOptions,
 ) -> anyhow::Result<ExitCode> {
@@ -318,10 +328,17 @@ pub(crate) async fn sign(
     let pem = std::fs::read_to_string(key).with_context(|| format!("reading {}", key.display()))?;
     let signing = SigningKey::from_pem(&pem).with_context(|| key.display().to_string())?;
     let (registry, _scratch) = registry(settings, &options)?;
-    let added = registry.sign(&reference, &digest, &signing).await?;
+    let added = match kind {
+        SignatureKind::Cosign => registry.sign(&reference, &digest, &signing).await?,
+        SignatureKind::Bundle => registry.sign_bundle(&reference, &digest, &signing).await?,
+    };
     let public = signing.public_key();
     if added {
-        eprintln!("signed {reference} with {} ({public})", key.display());
+        let how = match kind {
+            SignatureKind::Cosign => "",
+            SignatureKind::Bundle => " (a Sigstore bundle, attached as a referrer)",
+        };
+        eprintln!("signed {reference} with {} ({public}){how}", key.display());
     } else {
         eprintln!(
             "{reference} is already signed by {} ({public})",

@@ -16,6 +16,7 @@ pub(crate) mod lock;
 mod pull;
 mod push;
 pub(crate) mod reference;
+mod referrers;
 mod signatures;
 pub mod store;
 pub mod verify;

@@ -17,42 +17,16 @@ use super::client::MAX_MANIFEST;
 use super::digest::Digest;
 use super::layout::{Descriptor, ImageManifest, OCI_MANIFEST};
 use super::reference::OciRef;
+use super::referrers::MAX_BUNDLE;
 use super::verify::cosign::{
     MAX_PAYLOAD, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, payload, signature_tag,
 };
-use super::verify::keyless::BUNDLE_MEDIA_TYPES;
 use super::verify::{Candidate, Policy, SigningKey, Verdict, VerifyError, docker_reference};
 use super::{Reason, Registry, RegistryError};
 
 /// The most signatures read from one `.sig` manifest: co-signers are a
 /// handful; a registry offering thousands is stalling.
 const MAX_SIGNATURES: usize = 32;
-
-/// The largest Sigstore bundle read: a certificate chain, a log entry and
-/// its proof are a few KiB.
-const MAX_BUNDLE: u64 = 1 << 20;
-
-/// The most referrers looked into for bundles.
-const MAX_REFERRERS: usize = 16;
-
-/// The empty descriptor's media type (an artifact's config, and what cosign
-/// writes as an index entry's artifactType).
-const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
-
-/// An OCI image index, as the referrers API and tag answer.
-#[derive(serde::Deserialize)]
-struct ReferrersIndex {
-    #[serde(default)]
-    manifests: Vec<ReferrerEntry>,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReferrerEntry {
-    /// Text: a digest of another algorithm is skipped, not an error.
-    digest: String,
-    artifact_type: Option<String>,
-}
 
 /// The config blob of a signature manifest, as cosign writes it (an empty
 /// OCI image config).
@@ -102,22 +76,81 @@ impl Registry {
         policy: &Policy,
     ) -> Result<Option<Verdict>, SignatureFailure> {
         match policy {
-            Policy::None => return Ok(None),
-            Policy::Key { .. } => {}
-            _ => return self.verify_keyless(reference, digest, policy).await,
+            Policy::None => Ok(None),
+            Policy::Key { .. } => self.verify_key(reference, digest, policy).await,
+            _ => self.verify_keyless(reference, digest, policy).await,
         }
+    }
+
+    /// A key policy over either kind of evidence: a cosign `.sig`
+    /// signature or a Sigstore bundle signed by the key (a referrer),
+    /// whichever exists; first what the cache remembers, offline.
+    async fn verify_key(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+        policy: &Policy,
+    ) -> Result<Option<Verdict>, SignatureFailure> {
         if let Some(evidence) = self.remembered(digest, Evidence::Cosign)
             && let Some(candidates) = self.candidates_from_store(&evidence)
             && let Ok(verdict) = policy.verify(&candidates, reference, digest)
         {
             return Ok(verdict);
         }
-        let (evidence, candidates) = self.fetch_signatures(reference, digest).await?;
-        let verdict = policy.verify(&candidates, reference, digest)?;
-        if let Some(evidence) = evidence {
-            self.remember(digest, Evidence::Cosign, &evidence);
+        if let Some(verdict) =
+            self.remembered_bundle(reference, digest, policy, Evidence::KeyBundle)
+        {
+            return Ok(verdict);
         }
-        Ok(verdict)
+        let (evidence, candidates) = self.fetch_signatures(reference, digest).await?;
+        let refusal = match policy.verify(&candidates, reference, digest) {
+            Ok(verdict) => {
+                if let Some(evidence) = evidence {
+                    self.remember(digest, Evidence::Cosign, &evidence);
+                }
+                return Ok(verdict);
+            }
+            Err(refusal) => refusal,
+        };
+        let found = async {
+            let manifest = self.stored_manifest(reference, digest).await?;
+            let bundles = self.fetch_bundles(reference, digest).await?;
+            Ok::<_, RegistryError>((manifest, bundles))
+        };
+        let (manifest, bundles) = match found.await {
+            Ok(found) => found,
+            // The signatures' refusal says more than why there are no bundles.
+            Err(_) if !candidates.is_empty() => return Err(refusal.into()),
+            Err(error) => return Err(error.into()),
+        };
+        let blobs: Vec<Vec<u8>> = bundles.iter().map(|(_, bytes)| bytes.clone()).collect();
+        match policy.verify_bundles(&blobs, reference, &manifest) {
+            Ok(verdict) => {
+                if let Some(verdict) = &verdict
+                    && let Some((evidence, _)) = bundles.get(verdict.candidate)
+                {
+                    self.remember(digest, Evidence::KeyBundle, evidence);
+                }
+                Ok(verdict)
+            }
+            Err(bundle_refusal) => Err(telling(refusal, bundle_refusal, candidates.len()).into()),
+        }
+    }
+
+    /// The verdict of the bundle the cache remembers as `kind` of evidence
+    /// for manifest `digest`, when it and the manifest are in the store and
+    /// it still verifies under `policy`. Offline.
+    fn remembered_bundle(
+        &self,
+        reference: &OciRef,
+        digest: &Digest,
+        policy: &Policy,
+        kind: Evidence,
+    ) -> Option<Option<Verdict>> {
+        let evidence = self.remembered(digest, kind)?;
+        let bundle = self.store().read(&evidence, MAX_BUNDLE)?;
+        let manifest = self.store().read(digest, MAX_MANIFEST)?;
+        policy.verify_bundles(&[bundle], reference, &manifest).ok()
     }
 
     /// A keyless policy over the Sigstore bundles that refer to manifest
@@ -129,25 +162,10 @@ impl Registry {
         digest: &Digest,
         policy: &Policy,
     ) -> Result<Option<Verdict>, SignatureFailure> {
-        let pinned = reference.pinned(digest.clone());
-        let manifest_bytes = match self.store().read(digest, MAX_MANIFEST) {
-            Some(bytes) => bytes,
-            None => {
-                self.manifest(reference, digest).await?;
-                self.store().read(digest, MAX_MANIFEST).ok_or_else(|| {
-                    RegistryError::new(
-                        &pinned,
-                        Reason::Store("the manifest vanished from the store".into()),
-                    )
-                })?
-            }
-        };
-        if let Some(evidence) = self.remembered(digest, Evidence::Bundle)
-            && let Some(bundle) = self.store().read(&evidence, MAX_BUNDLE)
-            && let Ok(verdict) = policy.verify_bundles(&[bundle], reference, &manifest_bytes)
-        {
+        if let Some(verdict) = self.remembered_bundle(reference, digest, policy, Evidence::Bundle) {
             return Ok(verdict);
         }
+        let manifest_bytes = self.stored_manifest(reference, digest).await?;
         let bundles = self.fetch_bundles(reference, digest).await?;
         let blobs: Vec<Vec<u8>> = bundles.iter().map(|(_, bytes)| bytes.clone()).collect();
         let verdict = policy.verify_bundles(&blobs, reference, &manifest_bytes)?;
@@ -157,77 +175,6 @@ impl Registry {
             self.remember(digest, Evidence::Bundle, evidence);
         }
         Ok(verdict)
-    }
-
-    /// The Sigstore bundles referring to manifest `digest`, each with its
-    /// blob digest: from the referrers API, else the referrers tag
-    /// (`sha256-<hex>`), as the OCI 1.1 spec says to fall back.
-    async fn fetch_bundles(
-        &self,
-        reference: &OciRef,
-        digest: &Digest,
-    ) -> Result<Vec<(Digest, Vec<u8>)>, RegistryError> {
-        let pinned = reference.pinned(digest.clone());
-        let fail = |reason| RegistryError::new(&pinned, reason);
-        let mut entries = match self
-            .client()
-            .referrers(reference, digest)
-            .await
-            .map_err(fail)?
-        {
-            Some(index) => referrer_entries(&index.bytes),
-            None => Vec::new(),
-        };
-        // No referrers API, or an empty answer: the referrers tag.
-        if entries.is_empty() {
-            let tag = format!("sha256-{}", digest.hex());
-            match self.client().manifest(reference, &tag).await {
-                Ok(index) => entries = referrer_entries(&index.bytes),
-                Err(Reason::NotFound(_)) => return Ok(Vec::new()),
-                Err(reason) => return Err(fail(reason)),
-            }
-        }
-        let mut bundles = Vec::new();
-        // Anyone who can push to the repository can add referrers: one
-        // that cannot be read is skipped, never the end of the search.
-        for digest in entries.into_iter().take(MAX_REFERRERS) {
-            let Ok((manifest, _)) = self.manifest_any(reference, &digest).await else {
-                continue;
-            };
-            let layer = manifest.layers.iter().find(|l| {
-                BUNDLE_MEDIA_TYPES.contains(&l.media_type.as_str()) && l.size <= MAX_BUNDLE
-            });
-            let Some(layer) = layer else { continue };
-            let bytes = match self.store().read(&layer.digest, MAX_BUNDLE) {
-                Some(bytes) => bytes,
-                None => match self
-                    .small_blob(reference, &layer.digest, layer.size, "a Sigstore bundle")
-                    .await
-                {
-                    Ok(bytes) => bytes,
-                    Err(_) => continue,
-                },
-            };
-            bundles.push((layer.digest.clone(), bytes));
-        }
-        Ok(bundles)
-    }
-
-    /// A referrer's manifest by digest, checked and stored (any artifact
-    /// type: this is not the component's).
-    async fn manifest_any(
-        &self,
-        reference: &OciRef,
-        digest: &Digest,
-    ) -> Result<(ImageManifest, Vec<u8>), RegistryError> {
-        let fail = |reason| RegistryError::new(reference.pinned(digest.clone()), reason);
-        let (bytes, _, _) = self
-            .manifest_bytes(reference, digest, "a referrer's manifest")
-            .await
-            .map_err(fail)?;
-        let manifest = ImageManifest::parse(&bytes, None)
-            .map_err(|e| fail(Reason::Layout(format!("a referrer: {e}"))))?;
-        Ok((manifest, bytes))
     }
 
     /// Sign manifest `digest` of `reference`'s repository with `key`,
@@ -367,7 +314,7 @@ impl Registry {
     }
 
     /// A small blob (a payload) fetched whole and checked, then stored.
-    async fn small_blob(
+    pub(super) async fn small_blob(
         &self,
         reference: &OciRef,
         digest: &Digest,
@@ -423,6 +370,7 @@ impl Registry {
         let extension = match kind {
             Evidence::Cosign => "cosign-signature",
             Evidence::Bundle => "sigstore-bundle",
+            Evidence::KeyBundle => "sigstore-key-bundle",
         };
         self.store().path(digest).with_extension(extension)
     }
@@ -441,38 +389,31 @@ impl Registry {
     }
 }
 
-/// What vouched for a manifest: a cosign `.sig` manifest, or a bundle.
+/// What vouched for a manifest: a cosign `.sig` manifest, a keyless
+/// bundle, or a bundle signed by a key.
 #[derive(Clone, Copy)]
 enum Evidence {
     Cosign,
     Bundle,
+    KeyBundle,
 }
 
-/// The manifests a referrers index lists that may hold a Sigstore bundle,
-/// bundle-typed ones first (so that untyped junk cannot crowd them out);
-/// an index that does not parse, or entries that are not sha256, list none.
-fn referrer_entries(index: &[u8]) -> Vec<Digest> {
-    let Ok(index) = serde_json::from_slice::<ReferrersIndex>(index) else {
-        return Vec::new();
-    };
-    let typed = |entry: &ReferrerEntry, bundle: bool| {
-        let kind = entry.artifact_type.as_deref();
-        if bundle {
-            kind.is_some_and(|t| BUNDLE_MEDIA_TYPES.contains(&t))
-        } else {
-            // cosign 2.5+ writes the empty type as the entry's
-            // artifactType, so untyped entries are looked into too.
-            kind.is_none_or(|t| t == EMPTY_MEDIA_TYPE || t.is_empty())
+/// Which of a key policy's two refusals to report: the `.sig` one unless
+/// there were no `.sig` signatures (`signatures` of them), or the bundles
+/// say more (the key signed one for something else, where the `.sig`
+/// signatures are all by other keys). No bundles at all leave the `.sig`
+/// refusal, which names both places when neither had anything.
+fn telling(signatures: VerifyError, bundles: VerifyError, found: usize) -> VerifyError {
+    match (&signatures, &bundles) {
+        (_, VerifyError::Unsigned { .. }) => signatures,
+        _ if found == 0 => bundles,
+        (VerifyError::WrongKey { .. }, VerifyError::KeyBundle { error, .. })
+            if error.concerns_the_key() =>
+        {
+            bundles
         }
-    };
-    let pick = |bundle: bool| {
-        index
-            .manifests
-            .iter()
-            .filter(move |e| typed(e, bundle))
-            .filter_map(|e| e.digest.parse::<Digest>().ok())
-    };
-    pick(true).chain(pick(false)).collect()
+        _ => signatures,
+    }
 }
 
 /// The simple-signing layers of a `.sig` manifest, at most
@@ -517,6 +458,8 @@ mod tests {
 
     use super::*;
     use crate::registry::layout::OCI_INDEX;
+    use crate::registry::referrers::EMPTY_MEDIA_TYPE;
+    use crate::registry::verify::keyless::BUNDLE_MEDIA_TYPES;
     use crate::registry::verify::keyless::TrustedRoot;
     use crate::registry::verify::keyless::tests::kit;
     use crate::registry::{Publication, Settings};

@@ -1,6 +1,7 @@
 //! Signature verification for registry components, offline: the
 //! [`Policy`] a component is loaded under; [`verify_key`], which decides
-//! over the cosign signatures found for a manifest; and
+//! over the cosign signatures found for a manifest; [`verify_key_bundles`],
+//! over the Sigstore bundles signed by a key (cosign 3's default); and
 //! [`keyless::verify_bundle`], which checks a keyless Sigstore bundle
 //! against a [`TrustedRoot`].
 //!
@@ -14,6 +15,7 @@
 pub mod cosign;
 mod der;
 mod key;
+pub(crate) mod key_bundle;
 pub mod keyless;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +26,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 
 use cosign::SignatureError;
 pub use key::{Algorithm, KeyError, PublicKey, SigningKey};
+pub use key_bundle::KeyBundleError;
 use keyless::{KeylessError, TrustedRoot};
 
 use crate::registry::digest::Digest;
@@ -39,7 +42,8 @@ const MAX_SIGNATURE_B64: usize = 4096;
 pub enum Policy {
     /// Nothing is required: the component is loaded by digest alone.
     None,
-    /// A cosign signature by this key is required.
+    /// A signature by this key is required: a cosign `.sig` signature,
+    /// or a Sigstore bundle signed by the key (an OCI referrer).
     Key {
         /// Where the key was read from, to name it in messages.
         path: PathBuf,
@@ -89,70 +93,82 @@ impl Policy {
 
     /// Decides over the Sigstore bundles found for a manifest (its
     /// referrers) under this policy: `Ok(None)` for [`Policy::None`], the
-    /// [`Verdict`] of the first bundle that verifies for a keyless policy
-    /// ([`keyless::verify_bundle_bytes`] over `manifest_bytes`, the
-    /// manifest as fetched, whose digest is the one pinned).
+    /// [`Verdict`] of the first bundle that verifies: for a keyless policy
+    /// by [`keyless::verify_bundle_bytes`], for a key policy by
+    /// [`verify_key_bundles`], over `manifest_bytes`, the manifest as
+    /// fetched, whose digest is the one pinned.
     ///
     /// # Errors
-    /// [`VerifyError::NoBundle`] without bundles; [`VerifyError::Keyless`]
-    /// with the first bundle's refusal; [`VerifyError::WrongEvidence`] for
-    /// a key policy (met by cosign signatures, [`Policy::verify`]).
+    /// For a keyless policy, [`VerifyError::NoBundle`] without bundles and
+    /// [`VerifyError::Keyless`] with the first bundle's refusal; for a key
+    /// policy, [`verify_key_bundles`]'s.
     pub fn verify_bundles(
         &self,
         bundles: &[Vec<u8>],
         reference: &OciRef,
         manifest_bytes: &[u8],
     ) -> Result<Option<Verdict>, VerifyError> {
-        let manifest = Digest::of(manifest_bytes);
-        let Self::Keyless {
-            identity,
-            issuer,
-            root_path,
-            root,
-        } = self
-        else {
-            return match self {
-                Self::None => Ok(None),
-                _ => Err(VerifyError::WrongEvidence {
-                    reference: pinned(reference, &manifest),
-                    reason:
-                        "a key policy is met by a cosign .sig signature, not by a Sigstore bundle"
-                            .into(),
-                }),
-            };
-        };
-        let mut first_refusal = None;
-        for (index, bundle) in bundles.iter().enumerate() {
-            match keyless::verify_bundle_bytes(bundle, manifest_bytes, identity, issuer, root) {
-                Ok(mut verdict) => {
-                    verdict.candidate = index;
-                    return Ok(Some(verdict));
-                }
-                Err(error) => {
-                    // The reason a person needs is a real bundle's, not that
-                    // some junk pushed beside it is not a bundle at all.
-                    let junk = |e: &KeylessError| matches!(e, KeylessError::Bundle { .. });
-                    if first_refusal
-                        .as_ref()
-                        .is_none_or(|first| junk(first) && !junk(&error))
-                    {
-                        first_refusal = Some(error);
-                    }
+        match self {
+            Self::None => Ok(None),
+            Self::Key { path, key } => {
+                verify_key_bundles(path, key, bundles, reference, manifest_bytes).map(Some)
+            }
+            Self::Keyless {
+                identity,
+                issuer,
+                root_path,
+                root,
+            } => verify_keyless_bundles(
+                (identity, issuer, root_path, root),
+                bundles,
+                reference,
+                manifest_bytes,
+            )
+            .map(Some),
+        }
+    }
+}
+
+/// [`Policy::verify_bundles`] for a keyless policy: its identity, issuer,
+/// trusted root's path and trusted root.
+fn verify_keyless_bundles(
+    (identity, issuer, root_path, root): (&str, &str, &Path, &TrustedRoot),
+    bundles: &[Vec<u8>],
+    reference: &OciRef,
+    manifest_bytes: &[u8],
+) -> Result<Verdict, VerifyError> {
+    let manifest = Digest::of(manifest_bytes);
+    let mut first_refusal = None;
+    for (index, bundle) in bundles.iter().enumerate() {
+        match keyless::verify_bundle_bytes(bundle, manifest_bytes, identity, issuer, root) {
+            Ok(mut verdict) => {
+                verdict.candidate = index;
+                return Ok(verdict);
+            }
+            Err(error) => {
+                // The reason a person needs is a real bundle's, not that
+                // some junk pushed beside it is not a bundle at all.
+                let junk = |e: &KeylessError| matches!(e, KeylessError::Bundle { .. });
+                if first_refusal
+                    .as_ref()
+                    .is_none_or(|first| junk(first) && !junk(&error))
+                {
+                    first_refusal = Some(error);
                 }
             }
         }
-        Err(match first_refusal {
-            Some(error) => VerifyError::Keyless {
-                reference: pinned(reference, &manifest),
-                root: root_path.display().to_string(),
-                found: bundles.len(),
-                error: Box::new(error),
-            },
-            None => VerifyError::NoBundle {
-                reference: pinned(reference, &manifest),
-            },
-        })
     }
+    Err(match first_refusal {
+        Some(error) => VerifyError::Keyless {
+            reference: pinned(reference, &manifest),
+            root: root_path.display().to_string(),
+            found: bundles.len(),
+            error: Box::new(error),
+        },
+        None => VerifyError::NoBundle {
+            reference: pinned(reference, &manifest),
+        },
+    })
 }
 
 /// `oci://REGISTRY/REPOSITORY@sha256:…`, as messages name a manifest.
@@ -188,9 +204,11 @@ pub struct Verdict {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyError {
-    /// No signature at all.
+    /// No signature at all: neither at the `.sig` tag nor a Sigstore
+    /// bundle among the referrers.
     #[error(
-        "{reference}: no signature found at tag {tag}; sign it with `toolhost sign --key KEY.pem {reference}`"
+        "{reference}: no signature found, neither at tag {tag} nor as a Sigstore bundle among its \
+         referrers; sign it with `toolhost sign --key KEY.pem {reference}`"
     )]
     Unsigned {
         /// `oci://REGISTRY/REPOSITORY@sha256:…`.
@@ -246,6 +264,22 @@ pub enum VerifyError {
         found: usize,
         /// Why the first was refused (boxed: it is large, and rare).
         error: Box<KeylessError>,
+    },
+    /// Sigstore bundles, none of them signed by the policy's key for this
+    /// manifest.
+    #[error(
+        "{reference}: {found} Sigstore bundle(s) among its referrers, none accepted under {signer}; \
+         the most telling: {error}"
+    )]
+    KeyBundle {
+        /// `oci://REGISTRY/REPOSITORY@sha256:…`.
+        reference: String,
+        /// The policy's key path and fingerprint.
+        signer: String,
+        /// How many bundles were tried.
+        found: usize,
+        /// Why the most telling one was refused.
+        error: Box<KeyBundleError>,
     },
     /// A signature by the right key over a payload for another manifest
     /// or repository.
@@ -338,6 +372,63 @@ pub fn verify_key(
             found: candidates.len(),
             unreadable,
             signer,
+        },
+    })
+}
+
+/// Decides whether the manifest whose bytes are `manifest_bytes` (as
+/// fetched; their digest the one pinned) of `reference`'s repository is
+/// signed by `key` (read from `path`) among `bundles`, Sigstore bundles
+/// found among its referrers.
+///
+/// Accepted when at least one bundle is signed by `key` and vouches for
+/// this manifest ([`KeyBundleError`] lists how one may not). Bundles by
+/// other keys, keyless ones and junk are skipped, so that co-signers and
+/// anyone else who can push referrers do not disturb each other. Log
+/// entries a bundle carries are not checked: the key is the trust.
+///
+/// # Errors
+/// [`VerifyError::Unsigned`] without bundles, else
+/// [`VerifyError::KeyBundle`] with the most telling refusal (a bundle the
+/// key signed for something else before one by another key, before junk).
+pub fn verify_key_bundles(
+    path: &Path,
+    key: &PublicKey,
+    bundles: &[Vec<u8>],
+    reference: &OciRef,
+    manifest_bytes: &[u8],
+) -> Result<Verdict, VerifyError> {
+    let manifest = Digest::of(manifest_bytes);
+    let signer = format!("{} ({key})", path.display());
+    let mut telling: Option<KeyBundleError> = None;
+    for (index, bundle) in bundles.iter().enumerate() {
+        match key_bundle::verify(bundle, key, manifest_bytes) {
+            Ok(()) => {
+                return Ok(Verdict {
+                    signer,
+                    candidate: index,
+                });
+            }
+            Err(error) => {
+                if telling
+                    .as_ref()
+                    .is_none_or(|first| error.weight() > first.weight())
+                {
+                    telling = Some(error);
+                }
+            }
+        }
+    }
+    Err(match telling {
+        Some(error) => VerifyError::KeyBundle {
+            reference: pinned(reference, &manifest),
+            signer,
+            found: bundles.len(),
+            error: Box::new(error),
+        },
+        None => VerifyError::Unsigned {
+            reference: pinned(reference, &manifest),
+            tag: cosign::signature_tag(&manifest),
         },
     })
 }

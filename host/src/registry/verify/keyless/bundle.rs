@@ -1,6 +1,9 @@
 //! A Sigstore bundle v0.3 (protobuf-specs `Bundle`, JSON mapping), read
-//! into the parts keyless verification checks. Reading checks shapes
-//! only; nothing here is trusted until `verify_bundle` has checked it.
+//! into the parts verification checks: a keyless one ([`read`], signed by
+//! a Fulcio certificate) or one signed by a key ([`read_key_signed`], as
+//! `cosign sign --key` writes). Reading checks shapes only; nothing here
+//! is trusted until `verify_bundle` (or the key policy's
+//! `verify_key_bundle`) has checked it.
 
 use serde_json::Value;
 
@@ -49,7 +52,7 @@ pub(super) struct Entry {
 
 /// What the bundle signs.
 #[derive(Debug, Clone)]
-pub(super) enum Content {
+pub(in crate::registry::verify) enum Content {
     /// A signature over an artifact, given by its digest.
     Message {
         /// `messageDigest.algorithm`.
@@ -81,11 +84,23 @@ pub(super) struct Bundle {
     pub(super) content: Content,
 }
 
-/// Reads a bundle. `Err` names the JSON path; a bundle whose media type
-/// or verification material is not keyless v0.3 is named so too.
-pub(super) fn read(bytes: &[u8]) -> Result<Bundle, PathError> {
-    let value = json::parse(bytes, "Sigstore bundle")?;
-    let root = Node::root(&value);
+/// A bundle signed by a key: what the key signed. Its transparency log
+/// entries are not read: under a key policy the key is the trust, and
+/// what is not checked is not parsed either.
+#[derive(Debug, Clone)]
+pub(in crate::registry::verify) struct KeySigned {
+    /// `verificationMaterial.publicKey.hint`, if any: cosign writes the
+    /// base64 SHA-256 of the key's SubjectPublicKeyInfo. Unsigned, so
+    /// only ever used to word a refusal.
+    pub(in crate::registry::verify) hint: Option<String>,
+    /// What is signed.
+    pub(in crate::registry::verify) content: Content,
+}
+
+/// The document and its verification material, once the media type is
+/// one of [`BUNDLE_MEDIA_TYPES`].
+fn open(value: &Value) -> Result<(Node<'_>, &Value), PathError> {
+    let root = Node::root(value);
     let media_type = root.string("mediaType")?;
     if !BUNDLE_MEDIA_TYPES.contains(&media_type) {
         return Err(root.field_error(
@@ -96,24 +111,31 @@ pub(super) fn read(bytes: &[u8]) -> Result<Bundle, PathError> {
             ),
         ));
     }
+    Ok((root, root.require("verificationMaterial")?))
+}
+
+/// Reads a keyless bundle. `Err` names the JSON path; a bundle whose
+/// media type or verification material is not keyless v0.3 is named so
+/// too (a key-signed one with the policy that verifies it).
+pub(super) fn read(bytes: &[u8]) -> Result<Bundle, PathError> {
+    let value = json::parse(bytes, "Sigstore bundle")?;
+    let (root, material) = open(&value)?;
     let material_path = "verificationMaterial".to_owned();
-    let material = Node::at(root.require("verificationMaterial")?, &material_path);
-    for (name, what) in [
-        (
+    let material = Node::at(material, &material_path);
+    if material.get("x509CertificateChain")?.is_some() {
+        return Err(material.field_error(
             "x509CertificateChain",
-            "a certificate chain (v0.1/v0.2 bundles)",
-        ),
-        (
+            "a certificate chain (v0.1/v0.2 bundles): a keyless v0.3 bundle carries its one signing \
+             certificate in verificationMaterial.certificate",
+        ));
+    }
+    if material.get("publicKey")?.is_some() {
+        return Err(material.field_error(
             "publicKey",
-            "a public key hint (a key signature, not keyless)",
-        ),
-    ] {
-        if material.get(name)?.is_some() {
-            return Err(material.field_error(
-                name,
-                format!("{what}: a keyless v0.3 bundle carries its one signing certificate in verificationMaterial.certificate"),
-            ));
-        }
+            "a public key hint: this bundle was signed with a key (`cosign sign --key`), not \
+             keyless; verify it under a key policy (verify = { key = \"KEY.pub\" }) with that key, \
+             or sign keyless",
+        ));
     }
     let certificate_path = "verificationMaterial.certificate".to_owned();
     let certificate =
@@ -143,6 +165,37 @@ pub(super) fn read(bytes: &[u8]) -> Result<Bundle, PathError> {
     Ok(Bundle {
         certificate,
         entries,
+        content: read_content(&root)?,
+    })
+}
+
+/// Reads a bundle signed by a key (`verificationMaterial.publicKey`, as
+/// `cosign sign --key` writes). `Err` names the JSON path; a keyless
+/// bundle is named so, with the policy that verifies it.
+pub(in crate::registry::verify) fn read_key_signed(bytes: &[u8]) -> Result<KeySigned, PathError> {
+    let value = json::parse(bytes, "Sigstore bundle")?;
+    let (root, material) = open(&value)?;
+    let material_path = "verificationMaterial".to_owned();
+    let material = Node::at(material, &material_path);
+    for name in ["certificate", "x509CertificateChain"] {
+        if material.get(name)?.is_some() {
+            return Err(material.field_error(
+                name,
+                "a signing certificate: this bundle is keyless (or PKI-signed), not signed by a \
+                 key; a key policy takes bundles whose verificationMaterial is the publicKey \
+                 (`cosign sign --key`); verify this one under a keyless policy (identity, issuer, \
+                 trusted_root)",
+            ));
+        }
+    }
+    let key_path = "verificationMaterial.publicKey".to_owned();
+    let key = Node::at(material.require("publicKey")?, &key_path);
+    let hint = match key.get("hint")? {
+        Some(_) => Some(key.string("hint")?.to_owned()),
+        None => None,
+    };
+    Ok(KeySigned {
+        hint,
         content: read_content(&root)?,
     })
 }

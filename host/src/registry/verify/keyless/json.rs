@@ -19,11 +19,11 @@ pub(super) struct Node<'a> {
 
 /// A complaint about one JSON path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct PathError {
+pub(in crate::registry::verify) struct PathError {
     /// Where, e.g. `tlogs[0].publicKey.rawBytes` (`(document)` for the whole).
-    pub(super) path: String,
+    pub(in crate::registry::verify) path: String,
     /// What is wrong and what to do.
-    pub(super) reason: String,
+    pub(in crate::registry::verify) reason: String,
 }
 
 impl PathError {

@@ -13,7 +13,7 @@
 //! check it refuses: a bundle with only an RFC 3161 timestamp (Rekor v2)
 //! is refused, not trusted.
 
-mod bundle;
+pub(super) mod bundle;
 mod json;
 mod root;
 mod sct;
@@ -33,7 +33,7 @@ use bundle::{Bundle, Content, Entry};
 use x509::{Certificate, ChainFailure};
 
 /// The DSSE payload type of an in-toto statement.
-const IN_TOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+pub(super) const IN_TOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 
 /// Why a keyless bundle is not accepted; each names the step that failed
 /// and what would make it pass.
@@ -419,7 +419,7 @@ fn check_signature<'c>(
 
 /// DSSE's pre-authentication encoding: `DSSEv1 SP len(type) SP type SP
 /// len(body) SP body`, lengths in ASCII decimal.
-fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
+pub(super) fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     let mut out = format!(
         "DSSEv1 {} {payload_type} {} ",
         payload_type.len(),
@@ -430,34 +430,68 @@ fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The in-toto statement names `artifact` among its subjects' sha256.
-fn check_statement(payload: &[u8], artifact: &Digest) -> Result<(), KeylessError> {
-    let statement: serde_json::Value = serde_json::from_slice(payload).map_err(|error| {
-        KeylessError::Signature(format!("the signed statement is not JSON ({error})"))
-    })?;
-    let subjects = statement
-        .get("subject")
-        .and_then(serde_json::Value::as_array)
-        .ok_or_else(|| {
-            KeylessError::Signature("the signed statement has no subject list".into())
-        })?;
-    let digests: Vec<&str> = subjects
-        .iter()
-        .filter_map(|subject| {
-            subject
-                .pointer("/digest/sha256")
-                .and_then(serde_json::Value::as_str)
+/// What an in-toto statement says, as far as verification reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Statement {
+    /// `predicateType`, if it is a string.
+    pub(super) predicate_type: Option<String>,
+    /// The hex sha256 digests of its subjects.
+    pub(super) digests: Vec<String>,
+}
+
+impl Statement {
+    /// Reads a statement; `Err` says what is wrong with it.
+    pub(super) fn read(payload: &[u8]) -> Result<Self, String> {
+        let statement: serde_json::Value = serde_json::from_slice(payload)
+            .map_err(|error| format!("the signed statement is not JSON ({error})"))?;
+        let subjects = statement
+            .get("subject")
+            .and_then(serde_json::Value::as_array)
+            .ok_or("the signed statement has no subject list")?;
+        let digests = subjects
+            .iter()
+            .filter_map(|subject| {
+                subject
+                    .pointer("/digest/sha256")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            })
+            .collect();
+        let predicate_type = statement
+            .get("predicateType")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        Ok(Self {
+            predicate_type,
+            digests,
         })
-        .collect();
-    if digests.contains(&artifact.hex()) {
-        return Ok(());
     }
-    Err(KeylessError::ArtifactMismatch {
-        expected: artifact.to_string(),
-        found: if digests.is_empty() {
+
+    /// `None` when a subject is `artifact`, else what the statement is
+    /// about instead, to name in a refusal.
+    pub(super) fn mismatch(&self, artifact: &Digest) -> Option<String> {
+        if self.digests.iter().any(|digest| digest == artifact.hex()) {
+            return None;
+        }
+        Some(if self.digests.is_empty() {
             "a statement with no sha256 subject".into()
         } else {
-            format!("a statement about sha256:{}", digests.join(", sha256:"))
-        },
-    })
+            format!(
+                "a statement about sha256:{}",
+                self.digests.join(", sha256:")
+            )
+        })
+    }
+}
+
+/// The in-toto statement names `artifact` among its subjects' sha256.
+fn check_statement(payload: &[u8], artifact: &Digest) -> Result<(), KeylessError> {
+    let statement = Statement::read(payload).map_err(KeylessError::Signature)?;
+    match statement.mismatch(artifact) {
+        None => Ok(()),
+        Some(found) => Err(KeylessError::ArtifactMismatch {
+            expected: artifact.to_string(),
+            found,
+        }),
+    }
 }

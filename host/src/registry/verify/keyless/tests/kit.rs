@@ -445,3 +445,65 @@ fn rekor_bundle(
     bundle[content_name] = content;
     bundle
 }
+
+/// How a bundle signed by a key (no certificate) is made, as cosign 3's
+/// `sign --key` writes one; each negative test changes one thing.
+#[derive(Debug, Clone)]
+pub(crate) struct KeySigned {
+    /// The envelope's payload type.
+    pub(crate) payload_type: String,
+    /// The statement's predicate type.
+    pub(crate) predicate_type: String,
+    /// The bytes whose SHA-256 the statement (or message digest) names.
+    pub(crate) subject: Vec<u8>,
+    /// A message signature over `subject` instead of a DSSE envelope.
+    pub(crate) message: bool,
+}
+
+impl KeySigned {
+    /// A cosign signature of `subject` (a manifest's bytes).
+    pub(crate) fn of(subject: &[u8]) -> Self {
+        Self {
+            payload_type: "application/vnd.in-toto+json".into(),
+            predicate_type: "https://sigstore.dev/cosign/sign/v1".into(),
+            subject: subject.to_vec(),
+            message: false,
+        }
+    }
+}
+
+/// A bundle signed by `key` as `how` says, with its key hint (base64
+/// SHA-256 of the SPKI, as cosign writes it) and a Rekor v2-style log
+/// entry (no integrated time, no promise), which a key policy neither
+/// needs nor reads.
+pub(crate) fn key_signed(key: &SigningKey, how: &KeySigned) -> Value {
+    let hint = b64(&sha256(key.public_key().spki_der()));
+    let mut bundle = json!({
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {
+            "publicKey": {"hint": hint},
+            "tlogEntries": [{"logIndex": "12", "logId": {"keyId": b64(b"a log")},
+                "kindVersion": {"kind": "dsse", "version": "0.0.2"},
+                "canonicalizedBody": b64(b"{}")}],
+        },
+    });
+    if how.message {
+        let signature = key.sign(&how.subject).unwrap();
+        bundle["messageSignature"] = json!({
+            "messageDigest": {"algorithm": "SHA2_256", "digest": b64(&sha256(&how.subject))},
+            "signature": b64(&signature)});
+        return bundle;
+    }
+    let statement = serde_json::to_vec(&json!({
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": "127.0.0.1:5000/acme/calc", "digest": {"sha256": hex(&sha256(&how.subject))}}],
+        "predicateType": how.predicate_type, "predicate": {}}))
+    .unwrap();
+    let kind = &how.payload_type;
+    let mut pae = format!("DSSEv1 {} {kind} {} ", kind.len(), statement.len()).into_bytes();
+    pae.extend_from_slice(&statement);
+    let signature = key.sign(&pae).unwrap();
+    bundle["dsseEnvelope"] = json!({"payload": b64(&statement), "payloadType": kind,
+        "signatures": [{"sig": b64(&signature), "keyid": ""}]});
+    bundle
+}
