@@ -596,4 +596,79 @@ mod tests {
             .unwrap();
         assert!(verdict.signer.contains(kit::IDENTITY));
     }
+
+    #[test]
+    fn a_key_policy_reports_the_bundles_refusal_only_when_it_says_more() {
+        use crate::registry::verify::KeyBundleError;
+        let wrong_key = || VerifyError::WrongKey {
+            reference: "r".into(),
+            tag: "t".into(),
+            found: 1,
+            unreadable: 0,
+            signer: "k".into(),
+        };
+        let unsigned = || VerifyError::Unsigned {
+            reference: "r".into(),
+            tag: "t".into(),
+        };
+        let bundle = |error: KeyBundleError| VerifyError::KeyBundle {
+            reference: "r".into(),
+            signer: "k".into(),
+            found: 1,
+            error: Box::new(error),
+        };
+        let other_key = || {
+            bundle(KeyBundleError::WrongKey {
+                hint: None,
+                expected: "h".into(),
+            })
+        };
+        // No bundles: the .sig refusal (which names both places when empty).
+        assert_eq!(telling(wrong_key(), unsigned(), 1), wrong_key());
+        // No .sig signatures: the bundles'.
+        assert_eq!(telling(unsigned(), other_key(), 0), other_key());
+        // Both by other keys: the .sig refusal; the key's bundle for
+        // something else says more.
+        assert_eq!(telling(wrong_key(), other_key(), 1), wrong_key());
+        assert_eq!(
+            telling(wrong_key(), bundle(KeyBundleError::Altered), 1),
+            bundle(KeyBundleError::Altered)
+        );
+    }
+
+    #[tokio::test]
+    async fn signing_a_bundle_refuses_a_referrers_tag_that_is_not_an_index_and_keeps_it() {
+        let server = RegistryServer::start();
+        let cache = tempfile::tempdir().unwrap();
+        let registry = Registry::new(Settings::default(), cache.path()).unwrap();
+        let reference: OciRef = format!("oci://{}/bundled/calc:1", server.address())
+            .parse()
+            .unwrap();
+        let calc = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/calc.wasm"),
+        )
+        .expect("scripts/build-tools.sh built calc.wasm");
+        let digest = registry
+            .push(&reference, &calc, &Publication::default())
+            .await
+            .unwrap();
+        let manifest = registry.store().read(&digest, MAX_MANIFEST).unwrap();
+        // Something that is not an index where the referrers index goes.
+        let tag = format!("sha256-{}", digest.hex());
+        registry
+            .client()
+            .put_manifest(&reference, &tag, manifest.clone(), OCI_MANIFEST)
+            .await
+            .unwrap();
+        let key = SigningKey::generate_p256().unwrap().0;
+        let error = registry
+            .sign_bundle(&reference, &digest, &key)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("not an image index"), "{error}");
+        assert!(error.contains("delete that tag"), "{error}");
+        let kept = registry.client().manifest(&reference, &tag).await.unwrap();
+        assert_eq!(kept.bytes, manifest);
+    }
 }

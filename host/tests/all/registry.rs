@@ -915,6 +915,91 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
     assert!(String::from_utf8_lossy(&by_tag.stderr).contains("sign a digest"));
 }
 
+/// cosign 3's default for `sign --key`: a Sigstore bundle signed by the key,
+/// attached as an OCI referrer (here through the referrers tag: distribution
+/// 2.8 has no referrers API), written by `toolhost sign --bundle`.
+#[test]
+fn a_component_signed_by_a_key_bundle_loads_under_that_key_and_is_refused_under_another() {
+    let mut registry = RegistryServer::start();
+    let scene = Scene::new();
+    let (a_private, _) = key_pair(scene.dir.path(), "a");
+    let (b_private, _) = key_pair(scene.dir.path(), "b");
+    let calc = component("calc");
+    let reference = format!("oci://{}/bundled/calc:1", registry.address());
+    let publisher = tempfile::tempdir().unwrap();
+    let publisher_cache = [("TOOLHOST_CACHE_DIR", publisher.path().to_str().unwrap())];
+    let pushed = stdout(&scene.toolhost(
+        &["push", calc.to_str().unwrap(), &reference],
+        &publisher_cache,
+    ));
+    let pinned = pushed.trim().to_owned();
+    let digest = pinned.rsplit_once('@').unwrap().1.to_owned();
+    let sign = |key: &Path| {
+        let output = scene.toolhost(
+            &["sign", "--bundle", "--key", key.to_str().unwrap(), &pinned],
+            &publisher_cache,
+        );
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let signed = sign(&a_private);
+    assert!(signed.contains("Sigstore bundle"), "{signed}");
+    assert!(sign(&a_private).contains("already signed"));
+    let policy = |key: &str| {
+        std::fs::write(
+            scene.manifest_path(),
+            format!("[verify]\nkey = \"{key}\"\n\n[[tool]]\ncomponent = \"{reference}\"\n"),
+        )
+        .unwrap();
+    };
+    // Signed by a's bundle, the policy wants b: refused, naming the
+    // bundle, the key and the fix, and nothing downloaded.
+    policy("b.pub");
+    let output = scene.toolhost(&["call", "calc", r#"{"expression":"1+2"}"#], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains(&digest)
+            && stderr.contains("1 Sigstore bundle(s)")
+            && stderr.contains("none accepted under b.pub")
+            && stderr.contains("signed by another key"),
+        "{stderr}"
+    );
+    let layer = Digest::of(&std::fs::read(&calc).unwrap());
+    assert!(
+        !scene
+            .cache()
+            .join("blobs/sha256")
+            .join(layer.hex())
+            .exists(),
+        "a refused component is not downloaded"
+    );
+    // Under a's key, the bundle is the signature: no .sig tag exists.
+    policy("a.pub");
+    let output = scene.toolhost(&["call", "calc", r#"{"expression":"1+2"}"#], &[]);
+    let answer: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(answer["content"], "3");
+    // b co-signs with a bundle of its own; a's stays listed beside it.
+    sign(&b_private);
+    policy("b.pub");
+    let checked = stdout(&scene.toolhost(&["check"], &[]));
+    assert!(checked.contains("signed by b.pub"), "{checked}");
+    policy("a.pub");
+    let checked = stdout(&scene.toolhost(&["check"], &[]));
+    assert!(checked.contains("signed by a.pub"), "{checked}");
+    // With the registry gone, the remembered bundle verifies again from the cache.
+    registry.stop();
+    let checked = stdout(&scene.toolhost(&["check"], &[]));
+    assert!(checked.contains("signed by a.pub"), "{checked}");
+    let output = scene.toolhost(&["call", "calc", r#"{"expression":"2+2"}"#], &[]);
+    let answer: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(answer["content"], "4");
+}
+
 #[test]
 fn verify_policies_that_cannot_hold_are_manifest_errors() {
     let scene = Scene::new();
