@@ -35,6 +35,10 @@ pub struct ComponentConfig {
     /// these is refused the call (MCP's `MissingRequiredClientCapability`,
     /// −32021) rather than the tool failing halfway.
     pub client_capabilities: BTreeSet<ClientCapability>,
+    /// The scopes a caller of `toolhost serve` must hold to see and call
+    /// its tools, when the server tells callers apart (`[serve.auth]`);
+    /// `None`: `tools:NAME` for each tool NAME (which `tools:*` holds).
+    pub scopes: Option<Vec<String>>,
 }
 
 impl ComponentConfig {
@@ -62,6 +66,7 @@ impl ComponentConfig {
             approval: Approval::Never,
             cache: None,
             client_capabilities: BTreeSet::new(),
+            scopes: None,
         }
     }
 
@@ -77,6 +82,21 @@ impl ComponentConfig {
     pub fn cache(mut self, ttl: Duration) -> Self {
         self.cache = Some(ttl);
         self
+    }
+
+    /// Require callers to hold `scopes` to see and call its tools (an empty
+    /// list: any caller the server accepts).
+    pub fn scopes(mut self, scopes: Vec<String>) -> Self {
+        self.scopes = Some(scopes);
+        self
+    }
+
+    /// The scopes a caller must hold to call its tool `name`.
+    #[must_use]
+    pub fn scopes_for(&self, name: &str) -> Vec<String> {
+        self.scopes
+            .clone()
+            .unwrap_or_else(|| vec![format!("tools:{name}")])
     }
 
     /// Replace the grants.

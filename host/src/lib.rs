@@ -49,6 +49,7 @@ pub mod describe;
 pub mod duration;
 mod fixes;
 mod grants;
+pub mod identity;
 mod limits;
 mod manifest;
 pub mod model;
@@ -75,7 +76,7 @@ pub use grants::{
     AllowedHosts, DEFAULT_QUOTA, FileGrant, FileMode, GrantError, Grants, HostPattern,
 };
 pub use limits::{Limits, LimitsError, MAX_TIMEOUT, ReadyInstances};
-pub use manifest::{DEFAULT_MANIFEST, Manifest, ManifestError};
+pub use manifest::{DEFAULT_MANIFEST, Manifest, ManifestError, ServeSettings};
 pub use observe::{Answer, Asker, CallObserver, LogLevel, NobodyToAsk, Progress, Question};
 pub use outcome::{
     CallError, CallStats, ContentBlock, EmbeddedResource, ErrorType, INVALID_OUTPUT, Media,

@@ -40,6 +40,7 @@ use crate::model::config::{
     ControlOverrides, ModelConfig, Overrides, Prices, Provider, ResponseFormat, ToolChoice,
 };
 use crate::stores::StoreConfig;
+pub use serve::ServeSettings;
 use store::RawStore;
 use tool::RawTool;
 
@@ -64,6 +65,8 @@ pub struct Manifest {
     /// `toolhost.lock` beside the manifest, when there is one: the digests
     /// its registry components are pinned to.
     pub lock: Option<crate::registry::Lock>,
+    /// The `[serve]` table: who may call `toolhost serve`.
+    pub serve: ServeSettings,
     /// Read from a file (whose directory holds its lock file).
     from_file: bool,
 }
@@ -258,6 +261,8 @@ struct RawManifest {
     #[serde(default)]
     registry: registry::RawRegistry,
     verify: Option<registry::RawVerify>,
+    #[serde(default)]
+    serve: serve::RawServe,
 }
 
 /// A literal value, or `{ env = "NAME" }` to read it from the host's
@@ -287,6 +292,7 @@ impl Manifest {
             stores: BTreeMap::new(),
             registry: crate::registry::Settings::default(),
             lock: None,
+            serve: ServeSettings::default(),
             from_file: false,
         }
     }
@@ -357,6 +363,7 @@ impl Manifest {
         let model = raw.model.map(|m| m.validate(path)).transpose()?;
         let registry = raw.registry.validate(path)?;
         let lock = registry::read_lock(path)?;
+        let serve = raw.serve.validate(path, base, lookup_env)?;
         Ok(Self {
             path: path.to_owned(),
             model,
@@ -365,6 +372,7 @@ impl Manifest {
             stores,
             registry,
             lock,
+            serve,
             from_file: true,
         })
     }
@@ -394,6 +402,7 @@ impl RawValue {
 }
 
 mod registry;
+mod serve;
 mod store;
 #[cfg(test)]
 mod tests;

@@ -37,6 +37,7 @@ pub(super) struct RawTool {
     #[serde(default)]
     client_capabilities: BTreeSet<ClientCapability>,
     verify: Option<RawVerify>,
+    scopes: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -98,6 +99,19 @@ impl RawTool {
             .as_deref()
             .map(|text| cache_ttl(text, &err))
             .transpose()?;
+        if let Some(scope) = self
+            .scopes
+            .iter()
+            .flatten()
+            .find(|s| s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()))
+        {
+            return Err(err(
+                "scopes",
+                format!(
+                    "{scope:?} is not a scope: a scope is one word without spaces, e.g. \"notes:write\""
+                ),
+            ));
+        }
         Ok(ComponentConfig {
             source,
             verify,
@@ -106,6 +120,7 @@ impl RawTool {
             approval: self.approval,
             cache,
             client_capabilities: self.client_capabilities,
+            scopes: self.scopes,
         })
     }
 }

@@ -21,6 +21,7 @@
 //! Every front end calls the same [`ToolHost`] and answers through
 //! [`crate::wire::results`], so a call reads the same whichever way it came.
 
+mod auth;
 mod connections;
 mod drain;
 mod edge;
@@ -80,6 +81,9 @@ pub struct ServeConfig {
     pub fixes: Fixes,
     /// How loading (and each reload) treats `toolhost.lock`.
     pub lock_mode: LockMode,
+    /// Who may call, telling callers apart by their tokens; `None`: the
+    /// manifest's `[serve.auth]`.
+    pub auth: Option<crate::identity::Settings>,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -95,6 +99,7 @@ impl std::fmt::Debug for ServeConfig {
             drain,
             fixes,
             lock_mode,
+            auth,
         } = self;
         f.debug_struct("ServeConfig")
             .field("transport", transport)
@@ -107,6 +112,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("drain", drain)
             .field("fixes", fixes)
             .field("lock_mode", lock_mode)
+            .field("auth", auth)
             .finish()
     }
 }
@@ -126,6 +132,7 @@ impl ServeConfig {
             drain: drain::DEFAULT_DRAIN,
             fixes: Fixes::default(),
             lock_mode: LockMode::Write,
+            auth: None,
         }
     }
 }
@@ -175,9 +182,11 @@ pub async fn run(
     config: ServeConfig,
     on_ready: impl FnOnce(Option<SocketAddr>) + Send,
 ) -> Result<(), ServeError> {
+    let auth = identity(&manifest, &config)?;
     if let Transport::Http(addr) = config.transport
         && !addr.ip().is_loopback()
         && config.token.is_none()
+        && auth.is_none()
     {
         return Err(ServeError::Usage(format!(
             "serving on {addr}, which is not a loopback address, needs a bearer token: \
@@ -189,7 +198,7 @@ pub async fn run(
     let signal = http::shutdown_signal();
     let (host, pinned) =
         ToolHost::load_manifest(&manifest, options.clone(), &config.lock_mode).await?;
-    let shared = Shared::new(host, &config);
+    let shared = Shared::new(host, &config).with_auth(auth);
     shared.metrics().registry(&pinned.report);
     let _watcher = if config.watch {
         Some(reload::watch(
@@ -210,6 +219,39 @@ pub async fn run(
     }
 }
 
+/// How `config` and `manifest` say callers are told apart: the
+/// configuration's settings, else the manifest's `[serve.auth]`, with
+/// `--token-env`'s token as the principal `token` beside them. A store
+/// scoped by a context key must have that key bound (to a claim, or
+/// explicitly to the caller), or one caller could read another's data.
+fn identity(manifest: &Manifest, config: &ServeConfig) -> Result<Option<auth::Auth>, ServeError> {
+    let mut settings = config
+        .auth
+        .clone()
+        .unwrap_or_else(|| manifest.serve.auth.clone());
+    if !settings.is_enabled() {
+        return Ok(None);
+    }
+    if let Some(token) = &config.token {
+        let token = crate::identity::StaticToken::new("token".into(), token.clone(), Vec::new())
+            .map_err(|e| ServeError::Usage(format!("{}: {e}", config.fixes.token)))?;
+        settings.tokens.push(token);
+    }
+    for (name, store) in &manifest.stores {
+        if let crate::stores::Scope::ContextKey(key) = &store.scope
+            && !settings.context.contains_key(key)
+        {
+            return Err(ServeError::Usage(format!(
+                "store `{name}` is scoped by the context key `{key}`, which [serve.auth] does not \
+                 bind: add `context.{key} = \"claim:sub\"` (each principal its own, from its \
+                 token's claim; or --context-claim {key}=sub) or `context.{key} = \"caller\"` \
+                 (the request chooses, so any caller can read any value's data)"
+            )));
+        }
+    }
+    auth::Auth::new(settings).map_err(ServeError::Usage)
+}
+
 /// What every front end shares: the tools (swapped whole on reload), the
 /// metrics, the approval policy, the fixes refusals name and the shutdown
 /// state.
@@ -224,6 +266,8 @@ pub struct Shared {
     /// naming `fixes.approve_all`.
     refuse: Arc<RefuseWithFix>,
     drain: Drain,
+    /// How callers are told apart; `None`: they are not.
+    auth: Option<Arc<auth::Auth>>,
 }
 
 impl Shared {
@@ -240,7 +284,31 @@ impl Shared {
                 config.fixes.approve_all
             ))),
             drain: Drain::new(config.drain),
+            auth: None,
         }
+    }
+
+    /// Tell callers apart by `auth`.
+    fn with_auth(mut self, auth: Option<auth::Auth>) -> Self {
+        self.auth = auth.map(Arc::new);
+        self
+    }
+
+    /// How callers are told apart, when they are.
+    pub(crate) fn auth(&self) -> Option<&auth::Auth> {
+        self.auth.as_deref()
+    }
+
+    /// The context keys of a call and where each comes from; empty when
+    /// callers are not told apart.
+    pub(crate) fn bindings(
+        &self,
+    ) -> &std::collections::BTreeMap<String, crate::identity::ContextSource> {
+        static NONE: std::collections::BTreeMap<String, crate::identity::ContextSource> =
+            std::collections::BTreeMap::new();
+        self.auth
+            .as_ref()
+            .map_or(&NONE, |auth| &auth.settings().context)
     }
 
     /// How refusals spell each fix.

@@ -82,6 +82,8 @@ struct Session {
     requests: Arc<Requests>,
     /// The request streams the client has resumed, by rmcp's stream number.
     resumed: Mutex<HashSet<String>>,
+    /// The id of the principal that opened it: no other may use it.
+    owner: std::sync::OnceLock<String>,
 }
 
 impl Session {
@@ -115,6 +117,30 @@ impl Sessions {
         self.inner.sessions.read().await.len()
     }
 
+    /// Record that principal `owner` opened session `id`.
+    pub(super) fn claim(&self, id: &str, owner: &str) {
+        if let Some(session) = self.session_named(id) {
+            let _ = session.owner.set(owner.to_owned());
+        }
+    }
+
+    /// Whether the principal `principal` may use session `id`: the one that
+    /// opened it may (and anyone may send an id no session has: rmcp
+    /// answers it 404).
+    pub(super) fn usable_by(&self, id: &str, principal: &str) -> bool {
+        self.session_named(id)
+            .and_then(|session| session.owner.get().cloned())
+            .is_none_or(|owner| owner == principal)
+    }
+
+    fn session_named(&self, id: &str) -> Option<Arc<Session>> {
+        self.sessions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .cloned()
+    }
+
     fn session(&self, id: &SessionId) -> Option<Arc<Session>> {
         self.sessions
             .read()
@@ -132,6 +158,7 @@ impl Sessions {
         let session = Arc::new(Session {
             requests: requests.clone(),
             resumed: Mutex::new(HashSet::new()),
+            owner: std::sync::OnceLock::new(),
         });
         self.sessions
             .write()

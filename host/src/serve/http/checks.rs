@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 use super::listen::Peer;
 use super::work::Work;
 use super::{Edge, RETRY_AFTER_SECONDS, error, refuse};
+use crate::identity::Principal;
 use crate::serve::Shared;
+use crate::serve::auth::{AuthRefusal, METADATA_PATH, METADATA_PREFIX};
 use crate::serve::connections::{self, Stream};
 use crate::serve::edge;
 use crate::serve::sessions::MAX_SESSIONS;
@@ -42,12 +44,15 @@ pub(super) async fn check_request(
     if let Some(host) = edge::target_host(request.uri()) {
         request.headers_mut().insert(header::HOST, host);
     }
-    if request.uri().path() == "/healthz" {
+    let path = request.uri().path();
+    if path == "/healthz" || path == METADATA_PATH || path.starts_with(METADATA_PREFIX) {
         return next.run(request).await;
     }
-    if let Err(refusal) = edge.guard.check_token(request.headers()) {
-        return refuse(&shared, refusal);
-    }
+    let principal = match identify(&edge, &shared, request.headers()).await {
+        Ok(principal) => principal,
+        Err(response) => return response,
+    };
+    request.extensions_mut().insert(principal.clone());
     let (parts, body) = request.into_parts();
     let body = match read_body(&shared, body, edge.max_body).await {
         Ok(body) => body,
@@ -67,15 +72,93 @@ pub(super) async fn check_request(
     if let Err(response) = room_for_session(&edge, &shared, &work).await {
         return response;
     }
+    if let Err(response) = authorize(&edge, &shared, &parts, &work, &principal) {
+        return response;
+    }
     let request = Request::from_parts(parts, axum::body::Body::from(body));
     let closing_session = request.method() == Method::DELETE && matches!(work, Work::Mcp { .. });
     let mut response = next.run(request).await;
+    if matches!(
+        work,
+        Work::Mcp {
+            opens_session: true,
+            ..
+        }
+    ) && let Some(id) = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        edge.sessions.claim(id, principal.id());
+    }
     // rmcp answers a session's DELETE with 202; MCP clients expect 200 or
     // 204 (the Python SDK warns "Session termination failed: 202").
     if closing_session && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
     connections::hold(response, (in_flight, stream))
+}
+
+/// The principal of a request with `headers`: by its token when the
+/// server tells callers apart, else anyone (who passed the single token,
+/// when there is one); or the answer that refuses it.
+async fn identify(
+    edge: &Edge,
+    shared: &Shared,
+    headers: &HeaderMap,
+) -> Result<Principal, Response> {
+    let Some(auth) = shared.auth() else {
+        return match edge.guard.check_token(headers) {
+            Ok(()) => Ok(Principal::anyone()),
+            Err(refusal) => Err(refuse(shared, refusal)),
+        };
+    };
+    auth.principal(headers).await.map_err(|refusal| {
+        shared.metrics().reject("http", refusal.reason());
+        auth.refusal(&refusal)
+    })
+}
+
+/// What `principal` may do of `work`: use only the MCP session it opened
+/// (another's is answered as if it did not exist), and call only tools
+/// whose scopes it holds (403 naming them, so that a client can ask for a
+/// token that holds them).
+fn authorize(
+    edge: &Edge,
+    shared: &Shared,
+    parts: &Parts,
+    work: &Work,
+    principal: &Principal,
+) -> Result<(), Response> {
+    let (Some(auth), Work::Mcp { calls, .. }) = (shared.auth(), work) else {
+        return Ok(());
+    };
+    if let Some(session) = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        && !edge.sessions.usable_by(session, principal.id())
+    {
+        shared.metrics().reject("mcp", "foreign_session");
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            "session_not_found",
+            "no such session; start one with initialize",
+        ));
+    }
+    let host = shared.host();
+    for tool in calls {
+        let scopes = crate::serve::auth::required_scopes(&host, tool);
+        if !principal.holds(&scopes) {
+            let refusal = AuthRefusal::Scope {
+                tool: tool.clone(),
+                scopes,
+            };
+            shared.metrics().reject("mcp", refusal.reason());
+            return Err(auth.refusal(&refusal));
+        }
+    }
+    Ok(())
 }
 
 /// There is no room for another event stream, from the request's address

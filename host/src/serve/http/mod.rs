@@ -58,7 +58,7 @@ use super::sessions::Sessions;
 use super::{ServeConfig, Shared};
 use checks::check_request;
 pub(super) use listen::{serve, shutdown_signal};
-use routes::{healthz, method_not_allowed, metrics, not_found, tools};
+use routes::{healthz, method_not_allowed, metrics, not_found, protected_resource, tools};
 pub use tool_calls::CONTEXT_HEADER;
 use tool_calls::tool_calls;
 
@@ -100,6 +100,14 @@ pub fn router(
         .route("/v1/tool_calls", post(tool_calls))
         .route("/v1/tools", get(tools))
         .route("/metrics", get(metrics))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*resource}",
+            get(protected_resource),
+        )
         .nest_service("/mcp", mcp)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -114,7 +122,7 @@ pub fn router(
 }
 
 /// A JSON error body: `{"error":{"type","message"}}`.
-fn error(status: StatusCode, kind: &str, message: impl Into<String>) -> Response {
+pub(super) fn error(status: StatusCode, kind: &str, message: impl Into<String>) -> Response {
     let body = json!({"error": {"type": kind, "message": message.into()}});
     (status, axum::Json(body)).into_response()
 }

@@ -2,15 +2,30 @@
 //! `GET /v1/tools`, and the answers to routes and methods there are not.
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error;
+use crate::identity::Principal;
 use crate::serve::Shared;
 use crate::wire;
+
+/// The principal the edge found for a request: anyone on a server that
+/// tells no callers apart; none (so nothing is shown or run) when callers
+/// are told apart and the request somehow carries none.
+pub(super) fn caller(
+    shared: &Shared,
+    principal: Option<Extension<Principal>>,
+) -> Option<Principal> {
+    match (principal, shared.auth()) {
+        (Some(Extension(principal)), _) => Some(principal),
+        (None, None) => Some(Principal::anyone()),
+        (None, Some(_)) => None,
+    }
+}
 
 /// The answer to a known route asked with a method it does not take.
 pub(super) async fn method_not_allowed() -> Response {
@@ -85,11 +100,20 @@ where
         .map_err(FormatError::Unknown)
 }
 
-/// Every tool's definition, in the `?format=` asked for.
+/// RFC 9728's protected-resource metadata, when the server takes OAuth
+/// tokens.
+pub(super) async fn protected_resource(State(shared): State<Shared>) -> Response {
+    crate::serve::auth::metadata_response(shared.auth(), &shared.host())
+}
+
+/// The caller's definitions of the tools it may call, in the `?format=`
+/// asked for.
 pub(super) async fn tools(
     State(shared): State<Shared>,
+    principal: Option<Extension<Principal>>,
     query: Result<Query<FormatQuery>, QueryRejection>,
 ) -> Response {
+    let principal = caller(&shared, principal);
     let format = match requested_format(query) {
         Ok(format) => format,
         Err(e) => {
@@ -100,6 +124,11 @@ pub(super) async fn tools(
     let host = shared.host();
     let definitions: Vec<Value> = host
         .specs()
+        .filter(|spec| {
+            principal
+                .as_ref()
+                .is_some_and(|p| p.holds(&crate::serve::auth::required_scopes(&host, &spec.name)))
+        })
         .map(|spec| wire::definitions::tool_definition(spec, format))
         .collect();
     axum::Json(definitions).into_response()

@@ -5,15 +5,18 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::error;
 use super::routes::{FormatQuery, requested_format};
+use crate::identity::Principal;
 use crate::serve::Shared;
-use crate::tool_host::CallOptions;
+use crate::serve::auth::AuthRefusal;
+use crate::tool_call::ToolCall;
+use crate::tool_host::{CallOptions, ToolHost};
 use crate::wire;
 
 /// The header that carries a batch's injected context: a JSON object the
@@ -62,10 +65,27 @@ fn injected_context(headers: &HeaderMap) -> Result<Option<Value>, ContextError> 
     }
 }
 
+/// The refusal of a batch with a call to a tool `principal` lacks a scope
+/// for: nothing of the batch runs, and the answer names the scopes.
+fn missing_scope(
+    host: &ToolHost,
+    calls: &[ToolCall],
+    principal: &Principal,
+) -> Option<AuthRefusal> {
+    calls.iter().find_map(|call| {
+        let scopes = crate::serve::auth::required_scopes(host, &call.name);
+        (!principal.holds(&scopes)).then(|| AuthRefusal::Scope {
+            tool: call.name.clone(),
+            scopes,
+        })
+    })
+}
+
 /// `POST /v1/tool_calls`: the batch read in any shape [`wire::calls`]
 /// knows, run, and answered in order in the `?format=` asked for.
 pub(super) async fn tool_calls(
     State(shared): State<Shared>,
+    principal: Option<Extension<Principal>>,
     query: Result<Query<FormatQuery>, QueryRejection>,
     headers: HeaderMap,
     // Read whole by `check_request`, within --max-body and its deadline.
@@ -115,13 +135,30 @@ pub(super) async fn tool_calls(
             return reject("malformed", StatusCode::BAD_REQUEST, message);
         }
     };
+    let Some(principal) = super::routes::caller(&shared, principal) else {
+        return reject(
+            "unauthenticated",
+            StatusCode::UNAUTHORIZED,
+            "no caller".into(),
+        );
+    };
+    let host = shared.host();
+    if let Some(refusal) = missing_scope(&host, &calls, &principal)
+        && let Some(auth) = shared.auth()
+    {
+        shared.metrics().reject("http", refusal.reason());
+        return auth.refusal(&refusal);
+    }
     let mut env = CallOptions::default().approver(shared.refuse());
-    match injected_context(&headers) {
+    let requested = match injected_context(&headers) {
+        Ok(context) => context,
+        Err(e) => return reject("bad_context", StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    match principal.context(shared.bindings(), requested) {
         Ok(Some(context)) => env = env.context(context),
         Ok(None) => {}
         Err(e) => return reject("bad_context", StatusCode::BAD_REQUEST, e.to_string()),
     }
-    let host = shared.host();
     // Dropping this future (a client that hung up) aborts the calls.
     let results = shared.call_batch(&host, calls, env, "http").await;
     let mut answers = wire::results::Answers::new(format);

@@ -25,6 +25,8 @@ pub(super) enum Work {
         resumes: bool,
         /// A `subscriptions/listen`, whose answer lasts.
         listens: bool,
+        /// The tools its `tools/call` requests name, for the scope check.
+        calls: Vec<String>,
     },
     /// Anything else: listings, metrics, unknown routes.
     Other,
@@ -52,6 +54,11 @@ impl Work {
             opens_session: parts.method == Method::POST && !in_session && has("initialize"),
             resumes: parts.method == Method::GET && parts.headers.contains_key("last-event-id"),
             listens: has("subscriptions/listen"),
+            calls: messages
+                .iter()
+                .filter(|m| m.method.as_deref() == Some("tools/call"))
+                .filter_map(|m| m.params.as_ref()?.get("name")?.as_str().map(str::to_owned))
+                .collect(),
             requests: messages
                 .into_iter()
                 .filter(|m| m.method.is_some())
@@ -102,6 +109,8 @@ struct Head {
     method: Option<String>,
     #[serde(default)]
     id: Option<Value>,
+    #[serde(default)]
+    params: Option<Value>,
 }
 
 /// The heads of the JSON-RPC messages in a body (one, or a batch); none

@@ -15,6 +15,7 @@ use super::ask::AskTheClient;
 use super::capabilities::{can_ask, missing_capabilities, stateless};
 use super::forward::CallForwarder;
 use super::{CONTEXT_META_KEY, McpServer, NOTIFY_TIMEOUT};
+use crate::identity::Principal;
 use crate::tool_host::{CallOptions, CallResult, Tool, ToolHost};
 use crate::wire;
 
@@ -31,8 +32,9 @@ impl McpServer {
         let host = self.shared.host();
         // Before anything is sent on the request's stream: a refusal here is
         // the whole answer (HTTP 400 for a 2026-07-28 request).
-        let tool = self.callable(&host, &request.name, &context)?;
-        let (env, forwarding) = self.call_env(tool, &context)?;
+        let principal = self.principal(&context)?;
+        let tool = self.callable(&host, &request.name, &context, &principal)?;
+        let (env, forwarding) = self.call_env(tool, &context, &principal)?;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let run = self
             .shared
@@ -60,6 +62,7 @@ impl McpServer {
         host: &'h ToolHost,
         name: &str,
         context: &RequestContext<RoleServer>,
+        principal: &Principal,
     ) -> Result<Tool<'h>, ErrorData> {
         let Some(tool) = host.tool(name) else {
             self.shared.metrics().reject("mcp", "unknown_tool");
@@ -73,6 +76,19 @@ impl McpServer {
                 None,
             ));
         };
+        // The HTTP edge answered this 403 already; stdio callers hold
+        // every scope. This holds for a server built into another app.
+        let scopes = crate::serve::auth::required_scopes(host, name);
+        if !principal.holds(&scopes) {
+            self.shared.metrics().reject("mcp", "insufficient_scope");
+            return Err(ErrorData::invalid_request(
+                format!(
+                    "calling `{name}` needs the scopes {}; get a token that holds them",
+                    scopes.join(" ")
+                ),
+                None,
+            ));
+        }
         if let Some(missing) = missing_capabilities(
             &tool.spec().name,
             tool.component(),
@@ -94,11 +110,12 @@ impl McpServer {
         &self,
         tool: Tool<'_>,
         context: &RequestContext<RoleServer>,
+        principal: &Principal,
     ) -> Result<(CallOptions, Option<JoinHandle<()>>), ErrorData> {
         let mut env = CallOptions::default().approver(self.shared.refuse());
-        match context.meta.get(CONTEXT_META_KEY) {
-            None | Some(Value::Null) => {}
-            Some(injected @ Value::Object(_)) => env = env.context(injected.clone()),
+        let requested = match context.meta.get(CONTEXT_META_KEY) {
+            None | Some(Value::Null) => None,
+            Some(injected @ Value::Object(_)) => Some(injected.clone()),
             Some(_) => {
                 self.shared.metrics().reject("mcp", "bad_context");
                 return Err(ErrorData::invalid_params(
@@ -107,6 +124,14 @@ impl McpServer {
                     ),
                     None,
                 ));
+            }
+        };
+        match principal.context(self.shared.bindings(), requested) {
+            Ok(Some(injected)) => env = env.context(injected),
+            Ok(None) => {}
+            Err(e) => {
+                self.shared.metrics().reject("mcp", "bad_context");
+                return Err(ErrorData::invalid_params(e.to_string(), None));
             }
         }
         let minimum = self.log_level(context);

@@ -62,6 +62,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 
 use super::Shared;
+use crate::identity::Principal;
 use crate::spec::ToolSpec;
 use crate::wire;
 use capabilities::stateless;
@@ -89,6 +90,31 @@ pub struct McpServer {
     /// The level this client asked for with `logging/setLevel`; none until
     /// it asks, and then no tool's lines are sent.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
+}
+
+impl McpServer {
+    /// Who sent the request of `context`: the principal the HTTP edge
+    /// found (in the request's parts, which rmcp hands over); the launching
+    /// user over stdio. A server that tells callers apart refuses a
+    /// request that somehow carries no principal, rather than taking it
+    /// for anyone's.
+    pub(super) fn principal(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Principal, ErrorData> {
+        let found = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>());
+        match (found, self.shared.auth()) {
+            (Some(principal), _) => Ok(principal.clone()),
+            (None, None) => Ok(Principal::anyone()),
+            (None, Some(_)) => Err(ErrorData::invalid_request(
+                "this server tells callers apart, and the request carries no identity",
+                None,
+            )),
+        }
+    }
 }
 
 impl McpServer {
@@ -152,10 +178,15 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let principal = self.principal(&context)?;
         let host = self.shared.host();
-        let tools = host.specs().map(mcp_tool).collect::<Result<Vec<_>, _>>()?;
+        let tools = host
+            .specs()
+            .filter(|spec| principal.holds(&crate::serve::auth::required_scopes(&host, &spec.name)))
+            .map(mcp_tool)
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(ListToolsResult::with_all_items(tools))
     }
 

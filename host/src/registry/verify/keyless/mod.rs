@@ -484,9 +484,19 @@ impl Statement {
     }
 }
 
-/// The in-toto statement names `artifact` among its subjects' sha256.
+/// The in-toto statement is cosign's signature (not an attestation: an
+/// SBOM or provenance says something about the component, not that its
+/// signer approved it) and names `artifact` among its subjects' sha256.
 fn check_statement(payload: &[u8], artifact: &Digest) -> Result<(), KeylessError> {
     let statement = Statement::read(payload).map_err(KeylessError::Signature)?;
+    let sign = super::key_bundle::SIGN_PREDICATE_TYPE;
+    if statement.predicate_type.as_deref() != Some(sign) {
+        return Err(KeylessError::Signature(format!(
+            "the statement's predicate type is {}, not cosign's signature ({sign}): an attestation \
+             is not a signature; sign the component with `cosign sign`",
+            statement.predicate_type.as_deref().unwrap_or("none")
+        )));
+    }
     match statement.mismatch(artifact) {
         None => Ok(()),
         Some(found) => Err(KeylessError::ArtifactMismatch {

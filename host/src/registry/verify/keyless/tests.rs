@@ -298,6 +298,32 @@ fn an_sct_by_a_trusted_log_over_another_precertificate_is_refused() {
     );
 }
 
+/// An attestation (SLSA provenance, an SBOM) says something about the
+/// component; it is not its signer's approval, and is not taken for one.
+#[test]
+fn a_keyless_attestation_is_not_a_signature() {
+    let built = build(&Options {
+        dsse: true,
+        predicate_type: "https://slsa.dev/provenance/v1",
+        ..Options::default()
+    });
+    let bundle = serde_json::to_vec(&built.bundle).unwrap();
+    let refused = verify_bundle(
+        &bundle,
+        &Digest::of(ARTIFACT),
+        IDENTITY,
+        ISSUER,
+        &root_of(&built),
+    )
+    .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("an attestation is not a signature"),
+        "{refused}"
+    );
+}
+
 #[test]
 fn a_dsse_envelope_of_another_payload_type_is_refused() {
     let mut built = build(&Options {

@@ -46,6 +46,8 @@ pub(crate) struct Options {
     pub(super) sct_by_unknown_log: bool,
     /// A DSSE envelope (in-toto statement) instead of a message signature.
     pub(super) dsse: bool,
+    /// The statement's predicate type (cosign's signature by default).
+    pub(super) predicate_type: &'static str,
     /// The log entry body records a signature over other bytes.
     pub(super) body_records_other_signature: bool,
     /// The leaf is issued by a CA the root does not list.
@@ -64,6 +66,7 @@ impl Default for Options {
             integrated_after: 60,
             sct_by_unknown_log: false,
             dsse: false,
+            predicate_type: "https://sigstore.dev/cosign/sign/v1",
             body_records_other_signature: false,
             foreign_ca: false,
             sct_over_other_tbs: false,
@@ -327,7 +330,7 @@ fn sign(options: &Options, leaf_key: &SigningKey) -> (Vec<u8>, Vec<u8>, (&'stati
         let statement = serde_json::to_vec(&json!({
             "_type": "https://in-toto.io/Statement/v1",
             "subject": [{"name": "manifest", "digest": {"sha256": hex(&sha256(&options.artifact))}}],
-            "predicateType": "https://sigstore.dev/cosign/sign/v1", "predicate": {}}))
+            "predicateType": options.predicate_type, "predicate": {}}))
         .unwrap();
         let kind = "application/vnd.in-toto+json";
         let mut pae = format!("DSSEv1 {} {kind} {} ", kind.len(), statement.len()).into_bytes();

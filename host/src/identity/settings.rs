@@ -1,0 +1,268 @@
+//! `[serve.auth]`, validated: who may call, and where the context keys
+//! stores are scoped by come from.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jsonwebtoken::Algorithm;
+
+use super::JwksSource;
+
+/// How a serving toolhost tells its callers apart. The default accepts
+/// every caller as one (what a loopback server, or one behind a single
+/// `--token-env` token, does).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Settings {
+    /// OAuth 2.1 access tokens, checked as a resource server.
+    pub oauth: Option<OAuthSettings>,
+    /// Static tokens, each standing for a named principal.
+    pub tokens: Vec<StaticToken>,
+    /// Where each context key of a call comes from. A key bound to a claim
+    /// is the principal's; a request that sends it is refused.
+    pub context: BTreeMap<String, ContextSource>,
+}
+
+impl Settings {
+    /// Whether callers are told apart at all: OAuth or static tokens.
+    #[must_use]
+    pub fn is_enabled(&self) -> bool {
+        self.oauth.is_some() || !self.tokens.is_empty()
+    }
+
+    /// The context keys bound to a claim: a request may not send them.
+    #[must_use]
+    pub fn bound_keys(&self) -> BTreeSet<&str> {
+        self.context
+            .iter()
+            .filter(|(_, source)| matches!(source, ContextSource::Claim(_)))
+            .map(|(key, _)| key.as_str())
+            .collect()
+    }
+}
+
+/// Where one context key of a call comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ContextSource {
+    /// The principal's claim of this name (`"claim:sub"`).
+    Claim(String),
+    /// The caller, in the request (`"caller"`): any principal may send any
+    /// value, so a store scoped by it is shared by every principal.
+    Caller,
+}
+
+impl std::str::FromStr for ContextSource {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.strip_prefix("claim:") {
+            Some(claim) if !claim.is_empty() => Ok(Self::Claim(claim.to_owned())),
+            _ if text == "caller" => Ok(Self::Caller),
+            _ => Err(format!(
+                "{text:?} is not a context source; write \"claim:NAME\" (the principal's claim, \
+                 e.g. \"claim:sub\") or \"caller\" (the request's value)"
+            )),
+        }
+    }
+}
+
+/// OAuth 2.1 bearer tokens (JWTs), checked as a resource server checks
+/// them (RFC 9068, RFC 8707): signed by a key of the key set with a pinned
+/// algorithm, issued by an accepted issuer, for this server's audience,
+/// within `exp` and `nbf` give or take `leeway`.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct OAuthSettings {
+    /// Where the issuers' public keys are.
+    pub jwks: JwksSource,
+    /// The accepted `iss` values; also the authorization servers the
+    /// protected-resource metadata names.
+    pub issuers: Vec<String>,
+    /// This server's resource URL: the `aud` a token must carry.
+    pub audience: String,
+    /// The signature algorithms accepted; never `none` or HMAC.
+    pub algorithms: Vec<Algorithm>,
+    /// The clock skew allowed on `exp` and `nbf`.
+    pub leeway: Duration,
+}
+
+/// The algorithms accepted unless the manifest pins others: the
+/// asymmetric ones identity providers sign access tokens with.
+pub const DEFAULT_ALGORITHMS: [Algorithm; 4] = [
+    Algorithm::RS256,
+    Algorithm::PS256,
+    Algorithm::ES256,
+    Algorithm::EdDSA,
+];
+
+/// The clock skew allowed by default: small, as RFC 9068 asks.
+pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
+
+impl OAuthSettings {
+    /// Tokens from `issuers` for `audience`, checked with the keys at
+    /// `jwks`, with the default algorithms and leeway.
+    ///
+    /// # Errors
+    ///
+    /// No issuer, or an audience that is not an absolute `https://` (or
+    /// loopback `http://`) URL.
+    pub fn new(jwks: JwksSource, issuers: Vec<String>, audience: String) -> Result<Self, String> {
+        if issuers.is_empty() {
+            return Err(
+                "name the issuers whose tokens are accepted (`issuers = [\"https://…\"]`, or \
+                 --issuer)"
+                    .into(),
+            );
+        }
+        if issuers.iter().any(|i| i.trim().is_empty()) {
+            return Err(
+                "an issuer is empty; write the issuer's URL as its tokens' `iss` has it".into(),
+            );
+        }
+        check_resource_url(&audience)?;
+        Ok(Self {
+            jwks,
+            issuers,
+            audience,
+            algorithms: DEFAULT_ALGORITHMS.to_vec(),
+            leeway: DEFAULT_LEEWAY,
+        })
+    }
+
+    /// Accept `algorithms` only.
+    ///
+    /// # Errors
+    ///
+    /// A name that is not an asymmetric JWS algorithm (HMAC and `none` are
+    /// never accepted: a public key is not a shared secret), or none.
+    pub fn algorithms(mut self, names: &[String]) -> Result<Self, String> {
+        if names.is_empty() {
+            return Err("name at least one algorithm, e.g. [\"RS256\", \"ES256\"]".into());
+        }
+        self.algorithms = names
+            .iter()
+            .map(|name| {
+                name.parse::<Algorithm>()
+                    .ok()
+                    .filter(|a| {
+                        !matches!(a, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512)
+                    })
+                    .ok_or_else(|| {
+                        format!(
+                            "{name:?} is not accepted; use RS256, RS384, RS512, PS256, PS384, \
+                             PS512, ES256, ES384 or EdDSA (HMAC and `none` never are)"
+                        )
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(self)
+    }
+
+    /// Allow `leeway` of clock skew.
+    ///
+    /// # Errors
+    ///
+    /// More than five minutes: a token that expired longer ago than that is
+    /// expired.
+    pub fn leeway(mut self, leeway: Duration) -> Result<Self, String> {
+        if leeway > Duration::from_secs(300) {
+            return Err(
+                "a leeway over 5 minutes lets expired tokens in; write e.g. \"30s\"".into(),
+            );
+        }
+        self.leeway = leeway;
+        Ok(self)
+    }
+}
+
+/// Whether `url` is a resource URL a token can name: absolute, `https`
+/// (or `http` on a loopback host, for tests and local use), without a
+/// fragment.
+fn check_resource_url(url: &str) -> Result<(), String> {
+    let fix = "write this server's URL as clients reach it, e.g. \"https://tools.example.com/mcp\"";
+    let parsed = url::Url::parse(url).map_err(|e| format!("audience {url:?}: {e}; {fix}"))?;
+    let loopback = match parsed.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    match parsed.scheme() {
+        "https" => {}
+        "http" if loopback => {}
+        _ => return Err(format!("audience {url:?} is not an https URL; {fix}")),
+    }
+    if parsed.fragment().is_some() {
+        return Err(format!(
+            "audience {url:?} has a fragment (RFC 8707 forbids one); {fix}"
+        ));
+    }
+    Ok(())
+}
+
+/// A token given to one principal by the operator.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct StaticToken {
+    /// The principal's name: its id in logs, limits and task ownership.
+    pub principal: String,
+    /// The token.
+    pub token: String,
+    /// The scopes it holds.
+    pub scopes: Vec<String>,
+    /// The claims it carries, for context binding (`sub` is the
+    /// principal's name unless given).
+    pub claims: BTreeMap<String, String>,
+}
+
+/// The fewest characters a static token may have: guessing one must be
+/// hopeless (16 characters of `openssl rand -hex` are 64 bits).
+pub const MIN_TOKEN_LENGTH: usize = 16;
+
+impl StaticToken {
+    /// `token` for `principal`, holding `scopes` (every tool's, `tools:*`,
+    /// when empty).
+    ///
+    /// # Errors
+    ///
+    /// An empty principal name, or a token shorter than
+    /// [`MIN_TOKEN_LENGTH`] or with spaces or control characters.
+    pub fn new(principal: String, token: String, scopes: Vec<String>) -> Result<Self, String> {
+        if principal.trim().is_empty() {
+            return Err("name the token's principal (`principal = \"alice\"`)".into());
+        }
+        let token = token.trim().to_owned();
+        if token.chars().count() < MIN_TOKEN_LENGTH
+            || token.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(format!(
+                "the token of `{principal}` is under {MIN_TOKEN_LENGTH} characters or holds spaces; \
+                 make one with `openssl rand -hex 32`"
+            ));
+        }
+        let scopes = if scopes.is_empty() {
+            vec![super::principal::ALL_TOOLS.to_owned()]
+        } else {
+            scopes
+        };
+        let claims = BTreeMap::from([("sub".to_owned(), principal.clone())]);
+        Ok(Self {
+            principal,
+            token,
+            scopes,
+            claims,
+        })
+    }
+}
+
+impl std::fmt::Debug for StaticToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticToken")
+            .field("principal", &self.principal)
+            .field("token", &"<redacted>")
+            .field("scopes", &self.scopes)
+            .field("claims", &self.claims)
+            .finish()
+    }
+}

@@ -1,0 +1,194 @@
+//! The `[serve]` table: how `toolhost serve` tells its callers apart
+//! (`[serve.auth]`).
+//!
+//! ```toml
+//! [serve.auth]
+//! jwks = "https://idp.example.com/.well-known/jwks.json"   # or a file
+//! issuers = ["https://idp.example.com"]
+//! audience = "https://tools.example.com/mcp"               # this server's URL
+//! algorithms = ["RS256", "ES256"]                          # default: RS256 PS256 ES256 EdDSA
+//! leeway = "30s"
+//! context.user = "claim:sub"          # stores scoped by `user` are the caller's own
+//! context.conversation = "caller"     # the request may set this one
+//!
+//! [[serve.auth.token]]                # static tokens, each a named principal
+//! principal = "ci-bot"
+//! env = "CI_BOT_TOKEN"                # or file = "secrets/ci-bot.token"
+//! scopes = ["tools:calc"]             # default: every tool (`tools:*`)
+//! claims = { sub = "ci-bot", org = "acme" }
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::ManifestError;
+use crate::identity::{ContextSource, JwksSource, OAuthSettings, Settings, StaticToken};
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServe {
+    auth: Option<RawAuth>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    jwks: Option<String>,
+    #[serde(default)]
+    issuers: Vec<String>,
+    audience: Option<String>,
+    algorithms: Option<Vec<String>>,
+    leeway: Option<String>,
+    #[serde(default)]
+    context: BTreeMap<String, String>,
+    #[serde(default)]
+    token: Vec<RawToken>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToken {
+    principal: String,
+    env: Option<String>,
+    file: Option<PathBuf>,
+    #[serde(default)]
+    scopes: Vec<String>,
+    #[serde(default)]
+    claims: BTreeMap<String, String>,
+}
+
+/// What `[serve]` sets.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ServeSettings {
+    /// `[serve.auth]`: who may call.
+    pub auth: Settings,
+}
+
+impl RawServe {
+    pub(super) fn validate(
+        self,
+        file: &Path,
+        base: &Path,
+        lookup_env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ServeSettings, ManifestError> {
+        let auth = match self.auth {
+            Some(raw) => raw.validate(base, lookup_env).map_err(|(key, message)| {
+                ManifestError::file(file, format!("`serve.auth.{key}`: {message}"))
+            })?,
+            None => Settings::default(),
+        };
+        Ok(ServeSettings { auth })
+    }
+}
+
+type KeyResult<T> = Result<T, (String, String)>;
+
+impl RawAuth {
+    fn validate(
+        self,
+        base: &Path,
+        lookup_env: &dyn Fn(&str) -> Option<String>,
+    ) -> KeyResult<Settings> {
+        let mut settings = Settings::default();
+        settings.oauth = self.oauth(base)?;
+        for (key, source) in self.context {
+            let source: ContextSource =
+                source.parse().map_err(|e| (format!("context.{key}"), e))?;
+            settings.context.insert(key, source);
+        }
+        let mut principals = BTreeSet::new();
+        let mut values = std::collections::HashSet::new();
+        for (i, raw) in self.token.into_iter().enumerate() {
+            let key = format!("token[{i}]");
+            if !principals.insert(raw.principal.clone()) {
+                return Err((
+                    key,
+                    format!(
+                        "principal `{}` has another token already; give each principal one token",
+                        raw.principal
+                    ),
+                ));
+            }
+            let token = raw
+                .validate(base, lookup_env)
+                .map_err(|e| (key.clone(), e))?;
+            if !values.insert(blake3::hash(token.token.as_bytes())) {
+                return Err((
+                    key,
+                    "two principals have the same token; give each its own".into(),
+                ));
+            }
+            settings.tokens.push(token);
+        }
+        Ok(settings)
+    }
+
+    fn oauth(&self, base: &Path) -> KeyResult<Option<OAuthSettings>> {
+        let given = self.jwks.is_some() || !self.issuers.is_empty() || self.audience.is_some();
+        if !given {
+            if self.algorithms.is_some() || self.leeway.is_some() {
+                return Err(("jwks".into(), "algorithms and leeway are for OAuth tokens: set jwks, issuers and audience too".into()));
+            }
+            return Ok(None);
+        }
+        let (Some(jwks), Some(audience)) = (&self.jwks, &self.audience) else {
+            return Err((
+                if self.jwks.is_none() {
+                    "jwks"
+                } else {
+                    "audience"
+                }
+                .into(),
+                "OAuth tokens need jwks (the issuers' key set: a file or https URL), issuers and \
+                 audience (this server's URL) together"
+                    .into(),
+            ));
+        };
+        let jwks = JwksSource::parse(jwks, base).map_err(|e| ("jwks".to_owned(), e))?;
+        let mut oauth = OAuthSettings::new(jwks, self.issuers.clone(), audience.clone())
+            .map_err(|e| ("issuers".to_owned(), e))?;
+        if let Some(names) = &self.algorithms {
+            oauth = oauth
+                .algorithms(names)
+                .map_err(|e| ("algorithms".to_owned(), e))?;
+        }
+        if let Some(text) = &self.leeway {
+            let leeway = crate::duration::parse(text)
+                .map_err(|e| ("leeway".to_owned(), format!("{e}; write e.g. \"30s\"")))?;
+            oauth = oauth.leeway(leeway).map_err(|e| ("leeway".to_owned(), e))?;
+        }
+        Ok(Some(oauth))
+    }
+}
+
+impl RawToken {
+    fn validate(
+        self,
+        base: &Path,
+        lookup_env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<StaticToken, String> {
+        let value = match (&self.env, &self.file) {
+            (Some(env), None) => lookup_env(env).ok_or_else(|| {
+                format!("environment variable {env} is not set; export it before starting toolhost")
+            })?,
+            (None, Some(file)) => {
+                let path = base.join(file);
+                std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read {} ({e})", path.display()))?
+            }
+            _ => {
+                return Err(
+                    "give the token as env = \"NAME\" (an environment variable) or file = \
+                     \"PATH\", one of them; never in the manifest itself"
+                        .into(),
+                );
+            }
+        };
+        let mut token = StaticToken::new(self.principal, value, self.scopes)?;
+        token.claims.extend(self.claims);
+        Ok(token)
+    }
+}
