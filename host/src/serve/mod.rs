@@ -24,6 +24,7 @@
 mod connections;
 mod drain;
 mod edge;
+pub(crate) mod fair;
 pub mod http;
 pub mod mcp;
 mod metrics;
