@@ -1,7 +1,7 @@
 //! A real `redis-server` for the tests that need one, shared by the
 //! integration tests (`mod redis_server` in main.rs) and the library's unit
-//! tests (`stores/parity.rs` and `serve/fair/tests.rs` include this file by
-//! its path).
+//! tests (`stores/parity.rs` includes this file by its path, and
+//! `serve/fair/tests.rs` uses it from there).
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

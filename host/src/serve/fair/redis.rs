@@ -23,8 +23,9 @@
 //! A lease lives [`LEASE_TTL`]; a task of this replica renews every lease
 //! it holds each [`RENEW_EVERY`], so a long call keeps its slot and a dead
 //! replica's slots free themselves within [`LEASE_TTL`]. A dropped
-//! [`super::Permit`] removes its lease at once (this replica's next check
-//! waits for that, so its own releases are never late for it).
+//! [`super::Permit`] removes its lease at once: the renewal task is woken
+//! to remove it, and this replica's next check removes it first if the
+//! task has not yet, so a replica's own releases are never late for it.
 //!
 //! **Outages.** A call that cannot reach Redis gets what `on_redis_error`
 //! says; after the first failure the limiter does not wait on Redis again
@@ -57,6 +58,11 @@ pub(super) const RENEW_EVERY: Duration = Duration::from_secs(10);
 /// call tries it again: an outage costs each call nothing, not a timeout.
 pub(super) const PROBE_EVERY: Duration = Duration::from_secs(1);
 
+/// The most released leases one check removes: enough for the calls
+/// that end between two checks, few enough to keep the script short; the
+/// renewal task removes any others at once.
+const MAX_RELEASES_PER_CHECK: usize = 64;
+
 /// The longest one check may wait on Redis, connecting included; a call
 /// waits no longer than this for its admission.
 const TIMEOUT: Duration = Duration::from_secs(1);
@@ -64,7 +70,9 @@ const TIMEOUT: Duration = Duration::from_secs(1);
 /// Check both buckets (`KEYS[1..2]`) and caps (`KEYS[3..4]`) and take
 /// from all or none. ARGV: the principal's interval and burst, the tool's
 /// (interval 0: no rate), the principal's and tool's caps (0: none), the
-/// lease id and its life in µs. Returns {principal wait µs, tool wait µs,
+/// lease id and its life in µs. `KEYS[5..]` and `ARGV[9..]`: leases this
+/// replica released since, removed first (so a release costs no round
+/// trip of its own, and this replica's next check always sees it). Returns {principal wait µs, tool wait µs,
 /// principal cap full, tool cap full}, all 0 when admitted. `take` is
 /// `memory::take`. Numbers are µs of Redis's clock (about 2^51 today,
 /// exact in Lua's doubles) and written with `%.0f`, as Lua's `tostring`
@@ -73,6 +81,7 @@ const ADMIT: &str = r"
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+for i = 5, #KEYS do redis.call('ZREM', KEYS[i], ARGV[i + 4]) end
 local function take(key, interval, burst)
   if interval == 0 then return 0, nil end
   local tat = tonumber(redis.call('GET', key) or '0') or 0
@@ -218,6 +227,15 @@ impl Lease {
     }
 }
 
+/// Ends this call's probe of Redis however the call ends.
+struct Probing<'a>(&'a AtomicBool);
+
+impl Drop for Probing<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -283,6 +301,8 @@ impl Remote {
         if !self.may_try() {
             return Err(Down);
         }
+        // A probe whose call is dropped half-way must not stop all later ones.
+        let _probing = Probing(&self.probing);
         self.start_worker();
         let answer = tokio::time::timeout(TIMEOUT, self.check(plan, principal, tool)).await;
         match answer {
@@ -302,7 +322,6 @@ impl Remote {
         tool: &str,
     ) -> Result<Result<Option<Lease>, Blocked>, String> {
         let mut connection = self.connection().await?;
-        self.flush_released(&mut connection).await;
         let rate = |b: &Option<Bucket>| b.as_ref().map_or((0, 0), |b| (b.interval_us, b.burst));
         let cap = |c: &Option<Cap>| c.as_ref().map_or(0, |c| c.most.get());
         let (p_interval, p_burst) = rate(&plan.principal.rate);
@@ -316,8 +335,8 @@ impl Remote {
             self.replica,
             self.next_lease.fetch_add(1, Ordering::Relaxed)
         );
-        let answer: Vec<i64> = self
-            .admit
+        let mut invocation = self.admit.prepare_invoke();
+        invocation
             .key(key(&self.prefix, "rp", principal))
             .key(key(&self.prefix, "rt", tool))
             .key(key(&self.prefix, "cp", principal))
@@ -329,10 +348,21 @@ impl Remote {
             .arg(p_cap)
             .arg(t_cap)
             .arg(&id)
-            .arg(u64::try_from(self.timing.lease_ttl.as_micros()).unwrap_or(u64::MAX))
-            .invoke_async(&mut connection)
-            .await
-            .map_err(|e| e.to_string())?;
+            .arg(u64::try_from(self.timing.lease_ttl.as_micros()).unwrap_or(u64::MAX));
+        let released = self.take_released(MAX_RELEASES_PER_CHECK);
+        for (lease, keys) in &released {
+            for key in keys.iter().flatten() {
+                invocation.key(key).arg(lease);
+            }
+        }
+        let answer: Vec<i64> = match invocation.invoke_async(&mut connection).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                // Left for the renewal task, or to expire.
+                lock(&self.released).extend(released);
+                return Err(error.to_string());
+            }
+        };
         let [pw, tw, pb, tb] = answer[..] else {
             return Err(format!("the admit script answered {answer:?}"));
         };
@@ -452,10 +482,17 @@ impl Remote {
         });
     }
 
+    /// Up to `most` released leases, taken off the list.
+    fn take_released(&self, most: usize) -> Vec<(String, LeaseKeys)> {
+        let mut released = lock(&self.released);
+        let keep = released.len().saturating_sub(most);
+        released.split_off(keep)
+    }
+
     /// Remove the leases of calls that ended. A failure leaves them to
     /// expire.
     async fn flush_released(&self, connection: &mut ConnectionManager) {
-        let released = std::mem::take(&mut *lock(&self.released));
+        let released = self.take_released(usize::MAX);
         if released.is_empty() {
             return;
         }

@@ -8,10 +8,7 @@ use std::time::Duration;
 use super::redis::{Timing, key};
 use super::*;
 
-// The one `redis-server` starter of the tests (see its file).
-#[path = "../../../tests/all/redis_server.rs"]
-mod redis_server;
-use redis_server::RedisServer;
+use crate::stores::parity::RedisServer;
 
 fn policy(toml_text: &str) -> Policy {
     toml::from_str::<LimitsConfig>(toml_text)
@@ -531,6 +528,18 @@ async fn measure_admit_cost_and_accuracy_across_replicas() {
         drop(limiter.admit(who(&id), "calc").await.unwrap());
     }
     let on_redis_cost = start.elapsed() / n;
+    let limiter = on_redis(
+        &redis.url(),
+        "[per_principal]\nrate = \"1000000/s\"",
+        Timing::default(),
+    );
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        let id = format!("p{}", i % 1000);
+        drop(limiter.admit(who(&id), "calc").await.unwrap());
+    }
+    let rate_only = start.elapsed() / n;
+    println!("admit, one rate only: local Redis {rate_only:?}");
     println!(
         "admit (rate + cap on principal and tool, 1000 principals): memory {memory:?}, local Redis {on_redis_cost:?}"
     );
