@@ -177,6 +177,7 @@ LAYERS = {
     "agent": MODEL,
     # Front ends.
     "serve": FRONT,
+    "serve::fair": FRONT,  # rate limits and concurrency caps per principal and tool
     "authoring": FRONT,  # `toolhost new`, `componentize` and `check`: only main.rs uses it
     "main": FRONT,
     "crate": FRONT,  # lib.rs: declares the modules and re-exports; above them all

@@ -25,6 +25,7 @@ mod auth;
 mod connections;
 mod drain;
 mod edge;
+pub(crate) mod fair;
 pub mod http;
 pub mod mcp;
 mod metrics;

@@ -36,7 +36,7 @@
 
 pub(crate) mod embedded;
 #[cfg(test)]
-mod parity;
+pub(crate) mod parity;
 pub(crate) mod redis;
 pub(crate) mod rules;
 

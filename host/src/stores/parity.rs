@@ -9,11 +9,12 @@ use super::redis::Redis;
 use super::rules::{MAX_COUNTER, Refused, not_a_counter, overflow};
 use super::{Engine, Entry, Quota, StoreError};
 
-// One `redis-server` starter for the unit tests here and the integration
-// tests in tests/all, which cannot see this crate's test code.
+// One `redis-server` starter for the unit tests here and elsewhere in the
+// crate (`serve::fair`), and the integration tests in tests/all, which
+// cannot see this crate's test code.
 #[path = "../../tests/all/redis_server.rs"]
 mod redis_server;
-pub(super) use redis_server::RedisServer;
+pub(crate) use redis_server::RedisServer;
 
 /// An embedded store and a Redis store, both empty; keep the first two
 /// until done.

@@ -1,6 +1,7 @@
 //! A real `redis-server` for the tests that need one, shared by the
 //! integration tests (`mod redis_server` in main.rs) and the library's unit
-//! tests (`stores/parity.rs` includes this file by its path).
+//! tests (`stores/parity.rs` includes this file by its path, and
+//! `serve/fair/tests.rs` uses it from there).
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -19,6 +20,12 @@ impl RedisServer {
             .local_addr()
             .unwrap()
             .port();
+        Self::start_on(port)
+    }
+
+    /// A `redis-server` on `port` of 127.0.0.1: e.g. one started again
+    /// where a stopped one was, for tests of a server coming back.
+    pub(crate) fn start_on(port: u16) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
