@@ -29,6 +29,7 @@ tests/clients/run.sh --setup
 cargo bench --quiet --workspace --bench compare
 cargo bench --quiet --workspace --bench agent_turn
 cargo bench --quiet --workspace --bench stores
+cargo bench --quiet --workspace --bench auth
 cargo bench --quiet --workspace --bench mcp
 mkdir -p docs/bench
 cp target/bench/latency.svg docs/bench/latency.svg

@@ -165,7 +165,9 @@ LAYERS = {
     # Signature checks over bytes the client fetched: no I/O, but beside the
     # client and store that feed them (and later keyless checks read files).
     "registry::verify": DOMAIN,  # signatures and policies: pure checks, no I/O
-    "registry::lock": DOMAIN,  # toolhost.lock: references and digests, no I/O  # the cache of read-only tools' results
+    "registry::lock": DOMAIN,
+    # Who a caller is: tokens checked, issuers' key sets fetched (I/O, as registries do).
+    "identity": SANDBOX,  # toolhost.lock: references and digests, no I/O  # the cache of read-only tools' results
     # The facade: loading, validating, approving and dispatching calls.
     "tool_host": FACADE,
     "manifest": FACADE,

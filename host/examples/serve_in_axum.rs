@@ -33,7 +33,7 @@ async fn main() -> anyhow::Result<()> {
     let config = ServeConfig::new(Transport::Http(local));
     let stop = CancellationToken::new();
     let tools =
-        toolhost::serve::http::router(Shared::new(host, &config), &config, local, stop.clone());
+        toolhost::serve::http::router(Shared::new(host, &config)?, &config, local, stop.clone());
     let app = Router::new()
         .route("/hello", get(|| async { "hello from my own route" }))
         .merge(tools);

@@ -58,6 +58,21 @@ pub(crate) enum Command {
         /// Require `Authorization: Bearer <token>`, the token read from environment variable NAME.
         #[arg(long, value_name = "NAME")]
         token_env: Option<String>,
+        /// Accept OAuth access tokens (JWTs) signed by a key of this JWK Set: a
+        /// file, or an https URL (fetched, cached, refreshed on an unknown key id).
+        /// With --issuer and --audience; the same keys as [serve.auth] in the manifest.
+        #[arg(long, value_name = "FILE|URL")]
+        jwks: Option<String>,
+        /// An accepted token issuer (`iss`); repeatable.
+        #[arg(long = "issuer", value_name = "ISS")]
+        issuers: Vec<String>,
+        /// This server's resource URL, the `aud` tokens must carry (RFC 8707).
+        #[arg(long, value_name = "URL")]
+        audience: Option<String>,
+        /// Fill context key KEY from the principal's claim CLAIM (e.g. user=sub),
+        /// so that stores scoped by KEY are each caller's own; repeatable.
+        #[arg(long = "context-claim", value_name = "KEY=CLAIM")]
+        context_claims: Vec<String>,
         /// Also accept browser requests from ORIGIN (e.g. https://app.example.com);
         /// loopback origins are always accepted on a loopback address.
         #[arg(long = "allow-origin", value_name = "ORIGIN")]

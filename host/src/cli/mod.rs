@@ -177,6 +177,10 @@ fn serve_command(command: Command) -> serve::ServeCommand {
         stdio,
         listen,
         token_env,
+        jwks,
+        issuers,
+        audience,
+        context_claims,
         allow_origins,
         watch,
         yes,
@@ -203,6 +207,12 @@ fn serve_command(command: Command) -> serve::ServeCommand {
     serve::ServeCommand {
         transport,
         token_env,
+        auth: serve::AuthFlags {
+            jwks,
+            issuers,
+            audience,
+            context_claims,
+        },
         config,
     }
 }

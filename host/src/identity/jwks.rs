@@ -30,8 +30,10 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// The least time between two fetches, so that tokens naming unknown key
 /// ids cost the issuer one fetch per this interval, however many arrive.
 const MIN_REFRESH: Duration = Duration::from_secs(30);
-/// How long a fetched set is used before it is fetched again (keys an
-/// issuer revoked stop verifying within this time).
+/// How long a fetched set is used before it is fetched again: keys an
+/// issuer revoked stop verifying within this time, once a fetch succeeds
+/// (while fetches fail, the keys held stay in use, and each failure is
+/// logged).
 const MAX_AGE: Duration = Duration::from_secs(600);
 
 /// Where the key set is.
@@ -107,6 +109,8 @@ impl Key {
 pub(super) struct KeySet {
     pub(super) keys: Vec<Key>,
     pub(super) generation: u64,
+    /// The hash of the set's bytes as read.
+    fingerprint: Option<blake3::Hash>,
     fetched: Option<Instant>,
 }
 
@@ -142,14 +146,15 @@ impl Keys {
             current: RwLock::new(Arc::new(KeySet {
                 keys: Vec::new(),
                 generation: 0,
+                fingerprint: None,
                 fetched: None,
             })),
             refresh: tokio::sync::Mutex::default(),
             client: std::sync::OnceLock::new(),
         };
         if let JwksSource::File(path) = &keys.source {
-            let set = read_file(path).and_then(|bytes| parse(&bytes))?;
-            keys.install(set);
+            let bytes = read_file(path)?;
+            keys.install((parse(&bytes)?, blake3::hash(&bytes)));
         }
         Ok(keys)
     }
@@ -166,11 +171,19 @@ impl Keys {
             .clone()
     }
 
-    fn install(&self, keys: Vec<Key>) -> Arc<KeySet> {
+    fn install(&self, (keys, fingerprint): (Vec<Key>, blake3::Hash)) -> Arc<KeySet> {
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        // The same keys fetched again keep their generation, so the tokens
+        // they checked stay remembered.
+        let generation = if current.fingerprint == Some(fingerprint) {
+            current.generation
+        } else {
+            current.generation + 1
+        };
         let set = Arc::new(KeySet {
             keys,
-            generation: current.generation + 1,
+            generation,
+            fingerprint: Some(fingerprint),
             fetched: Some(Instant::now()),
         });
         *current = set.clone();
@@ -190,28 +203,25 @@ impl Keys {
         if fits(&set) && !stale(&set) {
             return Ok(set);
         }
-        let mut attempt = self.refresh.lock().await;
-        // Another request may have refreshed while this one waited.
-        let set = self.now();
-        if fits(&set) && !stale(&set) {
-            return Ok(set);
-        }
-        let due = attempt.at.is_none_or(|at| at.elapsed() >= MIN_REFRESH);
-        if due {
-            attempt.at = Some(Instant::now());
-            match self.fetch().await {
-                Ok(keys) => {
-                    attempt.failed = None;
-                    let set = self.install(keys);
-                    tracing::info!(jwks = %self.source, keys = set.keys.len(), "key set refreshed");
-                    return Ok(set);
+        // A key that fits a stale set checks the token; the first request
+        // that finds the refresh free fetches the set again first (at most
+        // FETCH_TIMEOUT, once per MIN_REFRESH), and the others do not wait.
+        if fits(&set) {
+            match self.refresh.try_lock() {
+                Ok(attempt) => {
+                    let _ = self.refresh_if_due(attempt).await;
+                    return Ok(self.now());
                 }
-                Err(e) => {
-                    tracing::warn!(jwks = %self.source, error = %e, "cannot refresh the key set; keeping the keys held");
-                    attempt.failed = Some(e);
-                }
+                Err(_) => return Ok(set),
             }
         }
+        let attempt = self.refresh.lock().await;
+        // Another request may have refreshed while this one waited.
+        let set = self.now();
+        if fits(&set) {
+            return Ok(set);
+        }
+        let (set, attempt) = self.refresh_if_due(attempt).await;
         match &attempt.failed {
             // A stale set still verifies what it can; a missing key may be
             // one the set would have had.
@@ -224,15 +234,41 @@ impl Keys {
         }
     }
 
+    /// Fetch the set again unless the last attempt was under
+    /// [`MIN_REFRESH`] ago; the set held then, and how the last attempt
+    /// went.
+    async fn refresh_if_due<'a>(
+        &self,
+        mut attempt: tokio::sync::MutexGuard<'a, Attempt>,
+    ) -> (Arc<KeySet>, tokio::sync::MutexGuard<'a, Attempt>) {
+        if attempt.at.is_some_and(|at| at.elapsed() < MIN_REFRESH) {
+            return (self.now(), attempt);
+        }
+        attempt.at = Some(Instant::now());
+        match self.fetch().await {
+            Ok(keys) => {
+                attempt.failed = None;
+                let set = self.install(keys);
+                tracing::info!(jwks = %self.source, keys = set.keys.len(), "key set refreshed");
+                (set, attempt)
+            }
+            Err(e) => {
+                tracing::warn!(jwks = %self.source, error = %e, "cannot refresh the key set; keeping the keys held");
+                attempt.failed = Some(e);
+                (self.now(), attempt)
+            }
+        }
+    }
+
     /// The set, read again from its file or fetched from its URL.
-    async fn fetch(&self) -> Result<Vec<Key>, String> {
+    async fn fetch(&self) -> Result<(Vec<Key>, blake3::Hash), String> {
         let bytes = match &self.source {
             JwksSource::File(path) => read_file(path)?,
             JwksSource::Url(url) => tokio::time::timeout(FETCH_TIMEOUT, self.download(url.clone()))
                 .await
                 .map_err(|_| format!("no answer within {} s", FETCH_TIMEOUT.as_secs()))??,
         };
-        parse(&bytes)
+        Ok((parse(&bytes)?, blake3::hash(&bytes)))
     }
 
     async fn download(&self, url: url::Url) -> Result<Vec<u8>, String> {

@@ -67,7 +67,10 @@ impl JwtChecker {
         }
         let hash = blake3::hash(token.as_bytes());
         if let Some(checked) = self.remembered.get(&hash)
-            && checked.expires + self.settings.leeway.as_secs() > now()
+            && checked
+                .expires
+                .saturating_add(self.settings.leeway.as_secs())
+                > now()
             && self.keys.generation_is(checked.generation)
         {
             return Ok(checked.principal);
@@ -147,7 +150,10 @@ impl JwtChecker {
         for key in candidates {
             match jsonwebtoken::decode::<Map<String, Value>>(token, &key.decoding, &validation) {
                 Ok(data) => return Ok(data.claims),
-                Err(e) => last = Some(e),
+                // Another key may verify it; any other failure is the
+                // token's own (its claims were read after its signature).
+                Err(e) if matches!(e.kind(), ErrorKind::InvalidSignature) => last = Some(e),
+                Err(e) => return Err(invalid(explain(e.kind(), &self.settings))),
             }
         }
         Err(invalid(last.map_or_else(String::new, |e| {

@@ -26,7 +26,7 @@ mod tokens;
 use std::sync::Arc;
 
 pub use jwks::JwksSource;
-pub use principal::{ContextError, Principal};
+pub use principal::{ALL_TOOLS, ContextError, Principal};
 pub use settings::{ContextSource, OAuthSettings, Settings, StaticToken};
 
 /// Why a request's credentials are not accepted. The message says what
@@ -82,15 +82,17 @@ struct Inner {
 }
 
 impl Authenticator {
-    /// An authenticator for `settings`. A key set read from a file is read
-    /// now; one fetched over HTTPS is fetched at the first token.
+    /// An authenticator for `settings`. Static tokens and a key set read
+    /// from a file are read now; a key set fetched over HTTPS is fetched at
+    /// the first token.
     ///
     /// # Errors
     ///
-    /// The key set file cannot be read or holds no usable key; the message
-    /// says the fix.
+    /// A static token cannot be read (or is shared, or too short), or the
+    /// key set file cannot be read or holds no usable key; the message says
+    /// the fix.
     pub fn new(settings: Settings) -> Result<Self, String> {
-        let tokens = tokens::StaticTokens::new(&settings.tokens);
+        let tokens = tokens::StaticTokens::new(&settings.tokens)?;
         let jwt = settings
             .oauth
             .as_ref()

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::ContextSource;
 
 /// The scope that holds every tool's scope (`tools:NAME`).
-pub(super) const ALL_TOOLS: &str = "tools:*";
+pub const ALL_TOOLS: &str = "tools:*";
 
 /// Who a request comes from.
 #[derive(Clone, Debug)]
@@ -75,11 +75,12 @@ impl Principal {
         })
     }
 
-    /// The call's context: the keys `bindings` binds to a claim from the
-    /// principal's claims, the others from `requested` (the request's
-    /// context), where `bindings` lets the caller give them.
+    /// The call's context: the keys `bindings` binds to the principal
+    /// filled from its id or claims, the others from `requested` (the
+    /// request's context) where `bindings` lets the caller give them; any
+    /// other key is refused.
     ///
-    /// With no bindings (a server that tells no callers apart), the
+    /// Without bindings (`None`: a server that tells no callers apart), the
     /// request's context is the context, as before identities.
     ///
     /// # Errors
@@ -88,12 +89,12 @@ impl Principal {
     /// equal), or a key the bindings do not name.
     pub fn context(
         &self,
-        bindings: &BTreeMap<String, ContextSource>,
+        bindings: Option<&BTreeMap<String, ContextSource>>,
         requested: Option<Value>,
     ) -> Result<Option<Value>, ContextError> {
-        if bindings.is_empty() {
+        let Some(bindings) = bindings else {
             return Ok(requested);
-        }
+        };
         let requested = match requested {
             None => Map::new(),
             Some(Value::Object(map)) => map,
@@ -108,18 +109,30 @@ impl Principal {
                 Some(ContextSource::Claim(claim)) => {
                     return Err(ContextError::Bound {
                         key,
-                        claim: claim.clone(),
+                        claim: format!("the token's `{claim}` claim"),
+                    });
+                }
+                Some(ContextSource::Principal) => {
+                    return Err(ContextError::Bound {
+                        key,
+                        claim: "who you are".into(),
                     });
                 }
                 None => return Err(ContextError::Unknown { key }),
             }
         }
         for (key, source) in bindings {
-            if let ContextSource::Claim(claim) = source
-                && let Some(value) = self.claims.get(claim)
-                && (value.is_string() || value.is_number())
-            {
-                context.insert(key.clone(), value.clone());
+            let value = match source {
+                ContextSource::Claim(claim) => self
+                    .claims
+                    .get(claim)
+                    .filter(|v| v.is_string() || v.is_number())
+                    .cloned(),
+                ContextSource::Principal => Some(Value::String(self.id.clone())),
+                ContextSource::Caller => None,
+            };
+            if let Some(value) = value {
+                context.insert(key.clone(), value);
             }
         }
         Ok((!context.is_empty()).then_some(Value::Object(context)))
@@ -132,13 +145,13 @@ impl Principal {
 pub enum ContextError {
     /// The request sets a key the server fills from the caller's identity.
     #[error(
-        "the context key `{key}` comes from your identity (the token's `{claim}` claim), not \
-         from the request; leave it out"
+        "the context key `{key}` comes from your identity ({claim}), not from the request; \
+         leave it out"
     )]
     Bound {
         /// The key.
         key: String,
-        /// The claim it is bound to.
+        /// What of the identity it is bound to.
         claim: String,
     },
     /// The request sets a key the server's configuration does not name.
@@ -185,7 +198,7 @@ mod tests {
     #[test]
     fn bound_keys_come_from_claims_and_caller_keys_from_the_request() {
         let context = alice()
-            .context(&bindings(), Some(json!({"conversation": "c-1"})))
+            .context(Some(&bindings()), Some(json!({"conversation": "c-1"})))
             .unwrap();
         // `groups` is not a string or number: the key stays unset, so a
         // store scoped by it refuses the call rather than sharing one value.
@@ -198,14 +211,14 @@ mod tests {
     #[test]
     fn a_request_that_sets_a_bound_key_is_refused_even_with_the_same_value() {
         for value in ["bob", "alice"] {
-            let refused = alice().context(&bindings(), Some(json!({"user": value})));
+            let refused = alice().context(Some(&bindings()), Some(json!({"user": value})));
             assert!(matches!(refused, Err(ContextError::Bound { ref key, .. }) if key == "user"));
         }
     }
 
     #[test]
     fn a_request_that_sets_an_unnamed_key_is_refused() {
-        let refused = alice().context(&bindings(), Some(json!({"tenant": "x"})));
+        let refused = alice().context(Some(&bindings()), Some(json!({"tenant": "x"})));
         assert!(matches!(refused, Err(ContextError::Unknown { .. })));
         assert!(
             refused
@@ -218,9 +231,21 @@ mod tests {
     #[test]
     fn without_bindings_the_request_context_stands() {
         let context = Principal::anyone()
-            .context(&BTreeMap::new(), Some(json!({"user": "ada"})))
+            .context(None, Some(json!({"user": "ada"})))
             .unwrap();
         assert_eq!(context, Some(json!({"user": "ada"})));
+        // Told apart with no bindings at all: no key may come from a request.
+        let refused = alice().context(Some(&BTreeMap::new()), Some(json!({"user": "ada"})));
+        assert!(matches!(refused, Err(ContextError::Unknown { .. })));
+    }
+
+    #[test]
+    fn a_principal_binding_is_the_principal_id() {
+        let bindings = BTreeMap::from([("user".to_owned(), ContextSource::Principal)]);
+        let context = alice().context(Some(&bindings), None).unwrap();
+        assert_eq!(context, Some(json!({"user": "oauth:https://idp#alice"})));
+        let refused = alice().context(Some(&bindings), Some(json!({"user": "x"})));
+        assert!(refused.unwrap_err().to_string().contains("who you are"));
     }
 
     #[test]

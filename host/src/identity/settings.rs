@@ -30,12 +30,52 @@ impl Settings {
         self.oauth.is_some() || !self.tokens.is_empty()
     }
 
-    /// The context keys bound to a claim: a request may not send them.
+    /// Whether the context bindings can work: a binding to a claim or to the
+    /// principal needs identities to come from, and a claim binding needs
+    /// claims that cannot be two callers' at once (one issuer, or static
+    /// tokens alone: with several issuers, or issuers and static tokens, two
+    /// callers can have the same `sub`).
+    ///
+    /// # Errors
+    ///
+    /// The message names the binding and the fix.
+    pub fn check(&self) -> Result<(), String> {
+        let from_identity = self
+            .context
+            .iter()
+            .find(|(_, source)| !matches!(source, ContextSource::Caller));
+        if let Some((key, _)) = from_identity
+            && !self.is_enabled()
+        {
+            return Err(format!(
+                "`context.{key}` is filled from the caller's identity, but no identities are \
+                 configured: add OAuth (jwks, issuers, audience) or [[serve.auth.token]] entries"
+            ));
+        }
+        let sources = self.oauth.as_ref().map_or(0, |o| o.issuers.len())
+            + usize::from(!self.tokens.is_empty());
+        if sources > 1
+            && let Some((key, ContextSource::Claim(claim))) = self
+                .context
+                .iter()
+                .find(|(_, source)| matches!(source, ContextSource::Claim(_)))
+        {
+            return Err(format!(
+                "`context.{key} = \"claim:{claim}\"` could give two callers the same value: \
+                 tokens come from several issuers, or from an issuer and static tokens; bind it \
+                 to \"principal\" (the caller's id, unique across them) instead"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The context keys filled from the caller's identity: a request may
+    /// not send them.
     #[must_use]
     pub fn bound_keys(&self) -> BTreeSet<&str> {
         self.context
             .iter()
-            .filter(|(_, source)| matches!(source, ContextSource::Claim(_)))
+            .filter(|(_, source)| !matches!(source, ContextSource::Caller))
             .map(|(key, _)| key.as_str())
             .collect()
     }
@@ -47,6 +87,9 @@ impl Settings {
 pub enum ContextSource {
     /// The principal's claim of this name (`"claim:sub"`).
     Claim(String),
+    /// The principal's id (`"principal"`): `token:NAME` or
+    /// `oauth:ISSUER#SUBJECT`, unique across every source of identities.
+    Principal,
     /// The caller, in the request (`"caller"`): any principal may send any
     /// value, so a store scoped by it is shared by every principal.
     Caller,
@@ -59,9 +102,11 @@ impl std::str::FromStr for ContextSource {
         match text.strip_prefix("claim:") {
             Some(claim) if !claim.is_empty() => Ok(Self::Claim(claim.to_owned())),
             _ if text == "caller" => Ok(Self::Caller),
+            _ if text == "principal" => Ok(Self::Principal),
             _ => Err(format!(
-                "{text:?} is not a context source; write \"claim:NAME\" (the principal's claim, \
-                 e.g. \"claim:sub\") or \"caller\" (the request's value)"
+                "{text:?} is not a context source; write \"principal\" (the caller's id), \
+                 \"claim:NAME\" (a claim of the caller's token, e.g. \"claim:sub\") or \
+                 \"caller\" (the request's value)"
             )),
         }
     }
@@ -207,13 +252,22 @@ fn check_resource_url(url: &str) -> Result<(), String> {
 pub struct StaticToken {
     /// The principal's name: its id in logs, limits and task ownership.
     pub principal: String,
-    /// The token.
-    pub token: String,
+    /// Where the token is: read when the server starts, so that commands
+    /// other than `serve` never read serving secrets.
+    source: TokenSource,
     /// The scopes it holds.
     pub scopes: Vec<String>,
     /// The claims it carries, for context binding (`sub` is the
     /// principal's name unless given).
     pub claims: BTreeMap<String, String>,
+}
+
+/// Where a static token is.
+#[derive(Clone)]
+enum TokenSource {
+    Value(String),
+    Env(String),
+    File(std::path::PathBuf),
 }
 
 /// The fewest characters a static token may have: guessing one must be
@@ -229,17 +283,41 @@ impl StaticToken {
     /// An empty principal name, or a token shorter than
     /// [`MIN_TOKEN_LENGTH`] or with spaces or control characters.
     pub fn new(principal: String, token: String, scopes: Vec<String>) -> Result<Self, String> {
-        if principal.trim().is_empty() {
+        let token = checked(&principal, &token)?;
+        Self::with_source(principal, TokenSource::Value(token), scopes)
+    }
+
+    /// The token in environment variable `name`, read when the server
+    /// starts.
+    ///
+    /// # Errors
+    ///
+    /// An empty principal name.
+    pub fn from_env(principal: String, name: String, scopes: Vec<String>) -> Result<Self, String> {
+        Self::with_source(principal, TokenSource::Env(name), scopes)
+    }
+
+    /// The token in file `path` (its first line), read when the server
+    /// starts.
+    ///
+    /// # Errors
+    ///
+    /// An empty principal name.
+    pub fn from_file(
+        principal: String,
+        path: std::path::PathBuf,
+        scopes: Vec<String>,
+    ) -> Result<Self, String> {
+        Self::with_source(principal, TokenSource::File(path), scopes)
+    }
+
+    fn with_source(
+        principal: String,
+        source: TokenSource,
+        scopes: Vec<String>,
+    ) -> Result<Self, String> {
+        if principal.trim().is_empty() || principal.chars().any(char::is_control) {
             return Err("name the token's principal (`principal = \"alice\"`)".into());
-        }
-        let token = token.trim().to_owned();
-        if token.chars().count() < MIN_TOKEN_LENGTH
-            || token.chars().any(|c| c.is_whitespace() || c.is_control())
-        {
-            return Err(format!(
-                "the token of `{principal}` is under {MIN_TOKEN_LENGTH} characters or holds spaces; \
-                 make one with `openssl rand -hex 32`"
-            ));
         }
         let scopes = if scopes.is_empty() {
             vec![super::principal::ALL_TOOLS.to_owned()]
@@ -249,18 +327,59 @@ impl StaticToken {
         let claims = BTreeMap::from([("sub".to_owned(), principal.clone())]);
         Ok(Self {
             principal,
-            token,
+            source,
             scopes,
             claims,
         })
     }
+
+    /// The token, read from where it is and checked.
+    pub(super) fn value(&self) -> Result<String, String> {
+        let principal = &self.principal;
+        let text = match &self.source {
+            TokenSource::Value(token) => return Ok(token.clone()),
+            TokenSource::Env(name) => std::env::var(name).map_err(|_| {
+                format!(
+                    "the token of `{principal}` is read from environment variable {name}, which is \
+                     not set; export it before starting the server"
+                )
+            })?,
+            TokenSource::File(path) => std::fs::read_to_string(path).map_err(|e| {
+                format!(
+                    "the token of `{principal}`: cannot read {} ({e})",
+                    path.display()
+                )
+            })?,
+        };
+        checked(principal, text.lines().next().unwrap_or(""))
+    }
+}
+
+/// `token`, trimmed, if it is long enough and holds no spaces or control
+/// characters.
+fn checked(principal: &str, token: &str) -> Result<String, String> {
+    let token = token.trim();
+    if token.chars().count() < MIN_TOKEN_LENGTH
+        || token.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!(
+            "the token of `{principal}` is under {MIN_TOKEN_LENGTH} characters or holds spaces; \
+             make one with `openssl rand -hex 32`"
+        ));
+    }
+    Ok(token.to_owned())
 }
 
 impl std::fmt::Debug for StaticToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let source = match &self.source {
+            TokenSource::Value(_) => "<redacted>".to_owned(),
+            TokenSource::Env(name) => format!("env {name}"),
+            TokenSource::File(path) => format!("file {}", path.display()),
+        };
         f.debug_struct("StaticToken")
             .field("principal", &self.principal)
-            .field("token", &"<redacted>")
+            .field("token", &source)
             .field("scopes", &self.scopes)
             .field("claims", &self.claims)
             .finish()

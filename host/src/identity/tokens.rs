@@ -10,32 +10,57 @@ use subtle::ConstantTimeEq;
 
 use super::{Principal, StaticToken};
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct StaticTokens {
     tokens: Vec<(blake3::Hash, Principal)>,
 }
 
+impl std::fmt::Debug for StaticTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not even the hashes: a short token's hash can be searched offline.
+        let names: Vec<&str> = self.tokens.iter().map(|(_, p)| p.id()).collect();
+        f.debug_struct("StaticTokens")
+            .field("principals", &names)
+            .finish()
+    }
+}
+
 impl StaticTokens {
-    pub(super) fn new(tokens: &[StaticToken]) -> Self {
-        let tokens = tokens
-            .iter()
-            .map(|token| {
-                let claims: Map<String, Value> = token
-                    .claims
-                    .iter()
-                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                    .collect();
-                let scopes: BTreeSet<String> = token.scopes.iter().cloned().collect();
-                let principal = Principal::new(
-                    format!("token:{}", token.principal),
-                    format!("token:{}", token.principal),
-                    claims,
-                    scopes,
-                );
-                (blake3::hash(token.token.as_bytes()), principal)
-            })
-            .collect();
-        Self { tokens }
+    /// The tokens, each read from where it is.
+    ///
+    /// # Errors
+    ///
+    /// A token that cannot be read or is too short, two tokens for one
+    /// principal, or one token for two.
+    pub(super) fn new(tokens: &[StaticToken]) -> Result<Self, String> {
+        let mut names = std::collections::HashSet::new();
+        let mut hashes = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for token in tokens {
+            if !names.insert(token.principal.as_str()) {
+                return Err(format!(
+                    "principal `{}` has two tokens (a manifest token and --token-env's are both \
+                     principal `token`?); give each principal one token",
+                    token.principal
+                ));
+            }
+            let hash = blake3::hash(token.value()?.as_bytes());
+            if !hashes.insert(hash) {
+                return Err(format!(
+                    "the token of `{}` is another principal's too; give each principal its own",
+                    token.principal
+                ));
+            }
+            let claims: Map<String, Value> = token
+                .claims
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            let scopes: BTreeSet<String> = token.scopes.iter().cloned().collect();
+            let id = format!("token:{}", token.principal);
+            out.push((hash, Principal::new(id.clone(), id, claims, scopes)));
+        }
+        Ok(Self { tokens: out })
     }
 
     /// The principal whose token `token` is.
@@ -60,7 +85,7 @@ mod tests {
         let alice = StaticToken::new("alice".into(), "a".repeat(32), vec![]).unwrap();
         let bob =
             StaticToken::new("bob".into(), "b".repeat(32), vec!["tools:calc".into()]).unwrap();
-        let tokens = StaticTokens::new(&[alice, bob]);
+        let tokens = StaticTokens::new(&[alice, bob]).unwrap();
         assert_eq!(tokens.find(&"a".repeat(32)).unwrap().id(), "token:alice");
         let bob = tokens.find(&"b".repeat(32)).unwrap();
         assert_eq!(bob.id(), "token:bob");
@@ -68,6 +93,48 @@ mod tests {
         assert!(!bob.holds(&["tools:recall".into()]));
         assert!(tokens.find(&"a".repeat(31)).is_none());
         assert!(tokens.find("").is_none());
+    }
+
+    #[test]
+    fn one_token_for_two_principals_or_two_for_one_is_refused() {
+        let a = StaticToken::new("alice".into(), "a".repeat(32), vec![]).unwrap();
+        let b = StaticToken::new("bob".into(), "a".repeat(32), vec![]).unwrap();
+        assert!(
+            StaticTokens::new(&[a.clone(), b])
+                .unwrap_err()
+                .contains("another principal's")
+        );
+        let a2 = StaticToken::new("alice".into(), "c".repeat(32), vec![]).unwrap();
+        assert!(
+            StaticTokens::new(&[a, a2])
+                .unwrap_err()
+                .contains("two tokens")
+        );
+    }
+
+    #[test]
+    fn a_token_from_an_unset_variable_is_an_error_at_start_naming_it() {
+        let t = StaticToken::from_env(
+            "alice".into(),
+            "TOOLHOST_TEST_UNSET_TOKEN_VAR".into(),
+            vec![],
+        )
+        .unwrap();
+        let e = StaticTokens::new(&[t]).unwrap_err();
+        assert!(e.contains("TOOLHOST_TEST_UNSET_TOKEN_VAR"), "{e}");
+    }
+
+    #[test]
+    fn debug_shows_no_token_and_no_hash() {
+        let t = StaticToken::new("alice".into(), "s3cret-s3cret-s3cret".into(), vec![]).unwrap();
+        let tokens = StaticTokens::new(std::slice::from_ref(&t)).unwrap();
+        let hash = blake3::hash(b"s3cret-s3cret-s3cret").to_hex().to_string();
+        for shown in [format!("{tokens:?}"), format!("{t:?}")] {
+            assert!(
+                !shown.contains("s3cret") && !shown.contains(&hash[..16]),
+                "{shown}"
+            );
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! claims = { sub = "ci-bot", org = "acme" }
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -68,14 +68,9 @@ pub struct ServeSettings {
 }
 
 impl RawServe {
-    pub(super) fn validate(
-        self,
-        file: &Path,
-        base: &Path,
-        lookup_env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<ServeSettings, ManifestError> {
+    pub(super) fn validate(self, file: &Path, base: &Path) -> Result<ServeSettings, ManifestError> {
         let auth = match self.auth {
-            Some(raw) => raw.validate(base, lookup_env).map_err(|(key, message)| {
+            Some(raw) => raw.validate(base).map_err(|(key, message)| {
                 ManifestError::file(file, format!("`serve.auth.{key}`: {message}"))
             })?,
             None => Settings::default(),
@@ -87,40 +82,18 @@ impl RawServe {
 type KeyResult<T> = Result<T, (String, String)>;
 
 impl RawAuth {
-    fn validate(
-        self,
-        base: &Path,
-        lookup_env: &dyn Fn(&str) -> Option<String>,
-    ) -> KeyResult<Settings> {
-        let mut settings = Settings::default();
-        settings.oauth = self.oauth(base)?;
+    fn validate(self, base: &Path) -> KeyResult<Settings> {
+        let mut settings = Settings {
+            oauth: self.oauth(base)?,
+            ..Settings::default()
+        };
         for (key, source) in self.context {
             let source: ContextSource =
                 source.parse().map_err(|e| (format!("context.{key}"), e))?;
             settings.context.insert(key, source);
         }
-        let mut principals = BTreeSet::new();
-        let mut values = std::collections::HashSet::new();
         for (i, raw) in self.token.into_iter().enumerate() {
-            let key = format!("token[{i}]");
-            if !principals.insert(raw.principal.clone()) {
-                return Err((
-                    key,
-                    format!(
-                        "principal `{}` has another token already; give each principal one token",
-                        raw.principal
-                    ),
-                ));
-            }
-            let token = raw
-                .validate(base, lookup_env)
-                .map_err(|e| (key.clone(), e))?;
-            if !values.insert(blake3::hash(token.token.as_bytes())) {
-                return Err((
-                    key,
-                    "two principals have the same token; give each its own".into(),
-                ));
-            }
+            let token = raw.validate(base).map_err(|e| (format!("token[{i}]"), e))?;
             settings.tokens.push(token);
         }
         Ok(settings)
@@ -165,19 +138,13 @@ impl RawAuth {
 }
 
 impl RawToken {
-    fn validate(
-        self,
-        base: &Path,
-        lookup_env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<StaticToken, String> {
-        let value = match (&self.env, &self.file) {
-            (Some(env), None) => lookup_env(env).ok_or_else(|| {
-                format!("environment variable {env} is not set; export it before starting toolhost")
-            })?,
+    /// The token's entry; the token itself is read when `serve` starts,
+    /// so that other commands need neither the variable nor the file.
+    fn validate(self, base: &Path) -> Result<StaticToken, String> {
+        let mut token = match (self.env, self.file) {
+            (Some(env), None) => StaticToken::from_env(self.principal, env, self.scopes)?,
             (None, Some(file)) => {
-                let path = base.join(file);
-                std::fs::read_to_string(&path)
-                    .map_err(|e| format!("cannot read {} ({e})", path.display()))?
+                StaticToken::from_file(self.principal, base.join(file), self.scopes)?
             }
             _ => {
                 return Err(
@@ -187,7 +154,6 @@ impl RawToken {
                 );
             }
         };
-        let mut token = StaticToken::new(self.principal, value, self.scopes)?;
         token.claims.extend(self.claims);
         Ok(token)
     }

@@ -19,6 +19,10 @@ use crate::tool_host::ToolHost;
 
 /// The well-known path of RFC 9728's metadata.
 pub(super) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+/// The scope that lets a caller read `/metrics` when callers are told
+/// apart: the tool names and counts there are not every caller's to see.
+pub(super) const METRICS_SCOPE: &str = "metrics:read";
+
 /// The metadata of a resource with a path lives under this prefix.
 pub(super) const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource/";
 
@@ -117,7 +121,8 @@ impl Auth {
         }
         if let Some(code) = code {
             parts.push(format!("error=\"{code}\""));
-            parts.push(format!("error_description=\"{}\"", quoted(description)));
+            let description: String = quoted(description).chars().take(300).collect();
+            parts.push(format!("error_description=\"{description}\""));
         }
         if let Some(scope) = scope {
             parts.push(format!("scope=\"{}\"", quoted(scope)));
@@ -130,12 +135,22 @@ impl Auth {
         HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
     }
 
-    /// RFC 9728's metadata of this server, with the scopes its tools need.
+    /// RFC 9728's metadata of this server, with the scopes its tools need
+    /// (`tools:*` for the tools' own, whose names are not published to
+    /// callers who have not authenticated).
     pub(super) fn metadata(&self, host: &ToolHost) -> Option<Value> {
         let oauth = self.settings().oauth.as_ref()?;
         let mut scopes: Vec<String> = host
             .specs()
             .flat_map(|spec| required_scopes(host, &spec.name))
+            .map(|scope| {
+                if scope.starts_with("tools:") {
+                    crate::identity::ALL_TOOLS.to_owned()
+                } else {
+                    scope
+                }
+            })
+            .chain([METRICS_SCOPE.to_owned()])
             .collect();
         scopes.sort();
         scopes.dedup();
@@ -216,13 +231,24 @@ fn quoted(text: &str) -> String {
             c if c.is_ascii_graphic() || c == ' ' => c,
             _ => '?',
         })
-        .take(300)
         .collect()
 }
 
-/// The answer to `GET /.well-known/oauth-protected-resource[/…]`.
-pub(super) fn metadata_response(auth: Option<&Auth>, host: &ToolHost) -> Response {
-    match auth.and_then(|auth| auth.metadata(host)) {
+/// The answer to `GET path` under the well-known prefix: the metadata at
+/// the bare well-known path and at the one the audience's path gives.
+pub(super) fn metadata_response(auth: Option<&Auth>, host: &ToolHost, path: &str) -> Response {
+    let at = |auth: &Auth| {
+        path == METADATA_PATH
+            || auth
+                .metadata_url
+                .as_deref()
+                .and_then(|url| url::Url::parse(url).ok())
+                .is_some_and(|url| url.path() == path)
+    };
+    match auth
+        .filter(|auth| at(auth))
+        .and_then(|auth| auth.metadata(host))
+    {
         Some(document) => axum::Json(document).into_response(),
         None => super::http::error(
             StatusCode::NOT_FOUND,

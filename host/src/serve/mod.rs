@@ -183,11 +183,24 @@ pub async fn run(
     config: ServeConfig,
     on_ready: impl FnOnce(Option<SocketAddr>) + Send,
 ) -> Result<(), ServeError> {
-    let auth = identity(&manifest, &config)?;
+    let mut config = config;
+    // Over stdio the launching user is the one caller: nobody to tell apart.
+    config.auth = match config.transport {
+        Transport::Stdio => None,
+        Transport::Http(_) => Some(
+            config
+                .auth
+                .take()
+                .unwrap_or_else(|| manifest.serve.auth.clone()),
+        ),
+    };
     if let Transport::Http(addr) = config.transport
         && !addr.ip().is_loopback()
         && config.token.is_none()
-        && auth.is_none()
+        && !config
+            .auth
+            .as_ref()
+            .is_some_and(crate::identity::Settings::is_enabled)
     {
         return Err(ServeError::Usage(format!(
             "serving on {addr}, which is not a loopback address, needs a bearer token: \
@@ -199,7 +212,7 @@ pub async fn run(
     let signal = http::shutdown_signal();
     let (host, pinned) =
         ToolHost::load_manifest(&manifest, options.clone(), &config.lock_mode).await?;
-    let shared = Shared::new(host, &config).with_auth(auth);
+    let shared = Shared::new(host, &config)?;
     shared.metrics().registry(&pinned.report);
     let _watcher = if config.watch {
         Some(reload::watch(
@@ -220,17 +233,14 @@ pub async fn run(
     }
 }
 
-/// How `config` and `manifest` say callers are told apart: the
-/// configuration's settings, else the manifest's `[serve.auth]`, with
-/// `--token-env`'s token as the principal `token` beside them. A store
-/// scoped by a context key must have that key bound (to a claim, or
-/// explicitly to the caller), or one caller could read another's data.
-fn identity(manifest: &Manifest, config: &ServeConfig) -> Result<Option<auth::Auth>, ServeError> {
-    let mut settings = config
-        .auth
-        .clone()
-        .unwrap_or_else(|| manifest.serve.auth.clone());
-    if !settings.is_enabled() {
+/// How `config` says callers are told apart: its `auth` settings, with
+/// `--token-env`'s token as the principal `token` beside them when there
+/// are any; `None` when callers are not told apart.
+fn identity(config: &ServeConfig) -> Result<Option<auth::Auth>, ServeError> {
+    let Some(mut settings) = config.auth.clone() else {
+        return Ok(None);
+    };
+    if !settings.is_enabled() && settings.context.is_empty() {
         return Ok(None);
     }
     if let Some(token) = &config.token {
@@ -238,19 +248,33 @@ fn identity(manifest: &Manifest, config: &ServeConfig) -> Result<Option<auth::Au
             .map_err(|e| ServeError::Usage(format!("{}: {e}", config.fixes.token)))?;
         settings.tokens.push(token);
     }
-    for (name, store) in &manifest.stores {
-        if let crate::stores::Scope::ContextKey(key) = &store.scope
-            && !settings.context.contains_key(key)
-        {
-            return Err(ServeError::Usage(format!(
-                "store `{name}` is scoped by the context key `{key}`, which [serve.auth] does not \
-                 bind: add `context.{key} = \"claim:sub\"` (each principal its own, from its \
-                 token's claim; or --context-claim {key}=sub) or `context.{key} = \"caller\"` \
-                 (the request chooses, so any caller can read any value's data)"
-            )));
+    settings.check().map_err(ServeError::Usage)?;
+    auth::Auth::new(settings).map_err(ServeError::Usage)
+}
+
+/// A store of `host` scoped by a context key `bindings` neither binds nor
+/// lets the caller give: any caller could name any other's data.
+fn unbound_store(
+    host: &ToolHost,
+    bindings: &std::collections::BTreeMap<String, crate::identity::ContextSource>,
+) -> Result<(), ServeError> {
+    for (component, _, _) in host.components() {
+        for store in component.grants.stores() {
+            if let crate::stores::Scope::ContextKey(key) = &store.scope
+                && !bindings.contains_key(key)
+            {
+                return Err(ServeError::Usage(format!(
+                    "store `{name}` is scoped by the context key `{key}`, which [serve.auth] does \
+                     not bind: add `context.{key} = \"principal\"` (each caller its own), \
+                     `context.{key} = \"claim:sub\"` (a claim of the caller's token; or \
+                     --context-claim {key}=sub), or `context.{key} = \"caller\"` (the request \
+                     chooses, so any caller can read any value's data)",
+                    name = store.name
+                )));
+            }
         }
     }
-    auth::Auth::new(settings).map_err(ServeError::Usage)
+    Ok(())
 }
 
 /// What every front end shares: the tools (swapped whole on reload), the
@@ -272,9 +296,22 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Serve `host` under `config`'s policy.
-    pub fn new(host: ToolHost, config: &ServeConfig) -> Self {
-        Self {
+    /// Serve `host` under `config`'s policy, telling callers apart as
+    /// `config.auth` says.
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Usage`] when `config.auth` cannot be used: a static
+    /// token that cannot be read, a key set file that cannot, a context
+    /// binding that is ambiguous or has no identities to come from, or a
+    /// store of `host` scoped by a key it neither binds nor lets the
+    /// caller give.
+    pub fn new(host: ToolHost, config: &ServeConfig) -> Result<Self, ServeError> {
+        let auth = identity(config)?;
+        if let Some(auth) = &auth {
+            unbound_store(&host, &auth.settings().context)?;
+        }
+        Ok(Self {
             tools: tokio::sync::watch::Sender::new(host),
             metrics: Arc::new(Metrics::new()),
             approve_all: config.approve_all,
@@ -285,14 +322,8 @@ impl Shared {
                 config.fixes.approve_all
             ))),
             drain: Drain::new(config.drain),
-            auth: None,
-        }
-    }
-
-    /// Tell callers apart by `auth`.
-    fn with_auth(mut self, auth: Option<auth::Auth>) -> Self {
-        self.auth = auth.map(Arc::new);
-        self
+            auth: auth.map(Arc::new),
+        })
     }
 
     /// How callers are told apart, when they are.
@@ -300,16 +331,12 @@ impl Shared {
         self.auth.as_deref()
     }
 
-    /// The context keys of a call and where each comes from; empty when
-    /// callers are not told apart.
+    /// The context keys of a call and where each comes from; `None` when
+    /// callers are not told apart (the request's context is the call's).
     pub(crate) fn bindings(
         &self,
-    ) -> &std::collections::BTreeMap<String, crate::identity::ContextSource> {
-        static NONE: std::collections::BTreeMap<String, crate::identity::ContextSource> =
-            std::collections::BTreeMap::new();
-        self.auth
-            .as_ref()
-            .map_or(&NONE, |auth| &auth.settings().context)
+    ) -> Option<&std::collections::BTreeMap<String, crate::identity::ContextSource>> {
+        self.auth.as_ref().map(|auth| &auth.settings().context)
     }
 
     /// How refusals spell each fix.
@@ -337,8 +364,18 @@ impl Shared {
 
     /// Swap in a newly loaded version; front ends tell their clients that
     /// the tool list changed.
-    pub fn replace(&self, host: ToolHost) {
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::Usage`], and the running version stays, when callers
+    /// are told apart and `host` has a store scoped by a context key the
+    /// identity settings neither bind nor let the caller give.
+    pub fn replace(&self, host: ToolHost) -> Result<(), ServeError> {
+        if let Some(auth) = &self.auth {
+            unbound_store(&host, &auth.settings().context)?;
+        }
         self.tools.send_replace(host);
+        Ok(())
     }
 
     /// A receiver that sees every swap.

@@ -70,6 +70,8 @@ pub fn watch(
             ))
         })?;
     let manifest_path = absolute(&manifest.path);
+    // What identities were read at start, to say when a reload changes them.
+    let serve_auth = format!("{:?}", manifest.serve.auth);
     let mut watched = Watched::default();
     watched.update(&mut watcher, &manifest_path, &manifest);
     let task = tokio::spawn(async move {
@@ -96,8 +98,18 @@ pub fn watch(
                 Ok((manifest, host, pinned)) => {
                     shared.metrics().registry(&pinned.report);
                     let tools = host.specs().count();
-                    log_changes(&shared.host(), &host);
-                    shared.replace(host);
+                    let old = shared.host();
+                    if let Err(e) = shared.replace(host.clone()) {
+                        shared.metrics().reload(false);
+                        tracing::error!(error = %e, "reload refused; the previous version keeps serving");
+                        continue;
+                    }
+                    log_changes(&old, &host);
+                    if format!("{:?}", manifest.serve.auth) != serve_auth {
+                        tracing::warn!(
+                            "[serve.auth] changed; identities are read at start: restart the server to use the new settings"
+                        );
+                    }
                     shared.metrics().reload(true);
                     watched.update(&mut watcher, &manifest_path, &manifest);
                     tracing::warn!(tools, "reloaded: new calls use the new version");

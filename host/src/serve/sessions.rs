@@ -124,13 +124,14 @@ impl Sessions {
         }
     }
 
-    /// Whether the principal `principal` may use session `id`: the one that
-    /// opened it may (and anyone may send an id no session has: rmcp
-    /// answers it 404).
+    /// Whether the principal `principal` may use session `id`: only the one
+    /// that opened it, and (when callers are told apart) nobody a session
+    /// this manager does not know or has no owner for: such a session is
+    /// being closed, or was opened by a request the edge could not read.
     pub(super) fn usable_by(&self, id: &str, principal: &str) -> bool {
         self.session_named(id)
             .and_then(|session| session.owner.get().cloned())
-            .is_none_or(|owner| owner == principal)
+            .is_some_and(|owner| owner == principal)
     }
 
     fn session_named(&self, id: &str) -> Option<Arc<Session>> {

@@ -19,7 +19,7 @@ use super::work::Work;
 use super::{Edge, RETRY_AFTER_SECONDS, error, refuse};
 use crate::identity::Principal;
 use crate::serve::Shared;
-use crate::serve::auth::{AuthRefusal, METADATA_PATH, METADATA_PREFIX};
+use crate::serve::auth::{AuthRefusal, METADATA_PATH, METADATA_PREFIX, METRICS_SCOPE};
 use crate::serve::connections::{self, Stream};
 use crate::serve::edge;
 use crate::serve::sessions::MAX_SESSIONS;
@@ -48,10 +48,23 @@ pub(super) async fn check_request(
     if path == "/healthz" || path == METADATA_PATH || path.starts_with(METADATA_PREFIX) {
         return next.run(request).await;
     }
+    let path_is_metrics = path == "/metrics";
     let principal = match identify(&edge, &shared, request.headers()).await {
         Ok(principal) => principal,
         Err(response) => return response,
     };
+    if path_is_metrics
+        && shared.auth().is_some()
+        && !principal.holds(&[METRICS_SCOPE.to_owned()])
+        && let Some(auth) = shared.auth()
+    {
+        let refusal = AuthRefusal::Scope {
+            tool: "/metrics".into(),
+            scopes: vec![METRICS_SCOPE.to_owned()],
+        };
+        shared.metrics().reject("http", refusal.reason());
+        return auth.refusal(&refusal);
+    }
     request.extensions_mut().insert(principal.clone());
     let (parts, body) = request.into_parts();
     let body = match read_body(&shared, body, edge.max_body).await {
@@ -72,7 +85,7 @@ pub(super) async fn check_request(
     if let Err(response) = room_for_session(&edge, &shared, &work).await {
         return response;
     }
-    if let Err(response) = authorize(&edge, &shared, &parts, &work, &principal) {
+    if let Some(response) = unauthorized(&edge, &shared, &parts, &work, &principal) {
         return response;
     }
     let request = Request::from_parts(parts, axum::body::Body::from(body));
@@ -119,19 +132,19 @@ async fn identify(
     })
 }
 
-/// What `principal` may do of `work`: use only the MCP session it opened
-/// (another's is answered as if it did not exist), and call only tools
-/// whose scopes it holds (403 naming them, so that a client can ask for a
-/// token that holds them).
-fn authorize(
+/// The refusal of what `principal` may not do of `work`, if anything:
+/// it may use only the MCP session it opened (another's is answered as if
+/// it did not exist), and call only tools whose scopes it holds (403
+/// naming them, so that a client can ask for a token that holds them).
+fn unauthorized(
     edge: &Edge,
     shared: &Shared,
     parts: &Parts,
     work: &Work,
     principal: &Principal,
-) -> Result<(), Response> {
+) -> Option<Response> {
     let (Some(auth), Work::Mcp { calls, .. }) = (shared.auth(), work) else {
-        return Ok(());
+        return None;
     };
     if let Some(session) = parts
         .headers
@@ -140,7 +153,7 @@ fn authorize(
         && !edge.sessions.usable_by(session, principal.id())
     {
         shared.metrics().reject("mcp", "foreign_session");
-        return Err(error(
+        return Some(error(
             StatusCode::NOT_FOUND,
             "session_not_found",
             "no such session; start one with initialize",
@@ -155,10 +168,10 @@ fn authorize(
                 scopes,
             };
             shared.metrics().reject("mcp", refusal.reason());
-            return Err(auth.refusal(&refusal));
+            return Some(auth.refusal(&refusal));
         }
     }
-    Ok(())
+    None
 }
 
 /// There is no room for another event stream, from the request's address

@@ -238,7 +238,7 @@ mod tests {
         }
         let options = SandboxOptions::default().with_cache_dir(None);
         let host = ToolHost::load_components(vec![], options).await.unwrap();
-        let shared = Shared::new(host, &config);
+        let shared = Shared::new(host, &config).unwrap();
         serve(addr, shared, &config, std::future::pending(), |_| {})
             .await
             .unwrap_err()

@@ -102,8 +102,11 @@ where
 
 /// RFC 9728's protected-resource metadata, when the server takes OAuth
 /// tokens.
-pub(super) async fn protected_resource(State(shared): State<Shared>) -> Response {
-    crate::serve::auth::metadata_response(shared.auth(), &shared.host())
+pub(super) async fn protected_resource(
+    State(shared): State<Shared>,
+    uri: axum::http::Uri,
+) -> Response {
+    crate::serve::auth::metadata_response(shared.auth(), &shared.host(), uri.path())
 }
 
 /// The caller's definitions of the tools it may call, in the `?format=`

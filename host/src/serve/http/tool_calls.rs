@@ -143,11 +143,23 @@ pub(super) async fn tool_calls(
         );
     };
     let host = shared.host();
-    if let Some(refusal) = missing_scope(&host, &calls, &principal)
-        && let Some(auth) = shared.auth()
-    {
-        shared.metrics().reject("http", refusal.reason());
-        return auth.refusal(&refusal);
+    if let Some(auth) = shared.auth() {
+        // A name no tool has would be answered with the list of every tool:
+        // refused here instead, naming where this caller's tools are listed.
+        if let Some(call) = calls.iter().find(|c| host.spec(&c.name).is_none()) {
+            return reject(
+                "unknown_tool",
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "unknown tool {:?}; GET /v1/tools lists the tools you may call",
+                    crate::printable::one_line(&call.name, 64)
+                ),
+            );
+        }
+        if let Some(refusal) = missing_scope(&host, &calls, &principal) {
+            shared.metrics().reject("http", refusal.reason());
+            return auth.refusal(&refusal);
+        }
     }
     let mut env = CallOptions::default().approver(shared.refuse());
     let requested = match injected_context(&headers) {

@@ -66,7 +66,14 @@ impl McpServer {
     ) -> Result<Tool<'h>, ErrorData> {
         let Some(tool) = host.tool(name) else {
             self.shared.metrics().reject("mcp", "unknown_tool");
-            let known: Vec<&str> = host.specs().map(|s| s.name.as_str()).take(20).collect();
+            // Only the tools this caller may call: the others' names are not
+            // its to learn.
+            let known: Vec<&str> = host
+                .specs()
+                .filter(|s| principal.holds(&crate::serve::auth::required_scopes(host, &s.name)))
+                .map(|s| s.name.as_str())
+                .take(20)
+                .collect();
             return Err(ErrorData::invalid_params(
                 format!(
                     "unknown tool {:?}; available tools: {}",

@@ -34,7 +34,12 @@ impl Embedded {
         let mut config = ServeConfig::new(Transport::Http(local));
         adjust(&mut config);
         let stop = CancellationToken::new();
-        let app = serve::http::router(Shared::new(host, &config), &config, local, stop.clone());
+        let app = serve::http::router(
+            Shared::new(host, &config).unwrap(),
+            &config,
+            local,
+            stop.clone(),
+        );
         tokio::spawn({
             let stop = stop.clone();
             async move {
