@@ -2,6 +2,13 @@
 //! application's context in a header, answered in order in the format
 //! asked for. A tool that fails is still a 200 with `is_error` in its
 //! answer; only a request that cannot be read is 4xx.
+//!
+//! `[serve.limits]` admits a batch whole or not at all: every call is
+//! admitted before any runs, and if one is refused the batch is answered
+//! 429 with `Retry-After`, nothing of it run. A batch is one request, and
+//! its calls run at once, so they count together against the caps; a
+//! client retrying a 429 gets the whole batch or none of it, never a
+//! half-run batch whose other half it must pick out of the answers.
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -159,6 +166,13 @@ pub(super) async fn tool_calls(
         Ok(None) => {}
         Err(e) => return reject("bad_context", StatusCode::BAD_REQUEST, e.to_string()),
     }
+    // Held until every call has answered.
+    let names: Vec<&str> = calls.iter().map(|call| call.name.as_str()).collect();
+    let _permits = match shared.admit(&principal, &names).await {
+        Ok(permits) => permits,
+        Err(refusal) => return rate_limited(&refusal, calls.len()),
+    };
+    drop(names);
     // Dropping this future (a client that hung up) aborts the calls.
     let results = shared.call_batch(&host, calls, env, "http").await;
     let mut answers = wire::results::Answers::new(format);
@@ -169,4 +183,20 @@ pub(super) async fn tool_calls(
     // OpenAI's answers end with the user message carrying their images.
     body.extend(answers.finish());
     axum::Json(body).into_response()
+}
+
+/// The answer to a batch `[serve.limits]` refused: 429, with when to try
+/// again in `Retry-After` and the budget and the fix in the body.
+fn rate_limited(refusal: &crate::serve::fair::Refusal, calls: usize) -> Response {
+    let secs = refusal.retry_after_secs();
+    let message = if calls > 1 {
+        format!("{refusal} (the batch's {calls} calls are admitted together; none of them ran)")
+    } else {
+        refusal.to_string()
+    };
+    let mut response = error(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+    response
 }

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::util::{component, root};
 
+mod fair;
 mod hostile;
 mod library;
 
