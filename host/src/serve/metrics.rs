@@ -82,6 +82,30 @@ impl Default for Metrics {
     }
 }
 
+/// Register the counters of `[serve.limits]`: refusals by class and
+/// reason, Redis outages, calls admitted unchecked.
+fn register_limits(registry: &mut Registry) -> (Family<LimitedLabels, Counter>, Counter, Counter) {
+    let limited = Family::<LimitedLabels, Counter>::default();
+    registry.register(
+        "rate_limited",
+        "Calls refused by [serve.limits], by principal class and the budget that refused them",
+        limited.clone(),
+    );
+    let outages = Counter::default();
+    registry.register(
+        "rate_limiter_outages",
+        "Times the rate limiter found its Redis unreachable",
+        outages.clone(),
+    );
+    let unchecked = Counter::default();
+    registry.register(
+        "rate_limiter_unchecked",
+        "Calls admitted unchecked while Redis was unreachable (on_redis_error = \"open\")",
+        unchecked.clone(),
+    );
+    (limited, outages, unchecked)
+}
+
 impl Metrics {
     /// The content type of [`Metrics::render`]'s text.
     pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -150,24 +174,7 @@ impl Metrics {
             "Reloads refused because a registry component's signatures did not satisfy its policy",
             verify_failures.clone(),
         );
-        let limited = Family::<LimitedLabels, Counter>::default();
-        registry.register(
-            "rate_limited",
-            "Calls refused by [serve.limits], by principal class and the budget that refused them",
-            limited.clone(),
-        );
-        let limiter_outages = Counter::default();
-        registry.register(
-            "rate_limiter_outages",
-            "Times the rate limiter found its Redis unreachable",
-            limiter_outages.clone(),
-        );
-        let limiter_unchecked = Counter::default();
-        registry.register(
-            "rate_limiter_unchecked",
-            "Calls admitted unchecked while Redis was unreachable (on_redis_error = \"open\")",
-            limiter_unchecked.clone(),
-        );
+        let (limited, limiter_outages, limiter_unchecked) = register_limits(&mut registry);
         Self {
             registry,
             limited,

@@ -106,12 +106,7 @@ pub(super) async fn tool_calls(
         Ok(format) => format,
         Err(e) => return reject("bad_format", StatusCode::BAD_REQUEST, e.to_string()),
     };
-    let json_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if !json_body {
+    if !json_body(&headers) {
         return reject(
             "content_type",
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -156,25 +151,14 @@ pub(super) async fn tool_calls(
         shared.metrics().reject("http", refusal.reason());
         return auth.refusal(&refusal);
     }
-    let mut env = CallOptions::default().approver(shared.refuse());
-    let requested = match injected_context(&headers) {
-        Ok(context) => context,
-        Err(e) => return reject("bad_context", StatusCode::BAD_REQUEST, e.to_string()),
+    let env = match call_env(&shared, &principal, &headers) {
+        Ok(env) => env,
+        Err(message) => return reject("bad_context", StatusCode::BAD_REQUEST, message),
     };
-    match principal.context(shared.bindings(), requested) {
-        Ok(Some(context)) => env = env.context(context),
-        Ok(None) => {}
-        Err(e) => return reject("bad_context", StatusCode::BAD_REQUEST, e.to_string()),
-    }
-    // Held until every call has answered.
-    let names: Vec<&str> = calls.iter().map(|call| call.name.as_str()).collect();
-    let _permits = match shared.admit(&principal, &names).await {
-        Ok(permits) => permits,
-        Err(refusal) => return rate_limited(&refusal, calls.len()),
+    let results = match admit_and_run(&shared, &host, &principal, calls, env).await {
+        Ok(results) => results,
+        Err(refused) => return refused,
     };
-    drop(names);
-    // Dropping this future (a client that hung up) aborts the calls.
-    let results = shared.call_batch(&host, calls, env, "http").await;
     let mut answers = wire::results::Answers::new(format);
     let mut body: Vec<Value> = results
         .iter()
@@ -183,6 +167,54 @@ pub(super) async fn tool_calls(
     // OpenAI's answers end with the user message carrying their images.
     body.extend(answers.finish());
     axum::Json(body).into_response()
+}
+
+/// Whether the body is declared JSON (`Content-Type: application/json`,
+/// parameters allowed).
+fn json_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// What the batch's calls run with: the server's approver and the
+/// principal's context (from its claims, and the header where the
+/// bindings let the caller choose); the message of a context that cannot
+/// be used.
+fn call_env(
+    shared: &Shared,
+    principal: &Principal,
+    headers: &HeaderMap,
+) -> Result<CallOptions, String> {
+    let env = CallOptions::default().approver(shared.refuse());
+    let requested = injected_context(headers).map_err(|e| e.to_string())?;
+    match principal.context(shared.bindings(), requested) {
+        Ok(Some(context)) => Ok(env.context(context)),
+        Ok(None) => Ok(env),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Run `calls` once `[serve.limits]` has admitted them all (the 429 to
+/// answer when it has not), holding their permits until every call has
+/// answered.
+async fn admit_and_run(
+    shared: &Shared,
+    host: &ToolHost,
+    principal: &Principal,
+    calls: Vec<ToolCall>,
+    env: CallOptions,
+) -> Result<Vec<crate::tool_host::CallResult>, Response> {
+    let names: Vec<&str> = calls.iter().map(|call| call.name.as_str()).collect();
+    let _permits = shared
+        .admit(principal, &names)
+        .await
+        .map_err(|refusal| rate_limited(&refusal, calls.len()))?;
+    drop(names);
+    // Dropping this future (a client that hung up) aborts the calls.
+    Ok(shared.call_batch(host, calls, env, "http").await)
 }
 
 /// The answer to a batch `[serve.limits]` refused: 429, with when to try
