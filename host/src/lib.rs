@@ -47,6 +47,7 @@ pub mod authoring;
 mod component;
 pub mod describe;
 pub mod duration;
+mod fair_shares;
 mod fixes;
 mod grants;
 pub mod identity;

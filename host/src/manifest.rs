@@ -363,7 +363,7 @@ impl Manifest {
         let model = raw.model.map(|m| m.validate(path)).transpose()?;
         let registry = raw.registry.validate(path)?;
         let lock = registry::read_lock(path)?;
-        let serve = raw.serve.validate(path, base)?;
+        let serve = raw.serve.validate(path, base, lookup_env)?;
         Ok(Self {
             path: path.to_owned(),
             model,

@@ -281,7 +281,7 @@ impl StaticToken {
     /// # Errors
     ///
     /// An empty principal name, or a token shorter than
-    /// [`MIN_TOKEN_LENGTH`] or with spaces or control characters.
+    /// 16 characters or with spaces or control characters.
     pub fn new(principal: String, token: String, scopes: Vec<String>) -> Result<Self, String> {
         let token = checked(&principal, &token)?;
         Self::with_source(principal, TokenSource::Value(token), scopes)

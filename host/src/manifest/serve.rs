@@ -1,5 +1,6 @@
 //! The `[serve]` table: how `toolhost serve` tells its callers apart
-//! (`[serve.auth]`).
+//! (`[serve.auth]`) and how it shares itself out among them
+//! (`[serve.limits]`, see [`crate::fair_shares`]).
 //!
 //! ```toml
 //! [serve.auth]
@@ -16,6 +17,12 @@
 //! env = "CI_BOT_TOKEN"                # or file = "secrets/ci-bot.token"
 //! scopes = ["tools:calc"]             # default: every tool (`tools:*`)
 //! claims = { sub = "ci-bot", org = "acme" }
+//!
+//! [serve.limits]
+//! redis = { env = "REDIS_URL" }       # or a literal URL; absent: in memory
+//! per_principal = { rate = "100/min", concurrency = 4 }
+//! per_tool = { rate = "1000/min" }
+//! tool.fetch = { concurrency = 2 }
 //! ```
 
 use std::collections::BTreeMap;
@@ -24,12 +31,16 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::ManifestError;
+use crate::fair_shares::{LimitsConfig, Policy};
 use crate::identity::{ContextSource, JwksSource, OAuthSettings, Settings, StaticToken};
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawServe {
     auth: Option<RawAuth>,
+    /// Read as a table first: `redis` may be `{ env = "NAME" }`, resolved
+    /// here, so the URL's password need not be written in the manifest.
+    limits: Option<toml::Table>,
 }
 
 #[derive(Deserialize)]
@@ -65,18 +76,69 @@ struct RawToken {
 pub struct ServeSettings {
     /// `[serve.auth]`: who may call.
     pub auth: Settings,
+    /// `[serve.limits]`: rate limits and concurrency caps per principal
+    /// and per tool; `None`: calls are not limited.
+    pub limits: Option<Policy>,
 }
 
 impl RawServe {
-    pub(super) fn validate(self, file: &Path, base: &Path) -> Result<ServeSettings, ManifestError> {
+    pub(super) fn validate(
+        self,
+        file: &Path,
+        base: &Path,
+        lookup_env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ServeSettings, ManifestError> {
         let auth = match self.auth {
             Some(raw) => raw.validate(base).map_err(|(key, message)| {
                 ManifestError::file(file, format!("`serve.auth.{key}`: {message}"))
             })?,
             None => Settings::default(),
         };
-        Ok(ServeSettings { auth })
+        let limits =
+            match self.limits {
+                Some(table) => Some(limits(table, lookup_env).map_err(|message| {
+                    ManifestError::file(file, format!("`serve.limits{message}"))
+                })?),
+                None => None,
+            };
+        Ok(ServeSettings { auth, limits })
     }
+}
+
+/// `[serve.limits]` checked, its `redis = { env = "NAME" }` read from the
+/// environment. The error follows `serve.limits` in the message: `.KEY`:
+/// the problem and the fix.
+fn limits(
+    mut table: toml::Table,
+    lookup_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Policy, String> {
+    if let Some(toml::Value::Table(source)) = table.get("redis") {
+        let env = match (source.get("env"), source.len()) {
+            (Some(toml::Value::String(env)), 1) => env.clone(),
+            _ => {
+                return Err(
+                    ".redis`: write the URL, or { env = \"NAME\" } to read it from \
+                            the environment variable NAME"
+                        .into(),
+                );
+            }
+        };
+        let url = lookup_env(&env).ok_or_else(|| {
+            format!(
+                ".redis`: environment variable {env} is not set; export it before starting \
+                 toolhost"
+            )
+        })?;
+        table.insert("redis".into(), toml::Value::String(url));
+    }
+    let config = LimitsConfig::deserialize(toml::Value::Table(table))
+        .map_err(|e| format!("`: {}", e.message().trim()))?;
+    config.validate().map_err(|e| {
+        // `InvalidLimits` names the key in full; keep its text after `serve.limits`.
+        e.to_string()
+            .strip_prefix("`serve.limits")
+            .map_or_else(|| format!("`: {e}"), str::to_owned)
+    })
 }
 
 type KeyResult<T> = Result<T, (String, String)>;

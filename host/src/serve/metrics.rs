@@ -15,6 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::fair::Limiter;
 use crate::tool_host::{CallResult, ToolHost};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -29,6 +30,15 @@ struct CallLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolLabels {
     tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitedLabels {
+    /// The principal's class (bounded by the limiter, see
+    /// [`super::fair::MAX_CLASSES`]).
+    class: String,
+    /// Which budget refused: `rate_principal`, `concurrency_tool`, ….
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -50,6 +60,9 @@ pub struct Metrics {
     reloads: Family<ReloadLabels, Counter>,
     registry_loads: Family<RegistryLabels, Counter>,
     verify_failures: Counter,
+    limited: Family<LimitedLabels, Counter>,
+    limiter_outages: Counter,
+    limiter_unchecked: Counter,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -67,6 +80,30 @@ impl Default for Metrics {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Register the counters of `[serve.limits]`: refusals by class and
+/// reason, Redis outages, calls admitted unchecked.
+fn register_limits(registry: &mut Registry) -> (Family<LimitedLabels, Counter>, Counter, Counter) {
+    let limited = Family::<LimitedLabels, Counter>::default();
+    registry.register(
+        "rate_limited",
+        "Calls refused by [serve.limits], by principal class and the budget that refused them",
+        limited.clone(),
+    );
+    let outages = Counter::default();
+    registry.register(
+        "rate_limiter_outages",
+        "Times the rate limiter found its Redis unreachable",
+        outages.clone(),
+    );
+    let unchecked = Counter::default();
+    registry.register(
+        "rate_limiter_unchecked",
+        "Calls admitted unchecked while Redis was unreachable (on_redis_error = \"open\")",
+        unchecked.clone(),
+    );
+    (limited, outages, unchecked)
 }
 
 impl Metrics {
@@ -137,8 +174,12 @@ impl Metrics {
             "Reloads refused because a registry component's signatures did not satisfy its policy",
             verify_failures.clone(),
         );
+        let (limited, limiter_outages, limiter_unchecked) = register_limits(&mut registry);
         Self {
             registry,
+            limited,
+            limiter_outages,
+            limiter_unchecked,
             registry_loads,
             verify_failures,
             calls,
@@ -210,6 +251,23 @@ impl Metrics {
     pub fn reload(&self, ok: bool) {
         let result = if ok { "ok" } else { "failed" };
         self.reloads.get_or_create(&ReloadLabels { result }).inc();
+    }
+
+    /// Bring the limiter's counts up to date: it keeps them (bounded by
+    /// class), these counters follow. Called before each render.
+    pub(crate) fn limits(&self, limiter: &Limiter) {
+        let catch_up = |counter: &Counter, count: u64| {
+            counter.inc_by(count.saturating_sub(counter.get()));
+        };
+        for refused in limiter.refusals() {
+            let labels = LimitedLabels {
+                class: refused.class,
+                reason: refused.reason.as_str(),
+            };
+            catch_up(&self.limited.get_or_create(&labels), refused.count);
+        }
+        catch_up(&self.limiter_outages, limiter.outages());
+        catch_up(&self.limiter_unchecked, limiter.admitted_unchecked());
     }
 
     /// Everything, as the text a scraper reads; `host` gives the gauges.

@@ -212,7 +212,8 @@ pub async fn run(
     let signal = http::shutdown_signal();
     let (host, pinned) =
         ToolHost::load_manifest(&manifest, options.clone(), &config.lock_mode).await?;
-    let shared = Shared::new(host, &config)?;
+    let limiter = limiter(&manifest, &host)?;
+    let shared = Shared::new(host, &config)?.with_limiter(limiter);
     shared.metrics().registry(&pinned.report);
     let _watcher = if config.watch {
         Some(reload::watch(
@@ -277,6 +278,33 @@ fn unbound_store(
     Ok(())
 }
 
+/// The limiter `manifest`'s `[serve.limits]` asks for, built once and
+/// shared across reloads (so a reload keeps every budget's state). An
+/// entry for a tool `host` does not have is refused: it would limit
+/// nothing, and is most likely a misspelling.
+fn limiter(manifest: &Manifest, host: &ToolHost) -> Result<Option<fair::Limiter>, ServeError> {
+    let Some(policy) = &manifest.serve.limits else {
+        return Ok(None);
+    };
+    for name in policy.tool_names() {
+        if !host.specs().any(|spec| spec.name == name) {
+            let mut loaded: Vec<&str> = host.specs().map(|spec| spec.name.as_str()).collect();
+            loaded.sort_unstable();
+            return Err(ServeError::Usage(format!(
+                "{}: `serve.limits.tool.{name}` names no loaded tool; write the name of one \
+                 ({}), or remove the entry",
+                manifest.path.display(),
+                if loaded.is_empty() {
+                    "none is loaded".to_owned()
+                } else {
+                    loaded.join(", ")
+                }
+            )));
+        }
+    }
+    Ok(Some(fair::Limiter::new(policy.clone())))
+}
+
 /// What every front end shares: the tools (swapped whole on reload), the
 /// metrics, the approval policy, the fixes refusals name and the shutdown
 /// state.
@@ -293,6 +321,8 @@ pub struct Shared {
     drain: Drain,
     /// How callers are told apart; `None`: they are not.
     auth: Option<Arc<auth::Auth>>,
+    /// `[serve.limits]`; `None`: calls are not limited.
+    limiter: Option<fair::Limiter>,
 }
 
 impl Shared {
@@ -323,7 +353,47 @@ impl Shared {
             ))),
             drain: Drain::new(config.drain),
             auth: auth.map(Arc::new),
+            limiter: None,
         })
+    }
+
+    /// Limit calls with `limiter`.
+    fn with_limiter(mut self, limiter: Option<fair::Limiter>) -> Self {
+        self.limiter = limiter;
+        self
+    }
+
+    /// The limiter, when calls are limited.
+    pub(crate) fn limiter(&self) -> Option<&fair::Limiter> {
+        self.limiter.as_ref()
+    }
+
+    /// Admit a call of `principal` to each of `tools` (one per call, in
+    /// order), all or none: on a refusal the permits already taken are
+    /// dropped, freeing their concurrency slots (rate tokens they took stay
+    /// spent: the limiter never refunds, so replicas agree). Hold the
+    /// permits for as long as the calls run.
+    ///
+    /// # Errors
+    ///
+    /// The first call's [`fair::Refusal`].
+    pub(crate) async fn admit(
+        &self,
+        principal: &crate::identity::Principal,
+        tools: &[&str],
+    ) -> Result<Vec<fair::Permit>, fair::Refusal> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(Vec::new());
+        };
+        let caller = fair::Caller {
+            id: principal.id(),
+            class: principal.class(),
+        };
+        let mut permits = Vec::new();
+        for tool in tools {
+            permits.push(limiter.admit(caller, tool).await?);
+        }
+        Ok(permits)
     }
 
     /// How callers are told apart, when they are.

@@ -97,22 +97,9 @@ pub fn watch(
             match reload(&manifest_path, &options, &lock_mode).await {
                 Ok((manifest, host, pinned)) => {
                     shared.metrics().registry(&pinned.report);
-                    let tools = host.specs().count();
-                    let old = shared.host();
-                    if let Err(e) = shared.replace(host.clone()) {
-                        shared.metrics().reload(false);
-                        tracing::error!(error = %e, "reload refused; the previous version keeps serving");
-                        continue;
+                    if swap_in(&shared, host, &manifest, &serve_auth) {
+                        watched.update(&mut watcher, &manifest_path, &manifest);
                     }
-                    log_changes(&old, &host);
-                    if format!("{:?}", manifest.serve.auth) != serve_auth {
-                        tracing::warn!(
-                            "[serve.auth] changed; identities are read at start: restart the server to use the new settings"
-                        );
-                    }
-                    shared.metrics().reload(true);
-                    watched.update(&mut watcher, &manifest_path, &manifest);
-                    tracing::warn!(tools, "reloaded: new calls use the new version");
                 }
                 Err(e) => {
                     shared.metrics().reload(false);
@@ -125,6 +112,30 @@ pub fn watch(
         }
     });
     Ok(Watcher { task })
+}
+
+/// Swap `host`, loaded from `manifest`, in for the running version, unless
+/// the identity settings the server started with refuse it (a store scoped
+/// by a key they do not bind); log what changed, and say when the
+/// manifest's `[serve.auth]` (`serve_auth` as it was at start) changed,
+/// which takes a restart. Whether it was swapped in.
+fn swap_in(shared: &Shared, host: ToolHost, manifest: &Manifest, serve_auth: &str) -> bool {
+    let tools = host.specs().count();
+    let old = shared.host();
+    if let Err(e) = shared.replace(host.clone()) {
+        shared.metrics().reload(false);
+        tracing::error!(error = %e, "reload refused; the previous version keeps serving");
+        return false;
+    }
+    log_changes(&old, &host);
+    if format!("{:?}", manifest.serve.auth) != serve_auth {
+        tracing::warn!(
+            "[serve.auth] changed; identities are read at start: restart the server to use the new settings"
+        );
+    }
+    shared.metrics().reload(true);
+    tracing::warn!(tools, "reloaded: new calls use the new version");
+    true
 }
 
 /// Log, tool by tool, what the new version may touch that the old one

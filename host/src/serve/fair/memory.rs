@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use super::config::Bucket;
 use super::{Blocked, Plan};
+use crate::fair_shares::Bucket;
 
 /// Buckets kept before the first sweep: sweeping a handful would cost more
 /// than it frees.
@@ -153,10 +153,11 @@ impl Memory {
             .rate
             .as_ref()
             .map(|b| take(tat(&state.tools, tool), now, b));
-        let full = |map: &HashMap<String, u32>, key: &str, cap: &Option<super::config::Cap>| {
-            cap.as_ref()
-                .is_some_and(|c| map.get(key).copied().unwrap_or(0) >= c.most.get())
-        };
+        let full =
+            |map: &HashMap<String, u32>, key: &str, cap: &Option<crate::fair_shares::Cap>| {
+                cap.as_ref()
+                    .is_some_and(|c| map.get(key).copied().unwrap_or(0) >= c.most.get())
+            };
         let blocked = Blocked {
             principal_wait_us: principal_next.map_or(0, |r| r.err().unwrap_or(0)),
             tool_wait_us: tool_next.map_or(0, |r| r.err().unwrap_or(0)),

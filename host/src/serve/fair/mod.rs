@@ -23,18 +23,13 @@
 //! call takes one interval; it is refused when that would put the bucket
 //! more than `burst` intervals ahead of now. A bucket that is full again
 //! holds nothing worth keeping, so both backends forget it: state lives at
-//! most `burst × interval` (a day at most, [`LimitsConfig::validate`]
+//! most `burst × interval` (a day at most, [`crate::fair_shares::LimitsConfig::validate`]
 //! checks) after a principal's or tool's last call.
 //!
 //! **Refusals** say which budget was hit, when trying again can succeed,
 //! and the key an operator raises; they are counted by principal class
 //! and reason for `/metrics` ([`Limiter::refusals`]).
 
-// Nothing in `serve` calls the limiter until the lead wires it into the
-// HTTP and MCP front ends (issue 27); remove this then.
-#![allow(dead_code, unused_imports)]
-
-mod config;
 mod memory;
 mod redis;
 #[cfg(test)]
@@ -46,8 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use config::{Budget, Store};
-pub use config::{DEFAULT_PREFIX, InvalidLimits, LimitSpec, LimitsConfig, OnRedisError, Policy};
+use crate::fair_shares::{Budget, OnRedisError, Policy, Store};
 
 /// How long a caller refused for concurrency is told to wait: a slot frees
 /// when some call ends, which nobody can foresee; a second keeps clients

@@ -42,8 +42,8 @@ use ::redis::Script;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{Notify, OnceCell};
 
-use super::config::{Bucket, Cap, OnRedisError};
 use super::{Blocked, Plan};
+use crate::fair_shares::{Bucket, Cap, OnRedisError};
 use crate::grants::store::redacted;
 
 /// How long a lease lives unless renewed: how long a dead replica's calls

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::redis::{Timing, key};
 use super::*;
+use crate::fair_shares::{DEFAULT_PREFIX, LimitsConfig};
 
 use crate::stores::parity::RedisServer;
 

@@ -58,6 +58,9 @@ pub(super) async fn healthz(State(shared): State<Shared>) -> Response {
 
 /// The metrics, as Prometheus scrapes them.
 pub(super) async fn metrics(State(shared): State<Shared>) -> Response {
+    if let Some(limiter) = shared.limiter() {
+        shared.metrics().limits(limiter);
+    }
     let text = shared.metrics().render(&shared.host());
     (
         [(header::CONTENT_TYPE, crate::serve::Metrics::CONTENT_TYPE)],

@@ -2,6 +2,13 @@
 //! application's context in a header, answered in order in the format
 //! asked for. A tool that fails is still a 200 with `is_error` in its
 //! answer; only a request that cannot be read is 4xx.
+//!
+//! `[serve.limits]` admits a batch whole or not at all: every call is
+//! admitted before any runs, and if one is refused the batch is answered
+//! 429 with `Retry-After`, nothing of it run. A batch is one request, and
+//! its calls run at once, so they count together against the caps; a
+//! client retrying a 429 gets the whole batch or none of it, never a
+//! half-run batch whose other half it must pick out of the answers.
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -99,12 +106,7 @@ pub(super) async fn tool_calls(
         Ok(format) => format,
         Err(e) => return reject("bad_format", StatusCode::BAD_REQUEST, e.to_string()),
     };
-    let json_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if !json_body {
+    if !json_body(&headers) {
         return reject(
             "content_type",
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -143,36 +145,17 @@ pub(super) async fn tool_calls(
         );
     };
     let host = shared.host();
-    if let Some(auth) = shared.auth() {
-        // A name no tool has would be answered with the list of every tool:
-        // refused here instead, naming where this caller's tools are listed.
-        if let Some(call) = calls.iter().find(|c| host.spec(&c.name).is_none()) {
-            return reject(
-                "unknown_tool",
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "unknown tool {:?}; GET /v1/tools lists the tools you may call",
-                    crate::printable::one_line(&call.name, 64)
-                ),
-            );
-        }
-        if let Some(refusal) = missing_scope(&host, &calls, &principal) {
-            shared.metrics().reject("http", refusal.reason());
-            return auth.refusal(&refusal);
-        }
+    if let Some(refused) = unauthorized(&shared, &host, &calls, &principal) {
+        return refused;
     }
-    let mut env = CallOptions::default().approver(shared.refuse());
-    let requested = match injected_context(&headers) {
-        Ok(context) => context,
-        Err(e) => return reject("bad_context", StatusCode::BAD_REQUEST, e.to_string()),
+    let env = match call_env(&shared, &principal, &headers) {
+        Ok(env) => env,
+        Err(message) => return reject("bad_context", StatusCode::BAD_REQUEST, message),
     };
-    match principal.context(shared.bindings(), requested) {
-        Ok(Some(context)) => env = env.context(context),
-        Ok(None) => {}
-        Err(e) => return reject("bad_context", StatusCode::BAD_REQUEST, e.to_string()),
-    }
-    // Dropping this future (a client that hung up) aborts the calls.
-    let results = shared.call_batch(&host, calls, env, "http").await;
+    let results = match admit_and_run(&shared, &host, &principal, calls, env).await {
+        Ok(results) => results,
+        Err(refused) => return refused,
+    };
     let mut answers = wire::results::Answers::new(format);
     let mut body: Vec<Value> = results
         .iter()
@@ -181,4 +164,95 @@ pub(super) async fn tool_calls(
     // OpenAI's answers end with the user message carrying their images.
     body.extend(answers.finish());
     axum::Json(body).into_response()
+}
+
+/// The refusal of a batch a caller told apart from others may not run: one
+/// naming a tool no tool has (whose usual answer lists every tool; refused
+/// here, naming where this caller's tools are listed) or a tool whose
+/// scopes the caller lacks (403, naming them).
+fn unauthorized(
+    shared: &Shared,
+    host: &ToolHost,
+    calls: &[ToolCall],
+    principal: &Principal,
+) -> Option<Response> {
+    let auth = shared.auth()?;
+    if let Some(call) = calls.iter().find(|c| host.spec(&c.name).is_none()) {
+        shared.metrics().reject("http", "unknown_tool");
+        return Some(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!(
+                "unknown tool {:?}; GET /v1/tools lists the tools you may call",
+                crate::printable::one_line(&call.name, 64)
+            ),
+        ));
+    }
+    let refusal = missing_scope(host, calls, principal)?;
+    shared.metrics().reject("http", refusal.reason());
+    Some(auth.refusal(&refusal))
+}
+
+/// Whether the body is declared JSON (`Content-Type: application/json`,
+/// parameters allowed).
+fn json_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// What the batch's calls run with: the server's approver and the
+/// principal's context (from its claims, and the header where the
+/// bindings let the caller choose); the message of a context that cannot
+/// be used.
+fn call_env(
+    shared: &Shared,
+    principal: &Principal,
+    headers: &HeaderMap,
+) -> Result<CallOptions, String> {
+    let env = CallOptions::default().approver(shared.refuse());
+    let requested = injected_context(headers).map_err(|e| e.to_string())?;
+    match principal.context(shared.bindings(), requested) {
+        Ok(Some(context)) => Ok(env.context(context)),
+        Ok(None) => Ok(env),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Run `calls` once `[serve.limits]` has admitted them all (the 429 to
+/// answer when it has not), holding their permits until every call has
+/// answered.
+async fn admit_and_run(
+    shared: &Shared,
+    host: &ToolHost,
+    principal: &Principal,
+    calls: Vec<ToolCall>,
+    env: CallOptions,
+) -> Result<Vec<crate::tool_host::CallResult>, Response> {
+    let names: Vec<&str> = calls.iter().map(|call| call.name.as_str()).collect();
+    let _permits = shared
+        .admit(principal, &names)
+        .await
+        .map_err(|refusal| rate_limited(&refusal, calls.len()))?;
+    drop(names);
+    // Dropping this future (a client that hung up) aborts the calls.
+    Ok(shared.call_batch(host, calls, env, "http").await)
+}
+
+/// The answer to a batch `[serve.limits]` refused: 429, with when to try
+/// again in `Retry-After` and the budget and the fix in the body.
+fn rate_limited(refusal: &crate::serve::fair::Refusal, calls: usize) -> Response {
+    let secs = refusal.retry_after_secs();
+    let message = if calls > 1 {
+        format!("{refusal} (the batch's {calls} calls are admitted together; none of them ran)")
+    } else {
+        refusal.to_string()
+    };
+    let mut response = error(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+    response
 }

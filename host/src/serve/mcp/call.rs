@@ -34,6 +34,12 @@ impl McpServer {
         // the whole answer (HTTP 400 for a 2026-07-28 request).
         let principal = self.principal(&context)?;
         let tool = self.callable(&host, &request.name, &context, &principal)?;
+        // Held until the call has answered.
+        let _permit = self
+            .shared
+            .admit(&principal, &[tool.spec().name.as_str()])
+            .await
+            .map_err(|refusal| rate_limited(&refusal))?;
         let (env, forwarding) = self.call_env(tool, &context, &principal)?;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let run = self
@@ -188,4 +194,24 @@ fn call_tool_result(result: &CallResult) -> Result<CallToolResponse, ErrorData> 
     // rmcp drops it again for clients older than 2026-07-28.
     result.result_type = Some(ResultType::COMPLETE);
     Ok(result.into())
+}
+
+/// The JSON-RPC error code of a call `[serve.limits]` refused. MCP defines
+/// none for rate limits; this one is in JSON-RPC's range for
+/// implementation-defined server errors, and ends in HTTP's 429.
+pub const RATE_LIMITED: i32 = -32029;
+
+/// The error for a call `[serve.limits]` refused: [`RATE_LIMITED`], the
+/// budget and the fix in the message, and `data.retryAfter` (whole
+/// seconds, as HTTP's `Retry-After`) and `data.reason` (the budget that
+/// refused, as `/metrics` counts it) for a client to act on.
+fn rate_limited(refusal: &crate::serve::fair::Refusal) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode(RATE_LIMITED),
+        refusal.to_string(),
+        Some(serde_json::json!({
+            "retryAfter": refusal.retry_after_secs(),
+            "reason": refusal.reason.as_str(),
+        })),
+    )
 }

@@ -65,6 +65,7 @@ use super::Shared;
 use crate::identity::Principal;
 use crate::spec::ToolSpec;
 use crate::wire;
+pub use call::RATE_LIMITED;
 use capabilities::stateless;
 use listeners::Listeners;
 pub(super) use transport::{http_service, serve_stdio};

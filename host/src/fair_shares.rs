@@ -1,5 +1,8 @@
-//! `[serve.limits]` as the manifest writes it ([`LimitsConfig`]), and the
-//! checked [`Policy`] a [`super::Limiter`] is built from.
+//! Fair shares as the manifest writes them (`[serve.limits]`,
+//! [`LimitsConfig`]), and the checked [`Policy`] the limiter in
+//! `serve::fair` is built from. Domain-level, so the manifest (which
+//! always compiles) validates it at load, while the limiter itself lives
+//! behind the `serve` feature.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -77,7 +80,7 @@ pub struct LimitSpec {
 pub enum OnRedisError {
     /// Admitted, unlimited, and counted as unchecked.
     Open,
-    /// Refused with [`super::Reason::Unavailable`] and a retry-after.
+    /// Refused with the reason `unavailable` and a retry-after.
     #[default]
     Closed,
 }
@@ -97,25 +100,20 @@ impl InvalidLimits {
             problem: problem.into(),
         }
     }
-
-    /// The key under `serve.limits`, e.g. `per_principal.rate`.
-    pub fn key(&self) -> &str {
-        &self.key
-    }
 }
 
-/// A checked `[serve.limits]`: what [`super::Limiter::new`] takes.
+/// A checked `[serve.limits]`: what the limiter (`serve::fair::Limiter::new`) takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
-    pub(super) store: Store,
-    pub(super) per_principal: Budget,
-    pub(super) per_tool: Budget,
-    pub(super) tools: BTreeMap<String, Budget>,
+    pub(crate) store: Store,
+    pub(crate) per_principal: Budget,
+    pub(crate) per_tool: Budget,
+    pub(crate) tools: BTreeMap<String, Budget>,
 }
 
 /// Where the budgets are kept.
 #[derive(Clone, PartialEq, Eq)]
-pub(super) enum Store {
+pub(crate) enum Store {
     Memory,
     Redis {
         url: String,
@@ -144,33 +142,43 @@ impl fmt::Debug for Store {
 
 /// One checked budget, and the keys that set it (for refusals' fixes).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct Budget {
-    pub(super) rate: Option<Bucket>,
-    pub(super) concurrency: Option<Cap>,
+pub(crate) struct Budget {
+    pub(crate) rate: Option<Bucket>,
+    pub(crate) concurrency: Option<Cap>,
 }
 
 impl Budget {
-    pub(super) fn is_unlimited(&self) -> bool {
+    // Only the serving limiter asks; the library without `serve` has none.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub(crate) fn is_unlimited(&self) -> bool {
         self.rate.is_none() && self.concurrency.is_none()
     }
 }
 
 /// A token bucket: one token per `interval_us`, at most `burst` saved.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Bucket {
-    pub(super) interval_us: u64,
-    pub(super) burst: u32,
+pub(crate) struct Bucket {
+    pub(crate) interval_us: u64,
+    pub(crate) burst: u32,
     /// The rate as written, e.g. `100/min`, for messages.
-    pub(super) written: String,
+    pub(crate) written: String,
     /// The key that set it, e.g. `tool.fetch.rate`.
-    pub(super) key: String,
+    pub(crate) key: String,
 }
 
 /// A concurrency cap and the key that set it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Cap {
-    pub(super) most: NonZeroU32,
-    pub(super) key: String,
+pub(crate) struct Cap {
+    pub(crate) most: NonZeroU32,
+    pub(crate) key: String,
+}
+
+impl Policy {
+    /// The tools named by `[serve.limits.tool.NAME]` entries, for the
+    /// server to check against the tools it loaded.
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
 }
 
 impl LimitsConfig {
