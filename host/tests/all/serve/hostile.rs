@@ -187,11 +187,29 @@ async fn a_flood_of_half_open_connections_cannot_lock_a_client_out() {
         closed.is_ok(),
         "the oldest half-open connection is still open"
     );
-    // 275 from each address: 19 each over its share of 256, and the one
-    // more that the client's own connection shed (1024 were open).
+    // 1,101 connections for 1,024 places: the server closed at least 77 of
+    // the flood's. Most are shed to make room; on a loaded machine, where
+    // the flood takes longer than the 10 s a connection gets for its
+    // headers, some are closed by that timeout first: counted by what the
+    // flood sees (each closed socket reads an answer or its end), not by
+    // the shed counter alone, so the count holds however fast the flood is.
+    let mut closed = 0;
+    for tcp in &mut flood {
+        let mut byte = [0u8; 1];
+        if tokio::time::timeout(Duration::from_millis(5), tcp.read(&mut byte))
+            .await
+            .is_ok()
+        {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed + 1 >= 77,
+        "only {closed} of the flood's connections were closed"
+    );
     let metrics = server.metrics().await;
     assert!(
-        rejected(&metrics, "http", "connection_shed") >= 77.0,
+        rejected(&metrics, "http", "connection_shed") >= 1.0,
         "{metrics}"
     );
 }
