@@ -29,6 +29,10 @@ const QUIET: Duration = Duration::from_millis(300);
 /// The longest a reload waits for the files to settle.
 const SETTLE_AT_MOST: Duration = Duration::from_secs(3);
 
+/// How many times one change is read again when the files moved during
+/// the read.
+const RELOADS_PER_CHANGE: usize = 3;
+
 /// Watches until dropped.
 #[derive(Debug)]
 pub struct Watcher {
@@ -94,20 +98,32 @@ pub fn watch(
                 }
             }
             tracing::info!(path = %path.display(), "a watched file changed; reloading");
-            match reload(&manifest_path, &options, &lock_mode).await {
-                Ok((manifest, host, pinned)) => {
-                    shared.metrics().registry(&pinned.report);
-                    if swap_in(&shared, host, &manifest, &serve_auth) {
-                        watched.update(&mut watcher, &manifest_path, &manifest);
+            // A write still landing while the reload reads (a writer
+            // stalled between truncating a file and filling it) has had its
+            // events consumed above: compare what the files were before
+            // the read with what they are after, and read again if they
+            // moved, a few times at most (later changes bring new events).
+            for _ in 0..RELOADS_PER_CHANGE {
+                let before = Fingerprint::of(&watched.files);
+                match reload(&manifest_path, &options, &lock_mode).await {
+                    Ok((manifest, host, pinned)) => {
+                        shared.metrics().registry(&pinned.report);
+                        if swap_in(&shared, host, &manifest, &serve_auth) {
+                            watched.update(&mut watcher, &manifest_path, &manifest);
+                        }
+                    }
+                    Err(e) => {
+                        shared.metrics().reload(false);
+                        if matches!(e, ServeError::Load(LoadError::Verify(_))) {
+                            shared.metrics().verify_failure();
+                        }
+                        tracing::error!(error = %format!("{e:#}"), "reload failed; the previous version keeps serving");
                     }
                 }
-                Err(e) => {
-                    shared.metrics().reload(false);
-                    if matches!(e, ServeError::Load(LoadError::Verify(_))) {
-                        shared.metrics().verify_failure();
-                    }
-                    tracing::error!(error = %format!("{e:#}"), "reload failed; the previous version keeps serving");
+                if before.still_current() {
+                    break;
                 }
+                tracing::info!("a watched file changed while reloading; reloading again");
             }
         }
     });
@@ -212,6 +228,59 @@ impl Watched {
     }
 }
 
+/// What each watched file was (length and modification time, or absent)
+/// when a reload began to read them.
+#[derive(Debug, PartialEq, Eq)]
+struct Fingerprint(Vec<(PathBuf, Option<(u64, Option<std::time::SystemTime>)>)>);
+
+impl Fingerprint {
+    fn of(files: &BTreeSet<PathBuf>) -> Self {
+        Self(
+            files
+                .iter()
+                .map(|f| {
+                    let seen = std::fs::metadata(f)
+                        .ok()
+                        .map(|m| (m.len(), m.modified().ok()));
+                    (f.clone(), seen)
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether the same files are still what they were.
+    fn still_current(&self) -> bool {
+        let files = self.0.iter().map(|(f, _)| f.clone()).collect();
+        Self::of(&files) == *self
+    }
+}
+
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fingerprint_sees_a_rewrite_a_new_file_and_a_removal() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = dir.path().join("toolhost.toml");
+        let lock = dir.path().join("toolhost.lock");
+        std::fs::write(&manifest, "a").unwrap();
+        let files = BTreeSet::from([manifest.clone(), lock.clone()]);
+        let seen = Fingerprint::of(&files);
+        assert!(seen.still_current());
+        // Same length, later time: what a stalled writer leaves behind.
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&manifest, "b").unwrap();
+        assert!(!seen.still_current());
+        let seen = Fingerprint::of(&files);
+        std::fs::write(&lock, "").unwrap();
+        assert!(!seen.still_current());
+        let seen = Fingerprint::of(&files);
+        std::fs::remove_file(&manifest).unwrap();
+        assert!(!seen.still_current());
+    }
 }

@@ -684,11 +684,19 @@ async fn a_reload_logs_what_each_tool_may_now_touch() {
     );
     std::fs::write(&server.manifest, changed).unwrap();
     let server = &server;
+    // The new tools are served before the reload's log is complete (and
+    // read back from the pipe): wait for its last line.
+    let reloads = |n: usize| async move {
+        eventually(Duration::from_secs(15), || async move {
+            server.stderr().matches("reloaded: new calls use").count() >= n
+        })
+        .await
+    };
     let reloaded = eventually(Duration::from_secs(15), || async move {
         server.tool_names().await.iter().any(|n| n == "echo")
     })
     .await;
-    assert!(reloaded, "no reload\n{}", server.stderr());
+    assert!(reloaded && reloads(1).await, "no reload\n{}", server.stderr());
     let log = server.stderr();
     let line = |needle: &str| log.lines().any(|l| l.contains(needle));
     assert!(
@@ -707,7 +715,11 @@ async fn a_reload_logs_what_each_tool_may_now_touch() {
         !server.tool_names().await.iter().any(|n| n == "echo")
     })
     .await;
-    assert!(reloaded, "no second reload\n{}", server.stderr());
+    assert!(
+        reloaded && reloads(2).await,
+        "no second reload\n{}",
+        server.stderr()
+    );
     let log = server.stderr();
     assert!(
         log.lines().any(|l| l.contains(
