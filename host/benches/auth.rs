@@ -127,7 +127,7 @@ fn main() {
     settings.oauth = Some(
         OAuthSettings::new(JwksSource::File(jwks), vec![ISSUER.into()], AUDIENCE.into())
             .unwrap()
-            .algorithms(&["RS256".into(), "ES256".into(), "EdDSA".into()])
+            .with_algorithms(&["RS256".into(), "ES256".into(), "EdDSA".into()])
             .unwrap(),
     );
     settings

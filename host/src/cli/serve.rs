@@ -36,35 +36,12 @@ impl AuthFlags {
         }
         let mut settings = manifest.clone();
         if oauth_flags {
-            let base = manifest.oauth.as_ref();
-            let jwks = match (self.jwks, base) {
-                (Some(text), _) => JwksSource::parse(&text, std::path::Path::new("."))
-                    .map_err(|e| format!("--jwks: {e}"))?,
-                (None, Some(oauth)) => oauth.jwks.clone(),
-                (None, None) => {
-                    return Err(
-                        "--issuer and --audience need --jwks FILE|URL (the issuers' key set)"
-                            .into(),
-                    );
-                }
-            };
-            let issuers = if self.issuers.is_empty() {
-                base.map(|o| o.issuers.clone()).unwrap_or_default()
-            } else {
-                self.issuers
-            };
-            let audience = match (self.audience, base) {
-                (Some(audience), _) => audience,
-                (None, Some(oauth)) => oauth.audience.clone(),
-                (None, None) => return Err("--jwks needs --audience URL (this server's URL, as tokens name it) and --issuer ISS".into()),
-            };
-            let mut oauth = OAuthSettings::new(jwks, issuers, audience)
-                .map_err(|e| format!("--jwks/--issuer/--audience: {e}"))?;
-            if let Some(base) = base {
-                oauth.algorithms = base.algorithms.clone();
-                oauth.leeway = base.leeway;
-            }
-            settings.oauth = Some(oauth);
+            settings.oauth = Some(oauth_over(
+                self.jwks,
+                self.issuers,
+                self.audience,
+                manifest.oauth.as_ref(),
+            )?);
         }
         for binding in self.context_claims {
             let Some((key, claim)) = binding
@@ -81,6 +58,58 @@ impl AuthFlags {
         }
         Ok(Some(settings))
     }
+}
+
+/// The manifest's OAuth settings (`base`) with `--jwks`, `--issuer` and
+/// `--audience` over them. `--jwks` is the key set of every issuer (the
+/// flags' or the manifest's); without it, each `--issuer` keeps the key
+/// set the manifest gives it.
+fn oauth_over(
+    jwks: Option<String>,
+    issuers: Vec<String>,
+    audience: Option<String>,
+    base: Option<&OAuthSettings>,
+) -> Result<OAuthSettings, String> {
+    let jwks = jwks
+        .map(|text| {
+            JwksSource::parse(&text, std::path::Path::new(".")).map_err(|e| format!("--jwks: {e}"))
+        })
+        .transpose()?;
+    let named: Vec<String> = if issuers.is_empty() {
+        base.map(|o| o.issuers().map(|(i, _)| i.to_owned()).collect())
+            .unwrap_or_default()
+    } else {
+        issuers
+    };
+    let with_keys = named
+        .into_iter()
+        .map(|issuer| {
+            let keys = jwks.clone().or_else(|| {
+                base.and_then(|o| o.issuers().find(|(i, _)| *i == issuer))
+                    .map(|(_, source)| source.clone())
+            });
+            keys.map(|keys| (issuer.clone(), keys)).ok_or_else(|| {
+                format!("--issuer {issuer:?} needs --jwks FILE|URL (the issuer's key set)")
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let audience = match (audience, base) {
+        (Some(audience), _) => audience,
+        (None, Some(oauth)) => oauth.audience().to_owned(),
+        (None, None) => {
+            return Err(
+                "--jwks needs --audience URL (this server's URL, as tokens name it) and --issuer \
+                 ISS"
+                .into(),
+            );
+        }
+    };
+    let oauth = OAuthSettings::per_issuer(with_keys, audience)
+        .map_err(|e| format!("--jwks/--issuer/--audience: {e}"))?;
+    Ok(match base {
+        Some(base) => oauth.checked_like(base),
+        None => oauth,
+    })
 }
 
 /// Serve `manifest` until stdin closes or a signal stops it (then calls in

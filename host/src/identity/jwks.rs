@@ -1,9 +1,11 @@
-//! The issuers' public keys (a JWK Set, RFC 7517), read from a file or
+//! An issuer's public keys (a JWK Set, RFC 7517), read from a file or
 //! fetched over HTTPS, kept in memory and refreshed when a token names a
 //! key the set does not hold (at most once per [`MIN_REFRESH`], so tokens
-//! with invented key ids cannot make the server hammer the issuer) or
-//! when the set is older than [`MAX_AGE`]. A fetch that fails keeps the
-//! keys already held.
+//! with invented key ids cannot make the server hammer the issuer) or,
+//! in the background without holding up a request, when the set is older
+//! than [`MAX_AGE`]. A fetch that fails keeps the keys already held, for
+//! [`MAX_STALE`] at most: an issuer that cannot be reached for that long
+//! may have revoked them.
 //!
 //! The key set is untrusted input too: it is read within [`MAX_JWKS`]
 //! bytes and [`FETCH_TIMEOUT`], with no redirects; keys of types toolhost
@@ -35,6 +37,31 @@ const MIN_REFRESH: Duration = Duration::from_secs(30);
 /// (while fetches fail, the keys held stay in use, and each failure is
 /// logged).
 const MAX_AGE: Duration = Duration::from_secs(600);
+/// The longest a set is used while every fetch fails: past it, tokens are
+/// refused as unavailable (503) rather than checked with keys the issuer
+/// may have revoked a day ago. Long enough to ride out an identity
+/// provider's outage.
+const MAX_STALE: Duration = Duration::from_secs(24 * 3600);
+
+/// How the set is kept fresh: the constants above, shortened by tests.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Timing {
+    pub(super) fetch_timeout: Duration,
+    pub(super) min_refresh: Duration,
+    pub(super) max_age: Duration,
+    pub(super) max_stale: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            fetch_timeout: FETCH_TIMEOUT,
+            min_refresh: MIN_REFRESH,
+            max_age: MAX_AGE,
+            max_stale: MAX_STALE,
+        }
+    }
+}
 
 /// Where the key set is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,12 +144,15 @@ pub(super) struct KeySet {
 /// The key set and how to refresh it.
 pub(super) struct Keys {
     source: JwksSource,
+    timing: Timing,
     current: RwLock<Arc<KeySet>>,
-    /// Held by the one request that refreshes; the last attempt's time and
-    /// whether it failed (and why).
-    refresh: tokio::sync::Mutex<Attempt>,
+    /// Held by the one request (or background task) that refreshes; the
+    /// last attempt's time and whether it failed (and why).
+    refresh: Arc<tokio::sync::Mutex<Attempt>>,
     client: std::sync::OnceLock<reqwest::Client>,
 }
+
+type AttemptGuard = tokio::sync::OwnedMutexGuard<Attempt>;
 
 #[derive(Default)]
 struct Attempt {
@@ -140,16 +170,17 @@ impl std::fmt::Debug for Keys {
 
 impl Keys {
     /// The keys at `source`; a file is read now, a URL at first use.
-    pub(super) fn new(source: JwksSource) -> Result<Self, String> {
+    pub(super) fn new(source: JwksSource, timing: Timing) -> Result<Self, String> {
         let keys = Self {
             source,
+            timing,
             current: RwLock::new(Arc::new(KeySet {
                 keys: Vec::new(),
                 generation: 0,
                 fingerprint: None,
                 fetched: None,
             })),
-            refresh: tokio::sync::Mutex::default(),
+            refresh: Arc::default(),
             client: std::sync::OnceLock::new(),
         };
         if let JwksSource::File(path) = &keys.source {
@@ -190,58 +221,88 @@ impl Keys {
         set
     }
 
-    /// The key set to check a token with header `kid` and `alg` by:
-    /// refreshed first when it holds no key that fits, or is old.
+    /// The key set to check a token with header `kid` and `alg` by. When it
+    /// holds no key that fits, it is fetched again first (at most
+    /// `fetch_timeout`, once per `min_refresh`; other requests wait for
+    /// that one fetch rather than start their own). When it is old, it is
+    /// fetched again in the background and the keys held check the token.
     pub(super) async fn for_token(
-        &self,
+        self: &Arc<Self>,
         kid: Option<&str>,
         alg: Algorithm,
     ) -> Result<Arc<KeySet>, AuthError> {
-        let set = self.now();
         let fits = |set: &KeySet| set.keys.iter().any(|k| k.fits(kid, alg));
-        let stale = |set: &KeySet| set.fetched.is_none_or(|at| at.elapsed() > MAX_AGE);
-        if fits(&set) && !stale(&set) {
-            return Ok(set);
-        }
-        // A key that fits a stale set checks the token; the first request
-        // that finds the refresh free fetches the set again first (at most
-        // FETCH_TIMEOUT, once per MIN_REFRESH), and the others do not wait.
+        let set = self.now();
         if fits(&set) {
-            match self.refresh.try_lock() {
-                Ok(attempt) => {
-                    let _ = self.refresh_if_due(attempt).await;
-                    return Ok(self.now());
-                }
-                Err(_) => return Ok(set),
+            if set
+                .fetched
+                .is_none_or(|at| at.elapsed() > self.timing.max_age)
+            {
+                self.refresh_in_background();
             }
+            return self.usable(set, None);
         }
-        let attempt = self.refresh.lock().await;
+        let attempt = Arc::clone(&self.refresh).lock_owned().await;
         // Another request may have refreshed while this one waited.
         let set = self.now();
         if fits(&set) {
-            return Ok(set);
+            return self.usable(set, None);
         }
         let (set, attempt) = self.refresh_if_due(attempt).await;
         match &attempt.failed {
-            // A stale set still verifies what it can; a missing key may be
+            // The set held still verifies what it can; a missing key may be
             // one the set would have had.
-            Some(_) if fits(&set) => Ok(set),
+            Some(why) if fits(&set) => self.usable(set, Some(why)),
             Some(why) => Err(AuthError::Unavailable(format!(
-                "the issuers' key set ({}) cannot be had: {why}",
+                "the issuer's key set ({}) cannot be had: {why}",
                 self.source
             ))),
             None => Ok(set),
         }
     }
 
-    /// Fetch the set again unless the last attempt was under
-    /// [`MIN_REFRESH`] ago; the set held then, and how the last attempt
-    /// went.
-    async fn refresh_if_due<'a>(
-        &self,
-        mut attempt: tokio::sync::MutexGuard<'a, Attempt>,
-    ) -> (Arc<KeySet>, tokio::sync::MutexGuard<'a, Attempt>) {
-        if attempt.at.is_some_and(|at| at.elapsed() < MIN_REFRESH) {
+    /// `set`, unless every fetch has failed for longer than `max_stale`
+    /// (`why`: the last failure, when known).
+    fn usable(&self, set: Arc<KeySet>, why: Option<&str>) -> Result<Arc<KeySet>, AuthError> {
+        match set.fetched {
+            Some(at) if at.elapsed() > self.timing.max_stale => {
+                Err(AuthError::Unavailable(format!(
+                    "the issuer's key set ({}) has not been fetched for over {}{}; its keys may \
+                     have been revoked since",
+                    self.source,
+                    span(self.timing.max_stale),
+                    why.map_or(String::new(), |w| format!(" ({w})"))
+                )))
+            }
+            _ => Ok(set),
+        }
+    }
+
+    /// Fetch the set again on a task of its own, unless a fetch is running
+    /// or the last attempt is too recent.
+    fn refresh_in_background(self: &Arc<Self>) {
+        let Ok(attempt) = Arc::clone(&self.refresh).try_lock_owned() else {
+            return;
+        };
+        if self.too_soon(&attempt) {
+            return;
+        }
+        let keys = Arc::clone(self);
+        tokio::spawn(async move {
+            let _ = keys.refresh_if_due(attempt).await;
+        });
+    }
+
+    fn too_soon(&self, attempt: &Attempt) -> bool {
+        attempt
+            .at
+            .is_some_and(|at| at.elapsed() < self.timing.min_refresh)
+    }
+
+    /// Fetch the set again unless the last attempt was under `min_refresh`
+    /// ago; the set held then, and how the last attempt went.
+    async fn refresh_if_due(&self, mut attempt: AttemptGuard) -> (Arc<KeySet>, AttemptGuard) {
+        if self.too_soon(&attempt) {
             return (self.now(), attempt);
         }
         attempt.at = Some(Instant::now());
@@ -264,9 +325,12 @@ impl Keys {
     async fn fetch(&self) -> Result<(Vec<Key>, blake3::Hash), String> {
         let bytes = match &self.source {
             JwksSource::File(path) => read_file(path)?,
-            JwksSource::Url(url) => tokio::time::timeout(FETCH_TIMEOUT, self.download(url.clone()))
-                .await
-                .map_err(|_| format!("no answer within {} s", FETCH_TIMEOUT.as_secs()))??,
+            JwksSource::Url(url) => {
+                let limit = self.timing.fetch_timeout;
+                tokio::time::timeout(limit, self.download(url.clone()))
+                    .await
+                    .map_err(|_| format!("no answer within {} ms", limit.as_millis()))??
+            }
         };
         Ok((parse(&bytes)?, blake3::hash(&bytes)))
     }
@@ -310,12 +374,20 @@ impl Keys {
         // The ring provider is already in the build for wasi:http.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
-            .connect_timeout(FETCH_TIMEOUT)
+            .connect_timeout(self.timing.fetch_timeout)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
         Ok(self.client.get_or_init(|| client))
+    }
+}
+
+/// `d` in hours, or seconds when under one.
+fn span(d: Duration) -> String {
+    match d.as_secs() {
+        s if s >= 3600 => format!("{} h", s / 3600),
+        s => format!("{s} s"),
     }
 }
 

@@ -26,7 +26,8 @@ mod tokens;
 use std::sync::Arc;
 
 pub use jwks::JwksSource;
-pub use principal::{ALL_TOOLS, ContextError, Principal};
+pub(crate) use principal::ALL_TOOLS;
+pub use principal::{ContextError, Principal};
 pub use settings::{ContextSource, OAuthSettings, Settings, StaticToken};
 
 /// Why a request's credentials are not accepted. The message says what
@@ -92,11 +93,16 @@ impl Authenticator {
     /// key set file cannot be read or holds no usable key; the message says
     /// the fix.
     pub fn new(settings: Settings) -> Result<Self, String> {
+        Self::with_timing(settings, jwks::Timing::default())
+    }
+
+    /// An authenticator whose key sets are kept fresh by `timing`.
+    fn with_timing(settings: Settings, timing: jwks::Timing) -> Result<Self, String> {
         let tokens = tokens::StaticTokens::new(&settings.tokens)?;
         let jwt = settings
             .oauth
             .as_ref()
-            .map(jwt::JwtChecker::new)
+            .map(|oauth| jwt::JwtChecker::new(oauth, timing))
             .transpose()?;
         Ok(Self {
             inner: Arc::new(Inner {

@@ -2,17 +2,22 @@
 //! context its claims fill.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use super::ContextSource;
 
 /// The scope that holds every tool's scope (`tools:NAME`).
-pub const ALL_TOOLS: &str = "tools:*";
+pub(crate) const ALL_TOOLS: &str = "tools:*";
 
-/// Who a request comes from.
+/// Who a request comes from. Cheap to clone: every call of a request
+/// holds it.
 #[derive(Clone, Debug)]
-pub struct Principal {
+pub struct Principal(Arc<Who>);
+
+#[derive(Debug)]
+struct Who {
     id: String,
     class: String,
     claims: Map<String, Value>,
@@ -26,12 +31,12 @@ impl Principal {
     /// loopback, a single `--token-env` token): every scope, no claims.
     #[must_use]
     pub fn anyone() -> Self {
-        Self {
+        Self(Arc::new(Who {
             id: "anyone".into(),
             class: "anyone".into(),
             claims: Map::new(),
             scopes: None,
-        }
+        }))
     }
 
     pub(super) fn new(
@@ -40,12 +45,12 @@ impl Principal {
         claims: Map<String, Value>,
         scopes: BTreeSet<String>,
     ) -> Self {
-        Self {
+        Self(Arc::new(Who {
             id,
             class,
             claims,
             scopes: Some(scopes),
-        }
+        }))
     }
 
     /// The principal's id: what limits, tasks and sessions are kept by.
@@ -53,21 +58,21 @@ impl Principal {
     /// access token.
     #[must_use]
     pub fn id(&self) -> &str {
-        &self.id
+        &self.0.id
     }
 
     /// A label of few values, for metrics: `anyone`, `oauth`, or
     /// `token:NAME`.
     #[must_use]
     pub fn class(&self) -> &str {
-        &self.class
+        &self.0.class
     }
 
     /// Whether the principal holds every scope in `required`. `tools:*`
     /// holds every `tools:NAME`.
     #[must_use]
     pub fn holds(&self, required: &[String]) -> bool {
-        let Some(scopes) = &self.scopes else {
+        let Some(scopes) = &self.0.scopes else {
             return true;
         };
         required.iter().all(|scope| {
@@ -124,11 +129,12 @@ impl Principal {
         for (key, source) in bindings {
             let value = match source {
                 ContextSource::Claim(claim) => self
+                    .0
                     .claims
                     .get(claim)
                     .filter(|v| v.is_string() || v.is_number())
                     .cloned(),
-                ContextSource::Principal => Some(Value::String(self.id.clone())),
+                ContextSource::Principal => Some(Value::String(self.0.id.clone())),
                 ContextSource::Caller => None,
             };
             if let Some(value) = value {
@@ -250,8 +256,12 @@ mod tests {
 
     #[test]
     fn tools_star_holds_every_tool_scope_and_nothing_else() {
-        let mut all = alice();
-        all.scopes = Some(BTreeSet::from([ALL_TOOLS.to_owned()]));
+        let all = Principal::new(
+            "token:all".into(),
+            "token:all".into(),
+            Map::new(),
+            BTreeSet::from([ALL_TOOLS.to_owned()]),
+        );
         assert!(all.holds(&["tools:recall".into()]));
         assert!(!all.holds(&["notes:write".into()]));
         assert!(alice().holds(&["tools:calc".into(), "notes:read".into()]));

@@ -68,17 +68,6 @@ impl Settings {
         }
         Ok(())
     }
-
-    /// The context keys filled from the caller's identity: a request may
-    /// not send them.
-    #[must_use]
-    pub fn bound_keys(&self) -> BTreeSet<&str> {
-        self.context
-            .iter()
-            .filter(|(_, source)| !matches!(source, ContextSource::Caller))
-            .map(|(key, _)| key.as_str())
-            .collect()
-    }
 }
 
 /// Where one context key of a call comes from.
@@ -113,23 +102,22 @@ impl std::str::FromStr for ContextSource {
 }
 
 /// OAuth 2.1 bearer tokens (JWTs), checked as a resource server checks
-/// them (RFC 9068, RFC 8707): signed by a key of the key set with a pinned
-/// algorithm, issued by an accepted issuer, for this server's audience,
-/// within `exp` and `nbf` give or take `leeway`.
+/// them (RFC 9068, RFC 8707): signed with a pinned algorithm by a key of
+/// the key set of the issuer the token names, issued by an accepted
+/// issuer, for this server's audience, within `exp` and `nbf` give or take
+/// `leeway`.
+///
+/// Each issuer has its key set: a token naming one issuer is never checked
+/// with another's keys (issuers that share one set, the usual case of one
+/// identity provider, name the same source, fetched once).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct OAuthSettings {
-    /// Where the issuers' public keys are.
-    pub jwks: JwksSource,
-    /// The accepted `iss` values; also the authorization servers the
-    /// protected-resource metadata names.
-    pub issuers: Vec<String>,
-    /// This server's resource URL: the `aud` a token must carry.
-    pub audience: String,
-    /// The signature algorithms accepted; never `none` or HMAC.
-    pub algorithms: Vec<Algorithm>,
-    /// The clock skew allowed on `exp` and `nbf`.
-    pub leeway: Duration,
+    /// The accepted `iss` values, each with where its public keys are.
+    issuers: Vec<(String, JwksSource)>,
+    audience: String,
+    algorithms: Vec<Algorithm>,
+    leeway: Duration,
 }
 
 /// The algorithms accepted unless the manifest pins others: the
@@ -146,13 +134,30 @@ pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 
 impl OAuthSettings {
     /// Tokens from `issuers` for `audience`, checked with the keys at
-    /// `jwks`, with the default algorithms and leeway.
+    /// `jwks` (one set the issuers share), with the default algorithms and
+    /// leeway.
     ///
     /// # Errors
     ///
-    /// No issuer, or an audience that is not an absolute `https://` (or
-    /// loopback `http://`) URL.
+    /// No issuer, an empty or repeated one, or an audience that is not an
+    /// absolute `https://` (or loopback `http://`) URL.
     pub fn new(jwks: JwksSource, issuers: Vec<String>, audience: String) -> Result<Self, String> {
+        Self::per_issuer(
+            issuers.into_iter().map(|i| (i, jwks.clone())).collect(),
+            audience,
+        )
+    }
+
+    /// Tokens from each issuer of `issuers`, checked with the keys of its
+    /// own key set, for `audience`.
+    ///
+    /// # Errors
+    ///
+    /// As [`OAuthSettings::new`].
+    pub fn per_issuer(
+        issuers: Vec<(String, JwksSource)>,
+        audience: String,
+    ) -> Result<Self, String> {
         if issuers.is_empty() {
             return Err(
                 "name the issuers whose tokens are accepted (`issuers = [\"https://…\"]`, or \
@@ -160,14 +165,19 @@ impl OAuthSettings {
                     .into(),
             );
         }
-        if issuers.iter().any(|i| i.trim().is_empty()) {
+        if issuers.iter().any(|(i, _)| i.trim().is_empty()) {
             return Err(
                 "an issuer is empty; write the issuer's URL as its tokens' `iss` has it".into(),
             );
         }
+        let mut seen = BTreeSet::new();
+        if let Some((repeated, _)) = issuers.iter().find(|(i, _)| !seen.insert(i.as_str())) {
+            return Err(format!(
+                "issuer {repeated:?} is named twice; name each issuer once, with its key set"
+            ));
+        }
         check_resource_url(&audience)?;
         Ok(Self {
-            jwks,
             issuers,
             audience,
             algorithms: DEFAULT_ALGORITHMS.to_vec(),
@@ -181,7 +191,7 @@ impl OAuthSettings {
     ///
     /// A name that is not an asymmetric JWS algorithm (HMAC and `none` are
     /// never accepted: a public key is not a shared secret), or none.
-    pub fn algorithms(mut self, names: &[String]) -> Result<Self, String> {
+    pub fn with_algorithms(mut self, names: &[String]) -> Result<Self, String> {
         if names.is_empty() {
             return Err("name at least one algorithm, e.g. [\"RS256\", \"ES256\"]".into());
         }
@@ -210,7 +220,7 @@ impl OAuthSettings {
     ///
     /// More than five minutes: a token that expired longer ago than that is
     /// expired.
-    pub fn leeway(mut self, leeway: Duration) -> Result<Self, String> {
+    pub fn with_leeway(mut self, leeway: Duration) -> Result<Self, String> {
         if leeway > Duration::from_secs(300) {
             return Err(
                 "a leeway over 5 minutes lets expired tokens in; write e.g. \"30s\"".into(),
@@ -218,6 +228,38 @@ impl OAuthSettings {
         }
         self.leeway = leeway;
         Ok(self)
+    }
+
+    /// The algorithms and leeway of `other`, which were checked when it
+    /// was built.
+    #[must_use]
+    pub fn checked_like(mut self, other: &Self) -> Self {
+        self.algorithms.clone_from(&other.algorithms);
+        self.leeway = other.leeway;
+        self
+    }
+
+    /// The accepted issuers, each with its key set.
+    pub fn issuers(&self) -> impl Iterator<Item = (&str, &JwksSource)> {
+        self.issuers.iter().map(|(i, jwks)| (i.as_str(), jwks))
+    }
+
+    /// This server's resource URL: the `aud` a token must carry.
+    #[must_use]
+    pub fn audience(&self) -> &str {
+        &self.audience
+    }
+
+    /// The signature algorithms accepted; never `none` or HMAC.
+    #[must_use]
+    pub fn algorithms(&self) -> &[Algorithm] {
+        &self.algorithms
+    }
+
+    /// The clock skew allowed on `exp` and `nbf`.
+    #[must_use]
+    pub fn leeway(&self) -> Duration {
+        self.leeway
     }
 }
 

@@ -67,7 +67,21 @@ impl Issuer {
     /// A token with header `alg` and `kid` over `claims`, signed as `alg`
     /// says (HS256 with `hmac_secret`, `none` unsigned).
     pub(super) fn sign(&self, alg: &str, kid: Option<&str>, claims: &Value) -> String {
-        let mut header = json!({"alg": alg, "typ": "at+jwt"});
+        self.sign_typed(alg, kid, Some("at+jwt"), claims)
+    }
+
+    /// As [`Issuer::sign`], with header `typ` (none when `None`).
+    pub(super) fn sign_typed(
+        &self,
+        alg: &str,
+        kid: Option<&str>,
+        typ: Option<&str>,
+        claims: &Value,
+    ) -> String {
+        let mut header = json!({"alg": alg});
+        if let Some(typ) = typ {
+            header["typ"] = json!(typ);
+        }
         if let Some(kid) = kid {
             header["kid"] = json!(kid);
         }
@@ -353,7 +367,7 @@ fn settings_refuse_hmac_none_and_plain_http_to_other_hosts() {
     let jwks = JwksSource::File("jwks.json".into());
     let oauth = OAuthSettings::new(jwks.clone(), vec![ISSUER.into()], AUDIENCE.into()).unwrap();
     for name in ["HS256", "none", "RSA-OAEP"] {
-        let e = oauth.clone().algorithms(&[name.into()]).unwrap_err();
+        let e = oauth.clone().with_algorithms(&[name.into()]).unwrap_err();
         assert!(e.contains("never are"), "{name}: {e}");
     }
     assert!(OAuthSettings::new(jwks.clone(), vec![], AUDIENCE.into()).is_err());
@@ -388,9 +402,89 @@ fn settings_refuse_hmac_none_and_plain_http_to_other_hosts() {
     );
 }
 
+/// RFC 9068's `at+jwt`, the `JWT` many providers still write, or no type
+/// are access tokens; a DPoP proof or a logout token signed by the same
+/// issuer is not.
+#[tokio::test]
+async fn a_token_typed_as_another_kind_of_jwt_is_refused() {
+    let issuer = Issuer::new();
+    let (auth, _dir) = file_authenticator(&issuer);
+    for typ in [
+        Some("at+jwt"),
+        Some("application/at+jwt"),
+        Some("JWT"),
+        None,
+    ] {
+        let token = issuer.sign_typed("ES256", Some("ec-1"), typ, &claims("alice"));
+        assert!(auth.authenticate(Some(&token)).await.is_ok(), "{typ:?}");
+    }
+    for typ in ["dpop+jwt", "logout+jwt", "secevent+jwt"] {
+        let token = issuer.sign_typed("ES256", Some("ec-1"), Some(typ), &claims("alice"));
+        let refused = auth.authenticate(Some(&token)).await.unwrap_err();
+        assert!(
+            refused.to_string().contains("not an access token's"),
+            "{typ}: {refused}"
+        );
+    }
+}
+
+/// Two issuers, each with its key set: a token is checked with the keys
+/// of the issuer it names, never with another accepted issuer's.
+#[tokio::test]
+async fn each_issuer_is_checked_with_its_own_key_set_only() {
+    const OTHER: &str = "https://other-idp.example.com";
+    let (one, two) = (Issuer::new(), Issuer::new());
+    let dir = tempfile::tempdir().unwrap();
+    let (one_keys, two_keys) = (dir.path().join("one.json"), dir.path().join("two.json"));
+    std::fs::write(&one_keys, one.jwks().to_string()).unwrap();
+    std::fs::write(&two_keys, two.jwks().to_string()).unwrap();
+    let oauth = OAuthSettings::per_issuer(
+        vec![
+            (ISSUER.into(), JwksSource::File(one_keys)),
+            (OTHER.into(), JwksSource::File(two_keys)),
+        ],
+        AUDIENCE.into(),
+    )
+    .unwrap();
+    let auth = Authenticator::new(Settings {
+        oauth: Some(oauth),
+        ..Settings::default()
+    })
+    .unwrap();
+    let of_other = with(claims("bob"), "iss", json!(OTHER));
+    // Each issuer's own key: accepted, as that issuer's principal.
+    let alice = auth
+        .authenticate(Some(&one.sign("ES256", Some("ec-1"), &claims("alice"))))
+        .await
+        .unwrap();
+    assert_eq!(alice.id(), format!("oauth:{ISSUER}#alice"));
+    let bob = auth
+        .authenticate(Some(&two.sign("ES256", Some("ec-1"), &of_other)))
+        .await
+        .unwrap();
+    assert_eq!(bob.id(), format!("oauth:{OTHER}#bob"));
+    // One issuer's key signing a token that names the other: refused,
+    // with the same key id and with none.
+    for kid in [Some("ec-1"), None] {
+        let forged = one.sign("ES256", kid, &of_other);
+        let refused = auth.authenticate(Some(&forged)).await.unwrap_err();
+        assert!(matches!(refused, AuthError::InvalidToken(_)), "{refused:?}");
+    }
+    // An issuer named twice is a settings error.
+    let twice = OAuthSettings::new(
+        JwksSource::File("jwks.json".into()),
+        vec![ISSUER.into(), ISSUER.into()],
+        AUDIENCE.into(),
+    );
+    assert!(twice.unwrap_err().contains("named twice"));
+}
+
 /// A key set served over HTTP on loopback, as an issuer serves it, and the
 /// two ways an issuer's endpoint fails: garbage and no answer at all.
 mod served {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
     use axum::Router;
     use axum::routing::get;
@@ -426,27 +520,109 @@ mod served {
         assert!(refused.to_string().contains("not a JWK Set"), "{refused}");
     }
 
-    #[tokio::test]
-    async fn an_endpoint_that_hangs_costs_one_fetch_timeout_then_answers_at_once() {
+    /// An authenticator of the key set at `url` kept fresh by `timing`.
+    fn timed_authenticator(url: &str, timing: jwks::Timing) -> Authenticator {
+        let jwks = JwksSource::parse(url, std::path::Path::new(".")).unwrap();
+        let oauth = OAuthSettings::new(jwks, vec![ISSUER.into()], AUDIENCE.into()).unwrap();
+        let settings = Settings {
+            oauth: Some(oauth),
+            ..Settings::default()
+        };
+        Authenticator::with_timing(settings, timing).unwrap()
+    }
+
+    /// A key set endpoint that counts its requests: the first `good` get
+    /// `jwks`, the later ones never an answer.
+    async fn serve_then_hang(jwks: String, good: usize) -> (String, Arc<AtomicUsize>) {
+        let count = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&count);
         let url = serve(Router::new().route(
             "/jwks",
-            get(|| async {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                ""
+            get(move || {
+                let (count, jwks) = (Arc::clone(&counted), jwks.clone());
+                async move {
+                    if count.fetch_add(1, Ordering::SeqCst) < good {
+                        return jwks;
+                    }
+                    std::future::pending::<()>().await;
+                    String::new()
+                }
             }),
         ))
         .await;
-        let auth = url_authenticator(&url);
+        (url, count)
+    }
+
+    /// The first request pays the fetch timeout; the requests after it,
+    /// within the refresh interval, do not make the server ask again.
+    #[tokio::test]
+    async fn an_endpoint_that_hangs_is_asked_once_per_interval() {
+        let (url, fetches) = serve_then_hang(String::new(), 0).await;
+        let timing = jwks::Timing {
+            fetch_timeout: Duration::from_millis(200),
+            ..jwks::Timing::default()
+        };
+        let auth = timed_authenticator(&url, timing);
         let token = Issuer::new().sign("ES256", Some("ec-1"), &claims("alice"));
+        for _ in 0..3 {
+            let refused = auth.authenticate(Some(&token)).await.unwrap_err();
+            assert!(matches!(refused, AuthError::Unavailable(_)), "{refused:?}");
+        }
+        assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    }
+
+    /// An old key set is fetched again in the background: the request that
+    /// finds it old is checked with the keys held, even while the issuer's
+    /// endpoint does not answer (with a fetch timeout of an hour, waiting
+    /// for it would hang this test).
+    #[tokio::test]
+    async fn an_old_key_set_is_refreshed_without_holding_up_the_request() {
+        let issuer = Issuer::new();
+        let (url, fetches) = serve_then_hang(issuer.jwks().to_string(), 1).await;
+        let timing = jwks::Timing {
+            fetch_timeout: Duration::from_secs(3600),
+            min_refresh: Duration::ZERO,
+            max_age: Duration::ZERO,
+            ..jwks::Timing::default()
+        };
+        let auth = timed_authenticator(&url, timing);
+        // Each token is new, so none is remembered: each is checked.
+        for sub in ["alice", "bob", "carol"] {
+            let token = issuer.sign("ES256", Some("ec-1"), &claims(sub));
+            let checked =
+                tokio::time::timeout(Duration::from_secs(60), auth.authenticate(Some(&token)))
+                    .await
+                    .expect("the request does not wait for the refresh");
+            assert!(checked.is_ok(), "{checked:?}");
+        }
+        // The first fetch, and one background refresh still waiting (one
+        // at a time, whatever the requests).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while fetches.load(Ordering::SeqCst) < 2 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(fetches.load(Ordering::SeqCst), 2);
+    }
+
+    /// Keys held while every fetch fails stop checking tokens after
+    /// `max_stale`: the issuer may have revoked them.
+    #[tokio::test]
+    async fn keys_that_cannot_be_refreshed_for_too_long_stop_checking_tokens() {
+        let issuer = Issuer::new();
+        let (url, _) = serve_then_hang(issuer.jwks().to_string(), 1).await;
+        let timing = jwks::Timing {
+            fetch_timeout: Duration::from_millis(100),
+            min_refresh: Duration::ZERO,
+            max_age: Duration::ZERO,
+            max_stale: Duration::from_millis(300),
+        };
+        let auth = timed_authenticator(&url, timing);
+        let token = issuer.sign("ES256", Some("ec-1"), &claims("alice"));
+        assert!(auth.authenticate(Some(&token)).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let token = issuer.sign("ES256", Some("ec-1"), &claims("bob"));
         let refused = auth.authenticate(Some(&token)).await.unwrap_err();
-        assert!(
-            refused.to_string().contains("no answer within"),
-            "{refused}"
-        );
-        // The next request does not wait for the endpoint again.
-        let again = tokio::time::timeout(Duration::from_secs(1), auth.authenticate(Some(&token)))
-            .await
-            .expect("the second request does not wait for the endpoint");
-        assert!(matches!(again, Err(AuthError::Unavailable(_))), "{again:?}");
+        assert!(matches!(refused, AuthError::Unavailable(_)), "{refused:?}");
+        assert!(refused.to_string().contains("revoked"), "{refused}");
     }
 }

@@ -47,8 +47,10 @@ pub(super) struct RawServe {
 #[serde(deny_unknown_fields)]
 struct RawAuth {
     jwks: Option<String>,
+    /// Each an issuer's URL (using `jwks`), or `{ issuer, jwks }`: an
+    /// issuer with a key set of its own.
     #[serde(default)]
-    issuers: Vec<String>,
+    issuers: Vec<toml::Value>,
     audience: Option<String>,
     algorithms: Option<Vec<String>>,
     leeway: Option<String>,
@@ -131,8 +133,19 @@ fn limits(
         })?;
         table.insert("redis".into(), toml::Value::String(url));
     }
-    let config = LimitsConfig::deserialize(toml::Value::Table(table))
-        .map_err(|e| format!("`: {}", e.message().trim()))?;
+    let config: LimitsConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
+        .map_err(|e| {
+            let path = e.path().to_string();
+            let at = if path == "." {
+                String::new()
+            } else {
+                format!(".{path}")
+            };
+            format!(
+                "{at}`: {}; see [serve.limits] in docs/serving.md (\"Fair shares\")",
+                e.inner().message().trim()
+            )
+        })?;
     config.validate().map_err(|e| {
         // `InvalidLimits` names the key in full; keep its text after `serve.limits`.
         e.to_string()
@@ -169,33 +182,72 @@ impl RawAuth {
             }
             return Ok(None);
         }
-        let (Some(jwks), Some(audience)) = (&self.jwks, &self.audience) else {
+        let Some(audience) = &self.audience else {
             return Err((
-                if self.jwks.is_none() {
-                    "jwks"
-                } else {
-                    "audience"
-                }
-                .into(),
+                "audience".into(),
                 "OAuth tokens need jwks (the issuers' key set: a file or https URL), issuers and \
                  audience (this server's URL) together"
                     .into(),
             ));
         };
-        let jwks = JwksSource::parse(jwks, base).map_err(|e| ("jwks".to_owned(), e))?;
-        let mut oauth = OAuthSettings::new(jwks, self.issuers.clone(), audience.clone())
+        let shared = self
+            .jwks
+            .as_deref()
+            .map(|jwks| JwksSource::parse(jwks, base).map_err(|e| ("jwks".to_owned(), e)))
+            .transpose()?;
+        let issuers = self
+            .issuers
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                issuer(entry, shared.as_ref(), base).map_err(|e| (format!("issuers[{i}]"), e))
+            })
+            .collect::<KeyResult<Vec<_>>>()?;
+        let mut oauth = OAuthSettings::per_issuer(issuers, audience.clone())
             .map_err(|e| ("issuers".to_owned(), e))?;
         if let Some(names) = &self.algorithms {
             oauth = oauth
-                .algorithms(names)
+                .with_algorithms(names)
                 .map_err(|e| ("algorithms".to_owned(), e))?;
         }
         if let Some(text) = &self.leeway {
             let leeway = crate::duration::parse(text)
                 .map_err(|e| ("leeway".to_owned(), format!("{e}; write e.g. \"30s\"")))?;
-            oauth = oauth.leeway(leeway).map_err(|e| ("leeway".to_owned(), e))?;
+            oauth = oauth
+                .with_leeway(leeway)
+                .map_err(|e| ("leeway".to_owned(), e))?;
         }
         Ok(Some(oauth))
+    }
+}
+
+/// One entry of `issuers`: a URL whose tokens `shared` checks, or
+/// `{ issuer = "…", jwks = "…" }` with a key set of its own.
+fn issuer(
+    entry: &toml::Value,
+    shared: Option<&JwksSource>,
+    base: &Path,
+) -> Result<(String, JwksSource), String> {
+    let fix = "write the issuer's URL (\"https://idp.example.com\"), or { issuer = \"https://…\", \
+               jwks = \"https://…/jwks.json\" } for an issuer with a key set of its own";
+    match entry {
+        toml::Value::String(issuer) => match shared {
+            Some(jwks) => Ok((issuer.clone(), jwks.clone())),
+            None => Err(format!(
+                "{issuer:?} has no key set: set `jwks` (shared by the issuers listed as URLs), or \
+                 write {{ issuer = {issuer:?}, jwks = \"…\" }}"
+            )),
+        },
+        toml::Value::Table(table) => {
+            let text = |key: &str| table.get(key).and_then(toml::Value::as_str);
+            match (text("issuer"), text("jwks"), table.len()) {
+                (Some(issuer), Some(jwks), 2) => {
+                    Ok((issuer.to_owned(), JwksSource::parse(jwks, base)?))
+                }
+                _ => Err(fix.into()),
+            }
+        }
+        _ => Err(fix.into()),
     }
 }
 

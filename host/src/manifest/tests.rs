@@ -19,6 +19,20 @@ fn describe(manifest: &Manifest) -> String {
         "limits: {:?}\nmodel: {:?}\n",
         manifest.limits, manifest.model
     );
+    if let Some(oauth) = &manifest.serve.auth.oauth {
+        out += &format!(
+            "serve.auth: audience {}, algorithms {:?}, leeway {:?}\n",
+            oauth.audience(),
+            oauth.algorithms(),
+            oauth.leeway()
+        );
+        for (issuer, jwks) in oauth.issuers() {
+            out += &format!("  issuer {issuer} keys {jwks}\n");
+        }
+    }
+    for (key, source) in &manifest.serve.auth.context {
+        out += &format!("  context.{key} = {source:?}\n");
+    }
     for c in &manifest.components {
         out += &format!(
             "tool {}: approval {:?}, cache {:?}, timeout {:?}, memory {}\n  hosts: {:?}\n  files: {:?}\n  env: {:?}\n  config: {:?}\n",

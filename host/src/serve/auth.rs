@@ -40,7 +40,7 @@ impl Auth {
         if !settings.is_enabled() {
             return Ok(None);
         }
-        let metadata_url = settings.oauth.as_ref().map(|o| metadata_url(&o.audience));
+        let metadata_url = settings.oauth.as_ref().map(|o| metadata_url(o.audience()));
         Ok(Some(Self {
             authenticator: Authenticator::new(settings)?,
             metadata_url,
@@ -155,8 +155,8 @@ impl Auth {
         scopes.sort();
         scopes.dedup();
         Some(json!({
-            "resource": oauth.audience,
-            "authorization_servers": oauth.issuers,
+            "resource": oauth.audience(),
+            "authorization_servers": oauth.issuers().map(|(i, _)| i).collect::<Vec<_>>(),
             "bearer_methods_supported": ["header"],
             "scopes_supported": scopes,
             "resource_name": "toolhost",

@@ -286,23 +286,36 @@ fn limiter(manifest: &Manifest, host: &ToolHost) -> Result<Option<fair::Limiter>
     let Some(policy) = &manifest.serve.limits else {
         return Ok(None);
     };
-    for name in policy.tool_names() {
-        if !host.specs().any(|spec| spec.name == name) {
-            let mut loaded: Vec<&str> = host.specs().map(|spec| spec.name.as_str()).collect();
-            loaded.sort_unstable();
-            return Err(ServeError::Usage(format!(
-                "{}: `serve.limits.tool.{name}` names no loaded tool; write the name of one \
-                 ({}), or remove the entry",
-                manifest.path.display(),
-                if loaded.is_empty() {
-                    "none is loaded".to_owned()
-                } else {
-                    loaded.join(", ")
-                }
-            )));
-        }
-    }
+    unlimited_tool(policy, host).map_err(|(name, loaded)| {
+        ServeError::Usage(format!(
+            "{}: `serve.limits.tool.{name}` names no loaded tool; write the name of one ({loaded}), \
+             or remove the entry",
+            manifest.path.display(),
+        ))
+    })?;
     Ok(Some(fair::Limiter::new(policy.clone())))
+}
+
+/// The first tool `policy` limits that `host` does not have, with the
+/// names `host` has: `Err((name, loaded))`.
+fn unlimited_tool(
+    policy: &crate::fair_shares::Policy,
+    host: &ToolHost,
+) -> Result<(), (String, String)> {
+    let Some(name) = policy
+        .tool_names()
+        .find(|name| !host.specs().any(|spec| spec.name == *name))
+    else {
+        return Ok(());
+    };
+    let mut loaded: Vec<&str> = host.specs().map(|spec| spec.name.as_str()).collect();
+    loaded.sort_unstable();
+    let loaded = if loaded.is_empty() {
+        "none is loaded".to_owned()
+    } else {
+        loaded.join(", ")
+    };
+    Err((name.to_owned(), loaded))
 }
 
 /// What every front end shares: the tools (swapped whole on reload), the
@@ -439,10 +452,21 @@ impl Shared {
     ///
     /// [`ServeError::Usage`], and the running version stays, when callers
     /// are told apart and `host` has a store scoped by a context key the
-    /// identity settings neither bind nor let the caller give.
+    /// identity settings neither bind nor let the caller give; or when
+    /// `host` lacks a tool `[serve.limits]` (as read at start) limits: the
+    /// tool renamed would run unlimited.
     pub fn replace(&self, host: ToolHost) -> Result<(), ServeError> {
         if let Some(auth) = &self.auth {
             unbound_store(&host, &auth.settings().context)?;
+        }
+        if let Some(limiter) = &self.limiter {
+            unlimited_tool(limiter.policy(), &host).map_err(|(name, loaded)| {
+                ServeError::Usage(format!(
+                    "the new version has no tool `{name}`, which `serve.limits.tool.{name}` \
+                     limits (limits are read at start); keep the tool, or restart the server \
+                     with the entry renamed to one of: {loaded}"
+                ))
+            })?;
         }
         self.tools.send_replace(host);
         Ok(())

@@ -231,7 +231,10 @@ impl Watched {
 /// What each watched file was (length and modification time, or absent)
 /// when a reload began to read them.
 #[derive(Debug, PartialEq, Eq)]
-struct Fingerprint(Vec<(PathBuf, Option<(u64, Option<std::time::SystemTime>)>)>);
+struct Fingerprint(Vec<(PathBuf, Option<Seen>)>);
+
+/// A file's length and modification time.
+type Seen = (u64, Option<std::time::SystemTime>);
 
 impl Fingerprint {
     fn of(files: &BTreeSet<PathBuf>) -> Self {

@@ -221,6 +221,12 @@ impl fmt::Debug for Limiter {
 }
 
 impl Limiter {
+    /// The policy it enforces.
+    #[must_use]
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
     /// A limiter for `policy`. Redis is connected to on the first call,
     /// not here, so a server starts while Redis is down (and its calls get
     /// what `on_redis_error` says).

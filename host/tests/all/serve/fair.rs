@@ -238,7 +238,7 @@ fn bad_serve_limits_are_a_manifest_error_naming_the_key_and_the_fix() {
         ),
         (
             "[serve.limits]\nper_principal = { rates = \"1/s\" }",
-            "`serve.limits`: unknown field `rates`",
+            "`serve.limits.per_principal.rates`: unknown field `rates`",
         ),
         (
             "[serve.limits]\nredis = { env = \"NO_SUCH_REDIS_URL_VAR\" }",
@@ -336,4 +336,31 @@ async fn two_replicas_on_one_redis_share_a_principals_budget() {
         Some(0.0),
         "{metrics}"
     );
+}
+
+/// A reload whose version lacks a tool `[serve.limits.tool.NAME]` limits is
+/// refused, and the running version keeps serving: the tool renamed would
+/// otherwise run without the cap the operator set.
+#[tokio::test]
+async fn a_reload_that_drops_a_limited_tool_is_refused_and_the_old_version_serves() {
+    let limits = "[serve.limits]\ntool.calc = { concurrency = 2 }";
+    let server = Server::start(&limited(None, limits), &["--watch"]);
+    let probe_only = format!(
+        "[[tool]]\ncomponent = '{}'\n\n{limits}\n",
+        component("probe").display()
+    );
+    std::fs::write(&server.manifest, probe_only).unwrap();
+    let server = &server;
+    let refused = eventually(Duration::from_secs(15), || async move {
+        server.stderr().contains("reload refused")
+    })
+    .await;
+    let log = server.stderr();
+    assert!(refused, "{log}");
+    assert!(log.contains("`serve.limits.tool.calc`"), "{log}");
+    assert!(log.contains("restart the server"), "{log}");
+    let tools = server.tool_names().await;
+    assert!(tools.iter().any(|n| n == "calc"), "{tools:?}");
+    assert!(!tools.iter().any(|n| n == "echo"), "{tools:?}");
+    server.answers("", &json!([calc("c", "1+1")])).await;
 }
