@@ -23,6 +23,7 @@ use tokio::process::{Child, Command};
 use toolhost::{Manifest, SandboxOptions, ToolCall, ToolHost};
 
 mod common;
+mod signer;
 use common::{fmt_us, percentiles, root};
 
 /// Calls timed one at a time per server and transport.
@@ -46,10 +47,18 @@ struct HttpClient {
     url: String,
     era: Era,
     session: Option<String>,
+    /// The bearer token sent with every request, when the server tells
+    /// callers apart.
+    bearer: Option<String>,
 }
 
 impl HttpClient {
     async fn connect(url: &str, era: Era) -> Self {
+        Self::connect_as(url, era, None).await
+    }
+
+    /// A client sending `bearer` with every request.
+    async fn connect_as(url: &str, era: Era, bearer: Option<String>) -> Self {
         // reqwest is built without a default TLS provider; plain HTTP still
         // needs one installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -62,6 +71,7 @@ impl HttpClient {
             url: url.to_owned(),
             era,
             session: None,
+            bearer,
         };
         if era == Era::Session2025 {
             let body = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
@@ -86,6 +96,9 @@ impl HttpClient {
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(body.to_string());
+        if let Some(token) = &self.bearer {
+            request = request.bearer_auth(token);
+        }
         match self.era {
             Era::Stateless2026 => {
                 request = request.header("mcp-protocol-version", "2026-07-28");
@@ -147,9 +160,10 @@ impl Drop for Server {
 }
 
 /// `toolhost serve --listen 127.0.0.1:0`, and its MCP URL.
-async fn toolhost_http(manifest: &str) -> (Server, String) {
+async fn toolhost_http(manifest: &str, env: &[(&str, &str)]) -> (Server, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
         .args(["--config", manifest, "serve", "--listen", "127.0.0.1:0"])
+        .envs(env.iter().copied())
         .env("RUST_LOG", "error")
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -354,6 +368,83 @@ where
     }
 }
 
+/// p50 of one call on a server that tells no callers apart, and on the
+/// same server (calc alone) telling them apart by each kind of token, in
+/// µs.
+struct AuthFigures {
+    open: f64,
+    static_token: f64,
+    oauth: f64,
+}
+
+/// The 2026-07-28 `tools/call` of calc on three servers of calc alone,
+/// side by side: without `[serve.auth]`, with a static token, and with an
+/// OAuth ES256 access token (checked once, then remembered by its hash, as
+/// a client that reuses its token is served). The calls are interleaved,
+/// one to each server in turn, so that drift in the machine's load falls
+/// on the three alike.
+async fn auth_rows(rows: &mut Vec<Value>) -> AuthFigures {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let keys = signer::Keys::new();
+    std::fs::write(dir.path().join("jwks.json"), keys.jwks()).unwrap();
+    let calc = root().join("target/tools/calc.wasm");
+    let static_token = "bench-static-token-0123456789abcdef";
+    let variants = [
+        ("no auth", String::new(), None),
+        (
+            "static token",
+            "[serve.auth]\n[[serve.auth.token]]\nprincipal = 'bench'\nenv = 'BENCH_TOKEN'\n"
+                .to_owned(),
+            Some(static_token.to_owned()),
+        ),
+        (
+            "OAuth ES256 token",
+            format!(
+                "[serve.auth]\njwks = 'jwks.json'\nissuers = ['{}']\naudience = '{}'\n",
+                signer::ISSUER,
+                signer::AUDIENCE
+            ),
+            Some(keys.token("ES256", "alice")),
+        ),
+    ];
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for (n, (_, table, bearer)) in variants.iter().enumerate() {
+        let manifest = dir.path().join(format!("auth-{n}.toml"));
+        let text = format!("[[tool]]\ncomponent = '{}'\n\n{table}", calc.display());
+        std::fs::write(&manifest, text).unwrap();
+        let env = [("BENCH_TOKEN", static_token)];
+        let (server, url) = toolhost_http(manifest.to_str().unwrap(), &env).await;
+        servers.push(server);
+        clients.push(HttpClient::connect_as(&url, Era::Stateless2026, bearer.clone()).await);
+    }
+    let mut samples = vec![Vec::with_capacity(SEQUENTIAL); clients.len()];
+    for i in 0..(SEQUENTIAL + SEQUENTIAL / 10) as u64 {
+        for (client, samples) in clients.iter().zip(&mut samples) {
+            let started = Instant::now();
+            client.call_calc(i).await;
+            if i >= SEQUENTIAL as u64 / 10 {
+                samples.push(started.elapsed());
+            }
+        }
+    }
+    let mut p50s = Vec::new();
+    for ((label, _, _), samples) in variants.iter().zip(samples) {
+        let (p50, p99) = percentiles(samples);
+        let (p50, p99) = (p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
+        let system = format!("toolhost serve, HTTP 2026, calc alone, {label} (interleaved)");
+        println!("  {system:<46} {:>10} {:>10}", fmt_us(p50), fmt_us(p99));
+        rows.push(json!({"section": "mcp", "system": system, "p50_us": p50, "p99_us": p99}));
+        p50s.push(p50);
+    }
+    drop(servers);
+    AuthFigures {
+        open: p50s[0],
+        static_token: p50s[1],
+        oauth: p50s[2],
+    }
+}
+
 fn row(system: &str, f: &Figures, rows: &mut Vec<Value>) {
     println!(
         "  {system:<46} {:>10} {:>10} {:>11.0} {:>11.0}",
@@ -408,7 +499,7 @@ fn main() {
             &mut rows,
         );
 
-        let (server, url) = toolhost_http(&manifest_arg).await;
+        let (server, url) = toolhost_http(&manifest_arg, &[]).await;
         let mut http = Vec::new();
         for (label, era) in [
             (
@@ -452,6 +543,8 @@ fn main() {
         .await;
         row("toolhost serve, POST /v1/tool_calls", &plain, &mut rows);
         drop(server);
+
+        let auth = auth_rows(&mut rows).await;
 
         let mut command = Command::new(env!("CARGO_BIN_EXE_toolhost"));
         command
@@ -507,6 +600,16 @@ fn main() {
         println!(
             "  toolhost HTTP p50 / Python MCPServer HTTP p50               {:.2}",
             http[0].p50 / python_http.p50
+        );
+        println!(
+            "  toolhost HTTP p50 with a static token / without            {:.2} (+{})",
+            auth.static_token / auth.open,
+            fmt_us(auth.static_token - auth.open)
+        );
+        println!(
+            "  toolhost HTTP p50 with an OAuth token / without            {:.2} (+{})",
+            auth.oauth / auth.open,
+            fmt_us(auth.oauth - auth.open)
         );
         println!("\nTargets (issue 8)");
         let target = |name: &str, ok: bool, measured: String| {

@@ -75,6 +75,21 @@ fn oauth_over(
             JwksSource::parse(&text, std::path::Path::new(".")).map_err(|e| format!("--jwks: {e}"))
         })
         .transpose()?;
+    // `--jwks` alone is the key set of the manifest's issuers: refused when
+    // they have sets of their own, which it would silently replace (one
+    // party's keys would then sign for another issuer's principals).
+    if let (Some(_), true, Some(base)) = (&jwks, issuers.is_empty(), base) {
+        let mut sources: Vec<&JwksSource> = base.issuers().map(|(_, s)| s).collect();
+        sources.dedup();
+        if sources.len() > 1 {
+            let names: Vec<&str> = base.issuers().map(|(i, _)| i).collect();
+            return Err(format!(
+                "--jwks would replace the key sets of the manifest's issuers, which have sets of \
+                 their own ({}); name the issuers it is for with --issuer",
+                names.join(", ")
+            ));
+        }
+    }
     let named: Vec<String> = if issuers.is_empty() {
         base.map(|o| o.issuers().map(|(i, _)| i.to_owned()).collect())
             .unwrap_or_default()
@@ -155,5 +170,71 @@ pub(crate) async fn serve(
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AUDIENCE: &str = "https://tools.example.com/mcp";
+
+    fn file(name: &str) -> JwksSource {
+        JwksSource::File(name.into())
+    }
+
+    #[test]
+    fn jwks_alone_never_replaces_the_key_sets_of_issuers_with_their_own() {
+        let own = OAuthSettings::per_issuer(
+            vec![
+                ("https://idp.example.com".into(), file("idp.json")),
+                ("https://partner.example.org".into(), file("partner.json")),
+            ],
+            AUDIENCE.into(),
+        )
+        .unwrap();
+        let e = oauth_over(Some("local.json".into()), vec![], None, Some(&own)).unwrap_err();
+        assert!(
+            e.contains("name the issuers it is for with --issuer"),
+            "{e}"
+        );
+        // Named, it is theirs alone; the issuers not named are dropped.
+        let named = oauth_over(
+            Some("local.json".into()),
+            vec!["https://idp.example.com".into()],
+            None,
+            Some(&own),
+        )
+        .unwrap();
+        let issuers: Vec<_> = named.issuers().collect();
+        assert_eq!(
+            issuers,
+            [("https://idp.example.com", &file("./local.json"))]
+        );
+        // --issuer without --jwks keeps the manifest's set of that issuer.
+        let kept = oauth_over(
+            None,
+            vec!["https://partner.example.org".into()],
+            None,
+            Some(&own),
+        )
+        .unwrap();
+        let issuers: Vec<_> = kept.issuers().collect();
+        assert_eq!(
+            issuers,
+            [("https://partner.example.org", &file("partner.json"))]
+        );
+        // One shared set: --jwks alone replaces it for every issuer.
+        let shared = OAuthSettings::new(
+            file("idp.json"),
+            vec![
+                "https://a.example.com".into(),
+                "https://b.example.com".into(),
+            ],
+            AUDIENCE.into(),
+        )
+        .unwrap();
+        let replaced = oauth_over(Some("local.json".into()), vec![], None, Some(&shared)).unwrap();
+        assert!(replaced.issuers().all(|(_, s)| *s == file("./local.json")));
     }
 }

@@ -225,7 +225,9 @@ impl Keys {
     /// holds no key that fits, it is fetched again first (at most
     /// `fetch_timeout`, once per `min_refresh`; other requests wait for
     /// that one fetch rather than start their own). When it is old, it is
-    /// fetched again in the background and the keys held check the token.
+    /// fetched again in the background and the keys held check the token;
+    /// when no fetch has succeeded for `max_stale`, the keys are used only
+    /// once a fetch confirms them.
     pub(super) async fn for_token(
         self: &Arc<Self>,
         kid: Option<&str>,
@@ -233,49 +235,63 @@ impl Keys {
     ) -> Result<Arc<KeySet>, AuthError> {
         let fits = |set: &KeySet| set.keys.iter().any(|k| k.fits(kid, alg));
         let set = self.now();
-        if fits(&set) {
+        if fits(&set) && !self.too_stale(&set) {
             if set
                 .fetched
                 .is_none_or(|at| at.elapsed() > self.timing.max_age)
             {
                 self.refresh_in_background();
             }
-            return self.usable(set, None);
+            return Ok(set);
         }
-        let attempt = Arc::clone(&self.refresh).lock_owned().await;
-        // Another request may have refreshed while this one waited.
-        let set = self.now();
-        if fits(&set) {
-            return self.usable(set, None);
-        }
-        let (set, attempt) = self.refresh_if_due(attempt).await;
-        match &attempt.failed {
-            // The set held still verifies what it can; a missing key may be
-            // one the set would have had.
-            Some(why) if fits(&set) => self.usable(set, Some(why)),
-            Some(why) => Err(AuthError::Unavailable(format!(
-                "the issuer's key set ({}) cannot be had: {why}",
-                self.source
+        let (set, failed) = self.refreshed(set.generation).await;
+        match failed {
+            // The set held still verifies what it can (a missing key may be
+            // one the set would have had), unless it is too old to trust.
+            Some(_) if fits(&set) && !self.too_stale(&set) => Ok(set),
+            Some(_) if fits(&set) => Err(AuthError::Unavailable(format!(
+                "the issuer's key set has not been fetched for over {}, and cannot be now",
+                span(self.timing.max_stale)
             ))),
+            Some(_) => Err(AuthError::Unavailable(
+                "the issuer's key set cannot be fetched now".into(),
+            )),
             None => Ok(set),
         }
     }
 
-    /// `set`, unless every fetch has failed for longer than `max_stale`
-    /// (`why`: the last failure, when known).
-    fn usable(&self, set: Arc<KeySet>, why: Option<&str>) -> Result<Arc<KeySet>, AuthError> {
-        match set.fetched {
-            Some(at) if at.elapsed() > self.timing.max_stale => {
-                Err(AuthError::Unavailable(format!(
-                    "the issuer's key set ({}) has not been fetched for over {}{}; its keys may \
-                     have been revoked since",
-                    self.source,
-                    span(self.timing.max_stale),
-                    why.map_or(String::new(), |w| format!(" ({w})"))
-                )))
-            }
-            _ => Ok(set),
+    /// Whether no fetch of `set` has succeeded for `max_stale`: the issuer
+    /// may have revoked its keys since.
+    fn too_stale(&self, set: &KeySet) -> bool {
+        set.fetched
+            .is_some_and(|at| at.elapsed() > self.timing.max_stale)
+    }
+
+    /// Whether the set held now is too old to use without a fetch.
+    pub(super) fn held_too_long(&self) -> bool {
+        self.too_stale(&self.now())
+    }
+
+    /// The set after a fetch (unless the last attempt is under
+    /// `min_refresh` old, or the set changed from generation `seen` while
+    /// this request waited for another's fetch), and why the last attempt
+    /// failed, if it did. The fetch runs on a task of its own: a request
+    /// that goes away (its client hung up) does not cancel it, so no caller
+    /// can leave the attempt recorded and the fetch undone.
+    async fn refreshed(self: &Arc<Self>, seen: u64) -> (Arc<KeySet>, Option<String>) {
+        let attempt = Arc::clone(&self.refresh).lock_owned().await;
+        let set = self.now();
+        if set.generation != seen {
+            return (set, None);
         }
+        let keys = Arc::clone(self);
+        let fetch = tokio::spawn(async move {
+            let (set, attempt) = keys.refresh_if_due(attempt).await;
+            (set, attempt.failed.clone())
+        });
+        fetch
+            .await
+            .unwrap_or_else(|_| (self.now(), Some("the fetch stopped".into())))
     }
 
     /// Fetch the set again on a task of its own, unless a fetch is running

@@ -91,6 +91,7 @@ impl JwtChecker {
                 .saturating_add(self.settings.leeway().as_secs())
                 > now()
             && checked.keys.generation_is(checked.generation)
+            && !checked.keys.held_too_long()
         {
             return Ok(checked.principal);
         }

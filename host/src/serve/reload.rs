@@ -104,7 +104,16 @@ pub fn watch(
             // the read with what they are after, and read again if they
             // moved, a few times at most (later changes bring new events).
             for _ in 0..RELOADS_PER_CHANGE {
-                let before = Fingerprint::of(&watched.files);
+                // The lock file is left out: a reload may write it itself.
+                let lock = manifest.lock_path().map(|p| absolute(&p));
+                let before = Fingerprint::of(
+                    &watched
+                        .files
+                        .iter()
+                        .filter(|f| Some(*f) != lock.as_ref())
+                        .cloned()
+                        .collect(),
+                );
                 match reload(&manifest_path, &options, &lock_mode).await {
                     Ok((manifest, host, pinned)) => {
                         shared.metrics().registry(&pinned.report);
