@@ -19,6 +19,9 @@ fn describe(manifest: &Manifest) -> String {
         "limits: {:?}\nmodel: {:?}\n",
         manifest.limits, manifest.model
     );
+    if manifest.serve.sessions != super::SessionSettings::default() {
+        out += &format!("sessions: {:?}\n", manifest.serve.sessions);
+    }
     for c in &manifest.components {
         out += &format!(
             "tool {}: approval {:?}, cache {:?}, timeout {:?}, memory {}\n  hosts: {:?}\n  files: {:?}\n  env: {:?}\n  config: {:?}\n",
