@@ -82,13 +82,7 @@ pub(super) async fn check_request(
     let Ok(stream) = hold_stream(&edge, &parts, &work) else {
         return too_many_streams(&shared);
     };
-    if let Err(response) = room_for_session(&edge, &shared, &work, &principal).await {
-        return response;
-    }
-    if let Some(response) = session_refusal(&edge, &shared, &parts, &work, &principal).await {
-        return response;
-    }
-    if let Some(response) = unauthorized(&shared, &work, &principal) {
+    if let Err(response) = admit(&edge, &shared, &parts, &work, &principal).await {
         return response;
     }
     let request = Request::from_parts(parts, axum::body::Body::from(body));
@@ -113,6 +107,22 @@ pub(super) async fn check_request(
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
     connections::hold(response, (in_flight, stream))
+}
+
+/// Room for the session `work` opens, the session it names, and the
+/// tools it calls, as `principal` may have them; or the refusal.
+async fn admit(
+    edge: &Edge,
+    shared: &Shared,
+    parts: &Parts,
+    work: &Work,
+    principal: &Principal,
+) -> Result<(), Response> {
+    room_for_session(edge, shared, work, principal).await?;
+    if let Some(response) = session_refusal(edge, shared, parts, work, principal).await {
+        return Err(response);
+    }
+    unauthorized(shared, work, principal).map_or(Ok(()), Err)
 }
 
 /// The principal of a request with `headers`: by its token when the
