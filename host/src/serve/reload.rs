@@ -75,7 +75,7 @@ pub fn watch(
         })?;
     let manifest_path = absolute(&manifest.path);
     // What identities were read at start, to say when a reload changes them.
-    let serve_auth = format!("{:?}", manifest.serve.auth);
+    let serve_auth = read_at_start(&manifest);
     let mut watched = Watched::default();
     watched.update(&mut watcher, &manifest_path, &manifest);
     let task = tokio::spawn(async move {
@@ -130,6 +130,12 @@ pub fn watch(
     Ok(Watcher { task })
 }
 
+/// What of `manifest` is read only at start (`[serve.auth]`,
+/// `[serve.sessions]`), to say when a reload changed it.
+fn read_at_start(manifest: &Manifest) -> String {
+    format!("{:?} {:?}", manifest.serve.auth, manifest.serve.sessions)
+}
+
 /// Swap `host`, loaded from `manifest`, in for the running version, unless
 /// the identity settings the server started with refuse it (a store scoped
 /// by a key they do not bind); log what changed, and say when the
@@ -144,9 +150,9 @@ fn swap_in(shared: &Shared, host: ToolHost, manifest: &Manifest, serve_auth: &st
         return false;
     }
     log_changes(&old, &host);
-    if format!("{:?}", manifest.serve.auth) != serve_auth {
+    if read_at_start(manifest) != serve_auth {
         tracing::warn!(
-            "[serve.auth] changed; identities are read at start: restart the server to use the new settings"
+            "[serve.auth] or [serve.sessions] changed; identities and sessions are set up at start: restart the server to use the new settings"
         );
     }
     shared.metrics().reload(true);
@@ -231,7 +237,10 @@ impl Watched {
 /// What each watched file was (length and modification time, or absent)
 /// when a reload began to read them.
 #[derive(Debug, PartialEq, Eq)]
-struct Fingerprint(Vec<(PathBuf, Option<(u64, Option<std::time::SystemTime>)>)>);
+struct Fingerprint(Vec<(PathBuf, Option<Stamp>)>);
+
+/// A file's length and modification time (when the platform has one).
+type Stamp = (u64, Option<std::time::SystemTime>);
 
 impl Fingerprint {
     fn of(files: &BTreeSet<PathBuf>) -> Self {

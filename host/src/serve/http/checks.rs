@@ -170,15 +170,13 @@ async fn session_refusal(
         .await
     {
         Admission::Use => None,
-        Admission::NotFound => {
-            shared.metrics().reject(
-                "mcp",
-                if check_owner {
-                    "foreign_session"
-                } else {
-                    "ended_session"
-                },
-            );
+        refusal @ (Admission::Ended | Admission::Foreign) => {
+            let reason = if refusal == Admission::Ended {
+                "ended_session"
+            } else {
+                "foreign_session"
+            };
+            shared.metrics().reject("mcp", reason);
             Some(error(
                 StatusCode::NOT_FOUND,
                 "session_not_found",

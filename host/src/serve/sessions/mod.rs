@@ -85,9 +85,11 @@ pub(super) struct Sessions {
 pub(super) enum Admission {
     /// Go on: the session is the caller's (here, or to be restored here).
     Use,
-    /// Answer 404, as for a session that does not exist: it ended, or it
-    /// is another principal's.
-    NotFound,
+    /// Answer 404: the session ended (on another replica, or expired).
+    Ended,
+    /// Answer 404, as for a session that does not exist: it is another
+    /// principal's, or nobody's.
+    Foreign,
     /// The session store cannot be reached and this replica does not hold
     /// the session: answer 503, to be tried again.
     Unavailable,
@@ -201,7 +203,7 @@ impl Sessions {
                         tracing::debug!(session = %id, "closing an MCP session ended elsewhere");
                         let _ = self.close_session(&SessionId::from(id)).await;
                     }
-                    return Admission::NotFound;
+                    return Admission::Ended;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot check an MCP session with the other replicas");
@@ -215,7 +217,7 @@ impl Sessions {
         match owner {
             Some(owner) if !check_owner || owner == principal => Admission::Use,
             None if !check_owner && self.shared.is_none() => Admission::Use,
-            _ => Admission::NotFound,
+            _ => Admission::Foreign,
         }
     }
 

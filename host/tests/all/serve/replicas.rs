@@ -113,6 +113,29 @@ async fn a_session_opened_on_one_replica_is_served_by_another_and_stays_its_owne
         let foreign = in_session(server, BOB, &session, &calc_request(5, "1")).await;
         assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
     }
+    // 2026-07-28 requests carry no session: any replica answers them.
+    for (id, server) in [(6, &one), (7, &two)] {
+        let mut params = json!({"name": "calc", "arguments": {"expression": "6*7"}});
+        params["_meta"] = meta_2026();
+        let bearer = format!("Bearer {ALICE}");
+        let response = server
+            .mcp(
+                &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}),
+                &[
+                    ("authorization", &bearer),
+                    ("MCP-Protocol-Version", "2026-07-28"),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", "calc"),
+                ],
+            )
+            .await;
+        assert_eq!(
+            response.result(id)["isError"],
+            json!(false),
+            "{}",
+            response.text
+        );
+    }
     let metrics = two
         .http
         .get(two.url("/metrics"))
