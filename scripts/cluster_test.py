@@ -174,7 +174,7 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-async def rate_phase(url: str, token: str, rate: float, burst: int) -> tuple[int, int, float]:
+async def rate_phase(url: str, token: str) -> tuple[int, int, float]:
     """Carol floods calc through HAProxy: (admitted, refused, seconds)."""
     admitted = refused = 0
     other: Counter[str] = Counter()
@@ -263,7 +263,7 @@ async def main() -> int:
     pids = [int(p) for p in args.pids.split(",")]
     failures: list[str] = []
 
-    admitted, refused, seconds = await rate_phase(args.url, tokens["carol"], args.rate, args.burst)
+    admitted, refused, seconds = await rate_phase(args.url, tokens["carol"])
     expected = args.burst + args.rate * seconds
     error = (admitted - expected) / expected
     print(f"rate: carol offered {admitted + refused} calls in {seconds:.2f} s across {len(pids)} replicas; "
