@@ -5,9 +5,10 @@
 #   - componentize-py (Python tools), pinned
 #   - componentize-js and jco, from example-tools/units-js/package-lock.json
 #   - redis-server (Debian's package), for the tests of shared stores
-#   - with --tests only: docker-registry (Debian's package, distribution 2.8)
+#   - with --tests only: haproxy (Debian's package), for the cluster test
+#     (scripts/cluster-test.sh); docker-registry (Debian's package, distribution 2.8)
 #     and wkg (crates.io, a compile of a few minutes), for the tests of
-#     registry components; the quickstart needs neither
+#     registry components; the quickstart needs none of these
 # (C tools' compiler and libc are installed by guest-sdk/c/build.sh, which builds them.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,12 @@ if ! command -v redis-server >/dev/null; then
 fi
 
 [ "${1:-}" = "--tests" ] || exit 0
+
+if ! command -v haproxy >/dev/null; then
+    echo "setup: installing haproxy (apt-get)"
+    $sudo apt-get install -y -qq haproxy >/dev/null ||
+        { echo "setup: could not install haproxy; install it (apt-get install haproxy)" >&2; exit 1; }
+fi
 
 if ! command -v docker-registry >/dev/null; then
     echo "setup: installing docker-registry (apt-get)"

@@ -4,7 +4,8 @@
 # scaffold tier (`toolhost new` in every language, built with its one
 # command and called: scripts/test-scaffolds.sh), then the MCP tier (the official MCP conformance suite, and real clients: the MCP
 # Python SDK and LangGraph through langchain-mcp-adapters, each against
-# `toolhost serve`), then the end-to-end tier against a real local model
+# `toolhost serve`), then the cluster tier (scripts/cluster-test.sh: Redis,
+# three replicas and HAProxy on loopback), then the end-to-end tier against a real local model
 # (scripts/local-model.sh, started and stopped here; the first run downloads
 # it, about 1.2 GB).
 # Tests run in release: the Python and JavaScript components take minutes to
@@ -14,6 +15,7 @@
 #   TOOLHOST_SKIP_E2E=1 scripts/test.sh   # without the local-model tier
 #   TOOLHOST_SKIP_MCP=1 scripts/test.sh   # without the MCP tier
 #   TOOLHOST_SKIP_SCAFFOLDS=1 scripts/test.sh   # without the scaffold tier
+#   TOOLHOST_SKIP_CLUSTER=1 scripts/test.sh     # without the cluster tier
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
@@ -45,6 +47,16 @@ else
     grep -E '^(Total:|conformance: )' target/conformance/run.log
     tests/clients/run.sh
     echo "test: MCP tier took $((SECONDS - started)) s"
+fi
+
+if [ -n "${TOOLHOST_SKIP_CLUSTER:-}" ]; then
+    echo "test: cluster tier skipped (TOOLHOST_SKIP_CLUSTER is set)"
+else
+    # Redis, three replicas and HAProxy on loopback, one replica killed
+    # mid-load (issue 27): about 20 s.
+    started=$SECONDS
+    scripts/cluster-test.sh
+    echo "test: cluster tier took $((SECONDS - started)) s"
 fi
 
 if [ -n "${TOOLHOST_SKIP_E2E:-}" ]; then

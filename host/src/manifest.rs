@@ -40,7 +40,8 @@ use crate::model::config::{
     ControlOverrides, ModelConfig, Overrides, Prices, Provider, ResponseFormat, ToolChoice,
 };
 use crate::stores::StoreConfig;
-pub use serve::ServeSettings;
+pub(crate) use serve::MAX_SESSIONS;
+pub use serve::{ServeSettings, SessionSettings};
 use store::RawStore;
 use tool::RawTool;
 

@@ -1,6 +1,7 @@
 //! The `[serve]` table: how `toolhost serve` tells its callers apart
-//! (`[serve.auth]`) and how it shares itself out among them
-//! (`[serve.limits]`, see [`crate::fair_shares`]).
+//! (`[serve.auth]`), how it shares itself out among them
+//! (`[serve.limits]`, see [`crate::fair_shares`]), and where replicas keep
+//! the MCP sessions of 2025-11-25 clients (`[serve.sessions]`).
 //!
 //! ```toml
 //! [serve.auth]
@@ -23,15 +24,23 @@
 //! per_principal = { rate = "100/min", concurrency = 4 }
 //! per_tool = { rate = "1000/min" }
 //! tool.fetch = { concurrency = 2 }
+//!
+//! [serve.sessions]
+//! redis = { env = "REDIS_URL" }       # shared by replicas; absent: each its own
+//! prefix = "toolhost:sessions"        # the default
+//! idle = "2m"                         # closed after this long unused (default)
+//! per_principal = 256                 # sessions one principal may hold open (default)
 //! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::ManifestError;
 use crate::fair_shares::{LimitsConfig, Policy};
+use crate::grants::store::redacted;
 use crate::identity::{ContextSource, JwksSource, OAuthSettings, Settings, StaticToken};
 
 #[derive(Deserialize, Default)]
@@ -41,6 +50,17 @@ pub(super) struct RawServe {
     /// Read as a table first: `redis` may be `{ env = "NAME" }`, resolved
     /// here, so the URL's password need not be written in the manifest.
     limits: Option<toml::Table>,
+    /// Read as a table first, for `redis = { env = "NAME" }` as above.
+    sessions: Option<toml::Table>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSessions {
+    redis: Option<String>,
+    prefix: Option<String>,
+    idle: Option<String>,
+    per_principal: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +101,82 @@ pub struct ServeSettings {
     /// `[serve.limits]`: rate limits and concurrency caps per principal
     /// and per tool; `None`: calls are not limited.
     pub limits: Option<Policy>,
+    /// `[serve.sessions]`: where MCP sessions are kept, how long an idle
+    /// one lives, and each principal's share.
+    pub sessions: SessionSettings,
+}
+
+/// The most MCP sessions one server keeps open at once; each costs about
+/// 50 KB. 2026-07-28 requests need no session.
+pub(crate) const MAX_SESSIONS: usize = 1024;
+
+/// The key prefix of sessions in Redis when the manifest names none.
+const DEFAULT_SESSIONS_PREFIX: &str = "toolhost:sessions";
+
+/// How long a session lives unused when the manifest does not say.
+const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(120);
+
+/// The longest idle time the manifest may set: a session's state is kept
+/// (in memory and in Redis) this long after its last use.
+const MAX_SESSION_IDLE: Duration = Duration::from_secs(24 * 3600);
+
+/// `[serve.sessions]`, validated. The defaults: each replica keeps its own
+/// sessions, in memory; an idle session closes after two minutes; one
+/// principal may hold a quarter of the 1,024 sessions a server keeps, so
+/// that one caller cannot take them all.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionSettings {
+    redis: Option<String>,
+    prefix: String,
+    idle: Duration,
+    per_principal: usize,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self {
+            redis: None,
+            prefix: DEFAULT_SESSIONS_PREFIX.to_owned(),
+            idle: DEFAULT_SESSION_IDLE,
+            per_principal: MAX_SESSIONS / 4,
+        }
+    }
+}
+
+impl std::fmt::Debug for SessionSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionSettings")
+            .field("redis", &self.redis.as_deref().map(redacted))
+            .field("prefix", &self.prefix)
+            .field("idle", &self.idle)
+            .field("per_principal", &self.per_principal)
+            .finish()
+    }
+}
+
+impl SessionSettings {
+    /// The Redis server sessions are kept on, shared by every replica
+    /// that names it; `None`: each replica keeps its own.
+    pub fn redis(&self) -> Option<&str> {
+        self.redis.as_deref()
+    }
+
+    /// The prefix of every session key in Redis.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// How long a session lives with nothing in flight and nothing from
+    /// its client.
+    pub fn idle(&self) -> Duration {
+        self.idle
+    }
+
+    /// The most sessions one principal may hold open on one server.
+    pub fn per_principal(&self) -> usize {
+        self.per_principal
+    }
 }
 
 impl RawServe {
@@ -103,7 +199,17 @@ impl RawServe {
                 })?),
                 None => None,
             };
-        Ok(ServeSettings { auth, limits })
+        let sessions = match self.sessions {
+            Some(table) => sessions(table, lookup_env).map_err(|message| {
+                ManifestError::file(file, format!("`serve.sessions{message}"))
+            })?,
+            None => SessionSettings::default(),
+        };
+        Ok(ServeSettings {
+            auth,
+            limits,
+            sessions,
+        })
     }
 }
 
@@ -114,25 +220,7 @@ fn limits(
     mut table: toml::Table,
     lookup_env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Policy, String> {
-    if let Some(toml::Value::Table(source)) = table.get("redis") {
-        let env = match (source.get("env"), source.len()) {
-            (Some(toml::Value::String(env)), 1) => env.clone(),
-            _ => {
-                return Err(
-                    ".redis`: write the URL, or { env = \"NAME\" } to read it from \
-                            the environment variable NAME"
-                        .into(),
-                );
-            }
-        };
-        let url = lookup_env(&env).ok_or_else(|| {
-            format!(
-                ".redis`: environment variable {env} is not set; export it before starting \
-                 toolhost"
-            )
-        })?;
-        table.insert("redis".into(), toml::Value::String(url));
-    }
+    resolve_redis(&mut table, lookup_env)?;
     let config: LimitsConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
         .map_err(|e| {
             let path = e.path().to_string();
@@ -152,6 +240,92 @@ fn limits(
             .strip_prefix("`serve.limits")
             .map_or_else(|| format!("`: {e}"), str::to_owned)
     })
+}
+
+/// Replace `redis = { env = "NAME" }` in `table` by the variable's value.
+/// The error follows the table's name: `.redis`: the problem and the fix.
+fn resolve_redis(
+    table: &mut toml::Table,
+    lookup_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    let Some(toml::Value::Table(source)) = table.get("redis") else {
+        return Ok(());
+    };
+    let env = match (source.get("env"), source.len()) {
+        (Some(toml::Value::String(env)), 1) => env.clone(),
+        _ => {
+            return Err(
+                ".redis`: write the URL, or { env = \"NAME\" } to read it from \
+                 the environment variable NAME"
+                    .into(),
+            );
+        }
+    };
+    let url = lookup_env(&env).ok_or_else(|| {
+        format!(
+            ".redis`: environment variable {env} is not set; export it before starting toolhost"
+        )
+    })?;
+    table.insert("redis".into(), toml::Value::String(url));
+    Ok(())
+}
+
+/// `[serve.sessions]` checked, its `redis = { env = "NAME" }` read from
+/// the environment. The error follows `serve.sessions` in the message.
+fn sessions(
+    mut table: toml::Table,
+    lookup_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<SessionSettings, String> {
+    resolve_redis(&mut table, lookup_env)?;
+    let raw = RawSessions::deserialize(toml::Value::Table(table))
+        .map_err(|e| format!("`: {}", e.message().trim()))?;
+    let mut settings = SessionSettings::default();
+    if let Some(url) = raw.redis {
+        let scheme = url.starts_with("redis://") || url.starts_with("redis+unix://");
+        if !scheme || ::redis::Client::open(url.as_str()).is_err() {
+            return Err(format!(
+                ".redis`: {:?} is not a Redis URL; write e.g. \"redis://127.0.0.1:6379\", or \
+                 remove `redis` to keep each replica's sessions in its memory",
+                redacted(&url)
+            ));
+        }
+        settings.redis = Some(url);
+    } else if raw.prefix.is_some() {
+        return Err(
+            ".prefix`: only sessions kept in Redis have a key prefix; set `redis` or \
+                    remove `prefix`"
+                .into(),
+        );
+    }
+    if let Some(prefix) = raw.prefix {
+        if prefix.is_empty() || prefix.contains(|c: char| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                ".prefix`: {prefix:?} must be non-empty, without spaces; write e.g. \
+                 \"{DEFAULT_SESSIONS_PREFIX}\""
+            ));
+        }
+        settings.prefix = prefix;
+    }
+    if let Some(text) = raw.idle {
+        let idle = crate::duration::parse(&text).map_err(|e| format!(".idle`: {e}"))?;
+        if idle < Duration::from_secs(1) || idle > MAX_SESSION_IDLE {
+            return Err(format!(
+                ".idle`: {text:?} is outside 1s to 24h; write e.g. \"2m\""
+            ));
+        }
+        settings.idle = idle;
+    }
+    if let Some(most) = raw.per_principal {
+        if most == 0 || most > MAX_SESSIONS {
+            return Err(format!(
+                ".per_principal`: {most} is outside 1 to {MAX_SESSIONS} (the most sessions a \
+                 server keeps); write e.g. {}",
+                MAX_SESSIONS / 4
+            ));
+        }
+        settings.per_principal = most;
+    }
+    Ok(settings)
 }
 
 type KeyResult<T> = Result<T, (String, String)>;

@@ -33,6 +33,9 @@ fn describe(manifest: &Manifest) -> String {
     for (key, source) in &manifest.serve.auth.context {
         out += &format!("  context.{key} = {source:?}\n");
     }
+    if manifest.serve.sessions != super::SessionSettings::default() {
+        out += &format!("sessions: {:?}\n", manifest.serve.sessions);
+    }
     for c in &manifest.components {
         out += &format!(
             "tool {}: approval {:?}, cache {:?}, timeout {:?}, memory {}\n  hosts: {:?}\n  files: {:?}\n  env: {:?}\n  config: {:?}\n",

@@ -213,7 +213,9 @@ pub async fn run(
     let (host, pinned) =
         ToolHost::load_manifest(&manifest, options.clone(), &config.lock_mode).await?;
     let limiter = limiter(&manifest, &host)?;
-    let shared = Shared::new(host, &config)?.with_limiter(limiter);
+    let shared = Shared::new(host, &config)?
+        .with_limiter(limiter)
+        .with_sessions(manifest.serve.sessions.clone())?;
     shared.metrics().registry(&pinned.report);
     let _watcher = if config.watch {
         Some(reload::watch(
@@ -336,6 +338,10 @@ pub struct Shared {
     auth: Option<Arc<auth::Auth>>,
     /// `[serve.limits]`; `None`: calls are not limited.
     limiter: Option<fair::Limiter>,
+    /// `[serve.sessions]`, and the Redis store it shares sessions
+    /// through, when it names one.
+    sessions: Arc<crate::manifest::SessionSettings>,
+    session_store: Option<Arc<sessions::SharedSessions>>,
 }
 
 impl Shared {
@@ -367,7 +373,30 @@ impl Shared {
             drain: Drain::new(config.drain),
             auth: auth.map(Arc::new),
             limiter: None,
+            sessions: Arc::default(),
+            session_store: None,
         })
+    }
+
+    /// Keep MCP sessions as `settings` say.
+    fn with_sessions(
+        mut self,
+        settings: crate::manifest::SessionSettings,
+    ) -> Result<Self, ServeError> {
+        self.session_store = sessions::SharedSessions::new(&settings)
+            .map_err(|e| ServeError::Usage(format!("[serve.sessions] redis: {e}")))?;
+        self.sessions = Arc::new(settings);
+        Ok(self)
+    }
+
+    /// How MCP sessions are kept, and the store they are shared through.
+    pub(crate) fn sessions(
+        &self,
+    ) -> (
+        &crate::manifest::SessionSettings,
+        Option<Arc<sessions::SharedSessions>>,
+    ) {
+        (&self.sessions, self.session_store.clone())
     }
 
     /// Limit calls with `limiter`.

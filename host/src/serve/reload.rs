@@ -75,7 +75,7 @@ pub fn watch(
         })?;
     let manifest_path = absolute(&manifest.path);
     // What identities were read at start, to say when a reload changes them.
-    let serve_auth = format!("{:?}", manifest.serve.auth);
+    let serve_auth = read_at_start(&manifest);
     let mut watched = Watched::default();
     watched.update(&mut watcher, &manifest_path, &manifest);
     let task = tokio::spawn(async move {
@@ -139,6 +139,12 @@ pub fn watch(
     Ok(Watcher { task })
 }
 
+/// What of `manifest` is read only at start (`[serve.auth]`,
+/// `[serve.sessions]`), to say when a reload changed it.
+fn read_at_start(manifest: &Manifest) -> String {
+    format!("{:?} {:?}", manifest.serve.auth, manifest.serve.sessions)
+}
+
 /// Swap `host`, loaded from `manifest`, in for the running version, unless
 /// the identity settings the server started with refuse it (a store scoped
 /// by a key they do not bind); log what changed, and say when the
@@ -153,9 +159,9 @@ fn swap_in(shared: &Shared, host: ToolHost, manifest: &Manifest, serve_auth: &st
         return false;
     }
     log_changes(&old, &host);
-    if format!("{:?}", manifest.serve.auth) != serve_auth {
+    if read_at_start(manifest) != serve_auth {
         tracing::warn!(
-            "[serve.auth] changed; identities are read at start: restart the server to use the new settings"
+            "[serve.auth] or [serve.sessions] changed; identities and sessions are set up at start: restart the server to use the new settings"
         );
     }
     shared.metrics().reload(true);

@@ -22,7 +22,7 @@ use crate::serve::Shared;
 use crate::serve::auth::{AuthRefusal, METADATA_PATH, METADATA_PREFIX, METRICS_SCOPE};
 use crate::serve::connections::{self, Stream};
 use crate::serve::edge;
-use crate::serve::sessions::MAX_SESSIONS;
+use crate::serve::sessions::{Admission, MAX_SESSIONS};
 
 /// How long a client may take to send a request's whole body (at most
 /// `--max-body`, 4 MiB by default).
@@ -82,10 +82,7 @@ pub(super) async fn check_request(
     let Ok(stream) = hold_stream(&edge, &parts, &work) else {
         return too_many_streams(&shared);
     };
-    if let Err(response) = room_for_session(&edge, &shared, &work).await {
-        return response;
-    }
-    if let Some(response) = unauthorized(&edge, &shared, &parts, &work, &principal) {
+    if let Err(response) = admit(&edge, &shared, &parts, &work, &principal).await {
         return response;
     }
     let request = Request::from_parts(parts, axum::body::Body::from(body));
@@ -102,7 +99,7 @@ pub(super) async fn check_request(
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
     {
-        edge.sessions.claim(id, principal.id());
+        edge.sessions.claim(id, principal.id()).await;
     }
     // rmcp answers a session's DELETE with 202; MCP clients expect 200 or
     // 204 (the Python SDK warns "Session termination failed: 202").
@@ -110,6 +107,22 @@ pub(super) async fn check_request(
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
     connections::hold(response, (in_flight, stream))
+}
+
+/// Room for the session `work` opens, the session it names, and the
+/// tools it calls, as `principal` may have them; or the refusal.
+async fn admit(
+    edge: &Edge,
+    shared: &Shared,
+    parts: &Parts,
+    work: &Work,
+    principal: &Principal,
+) -> Result<(), Response> {
+    room_for_session(edge, shared, work, principal).await?;
+    if let Some(response) = session_refusal(edge, shared, parts, work, principal).await {
+        return Err(response);
+    }
+    unauthorized(shared, work, principal).map_or(Ok(()), Err)
 }
 
 /// The principal of a request with `headers`: by its token when the
@@ -132,33 +145,68 @@ async fn identify(
     })
 }
 
-/// The refusal of what `principal` may not do of `work`, if anything:
-/// it may use only the MCP session it opened (another's is answered as if
-/// it did not exist), and call only tools whose scopes it holds (403
-/// naming them, so that a client can ask for a token that holds them).
-fn unauthorized(
+/// The refusal of the MCP session `work` names, if any: `principal` may
+/// use only a session it opened (another's is answered as if it did not
+/// exist, on every replica alike), and a session that ended on another
+/// replica has ended here too.
+async fn session_refusal(
     edge: &Edge,
     shared: &Shared,
     parts: &Parts,
     work: &Work,
     principal: &Principal,
 ) -> Option<Response> {
+    if !matches!(work, Work::Mcp { .. }) {
+        return None;
+    }
+    let session = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())?;
+    let check_owner = shared.auth().is_some();
+    match edge
+        .sessions
+        .admit(session, principal.id(), check_owner)
+        .await
+    {
+        Admission::Use => None,
+        refusal @ (Admission::Ended | Admission::Foreign) => {
+            let reason = if refusal == Admission::Ended {
+                "ended_session"
+            } else {
+                "foreign_session"
+            };
+            shared.metrics().reject("mcp", reason);
+            Some(error(
+                StatusCode::NOT_FOUND,
+                "session_not_found",
+                "no such session; start one with initialize",
+            ))
+        }
+        Admission::Unavailable => {
+            shared.metrics().reject("mcp", "session_store");
+            let mut response = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "session_store_unavailable",
+                "this server cannot reach the store MCP sessions are shared through; \
+                 try again, or start a new session with initialize",
+            );
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+            Some(response)
+        }
+    }
+}
+
+/// The refusal of what `principal` may not do of `work`, if anything: it
+/// may call only tools whose scopes it holds (403 naming them, so that a
+/// client can ask for a token that holds them).
+fn unauthorized(shared: &Shared, work: &Work, principal: &Principal) -> Option<Response> {
     let (Some(auth), Work::Mcp { calls, .. }) = (shared.auth(), work) else {
         return None;
     };
-    if let Some(session) = parts
-        .headers
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        && !edge.sessions.usable_by(session, principal.id())
-    {
-        shared.metrics().reject("mcp", "foreign_session");
-        return Some(error(
-            StatusCode::NOT_FOUND,
-            "session_not_found",
-            "no such session; start one with initialize",
-        ));
-    }
     let host = shared.host();
     for tool in calls {
         let scopes = crate::serve::auth::required_scopes(&host, tool);
@@ -210,9 +258,15 @@ fn too_many_streams(shared: &Shared) -> Response {
 }
 
 /// Room for the MCP session `work` opens, if it opens one: a 503 when
-/// [`MAX_SESSIONS`] are open. Only `initialize` opens a session, whatever
-/// the headers say: at the cap, the check looks inside.
-async fn room_for_session(edge: &Edge, shared: &Shared, work: &Work) -> Result<(), Response> {
+/// [`MAX_SESSIONS`] are open, a 429 when `principal` holds its share of
+/// them (when callers are told apart). Only `initialize` opens a session,
+/// whatever the headers say: at the cap, the check looks inside.
+async fn room_for_session(
+    edge: &Edge,
+    shared: &Shared,
+    work: &Work,
+    principal: &Principal,
+) -> Result<(), Response> {
     let opens_session = matches!(
         work,
         Work::Mcp {
@@ -220,7 +274,28 @@ async fn room_for_session(edge: &Edge, shared: &Shared, work: &Work) -> Result<(
             ..
         }
     );
-    if !opens_session || edge.sessions.open().await < MAX_SESSIONS {
+    if !opens_session {
+        return Ok(());
+    }
+    let share = edge.sessions.per_principal();
+    if shared.auth().is_some() && edge.sessions.owned_by(principal.id()) >= share {
+        shared.metrics().reject("mcp", "sessions_principal");
+        let mut response = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_sessions",
+            format!(
+                "you hold {share} MCP sessions open on this server, the most one caller may \
+                 ([serve.sessions] per_principal); close one (DELETE /mcp), wait for an idle one \
+                 to expire, or use the stateless 2026-07-28 protocol"
+            ),
+        );
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_static(RETRY_AFTER_SECONDS),
+        );
+        return Err(response);
+    }
+    if edge.sessions.open().await < MAX_SESSIONS {
         return Ok(());
     }
     shared.metrics().reject("mcp", "sessions");

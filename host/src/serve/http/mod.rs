@@ -82,7 +82,8 @@ pub fn router(
     local: SocketAddr,
     hard_stop: CancellationToken,
 ) -> Router {
-    let sessions = Sessions::start(super::sessions::SESSION_IDLE, shared.drain().clone());
+    let (settings, store) = shared.sessions();
+    let sessions = Sessions::start(settings, store, shared.drain().clone());
     let edge = Arc::new(Edge {
         guard: Guard::new(
             local.ip().is_loopback(),

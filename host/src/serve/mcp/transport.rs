@@ -113,6 +113,9 @@ pub(in crate::serve) fn http_service(
             .with_allowed_origins(config.allow_origins.iter().cloned())
             .enforce_origin_validation();
     }
+    // Sessions shared with other replicas: rmcp keeps each session's
+    // state in the store and restores it on a replica that lacks it.
+    http.session_store = sessions.store();
     let listeners = Arc::new(Listeners::default());
     // Ends with the runtime; the server lives as long as the process.
     drop(listeners.spawn_notifier(&shared));

@@ -18,11 +18,15 @@
 //! - **Shutdown waits for a session's calls**, not only for the streams
 //!   that carry their answers.
 //! - **Idle expiry that never cuts a call.** A session expires after
-//!   [`SESSION_IDLE`] with no request in flight and nothing from its
-//!   client; a long call, or a person taking minutes to answer a question,
-//!   keeps it open. (rmcp's own timer counts only messages, so a quiet
-//!   five-minute call would lose its session.)
-//! - **A cap** of [`MAX_SESSIONS`], enforced by the HTTP guard.
+//!   `[serve.sessions] idle` (two minutes) with no request in flight and
+//!   nothing from its client; a long call, or a person taking minutes to
+//!   answer a question, keeps it open. (rmcp's own timer counts only
+//!   messages, so a quiet five-minute call would lose its session.)
+//! - **A cap** of [`MAX_SESSIONS`], and a share of it per principal
+//!   (`per_principal`), enforced by the HTTP guard.
+//! - **Shared by replicas** when `[serve.sessions] redis` is set (see
+//!   [`shared`]): a session opened on one replica is served by any other,
+//!   still bound to its principal.
 
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
@@ -44,15 +48,11 @@ use rmcp::transport::streamable_http_server::session::{
 
 use super::drain::Drain;
 use super::requests::{Intake, Requests, Tracked, repeated_id};
+pub(super) use crate::manifest::MAX_SESSIONS;
+use crate::manifest::SessionSettings;
+pub(crate) use shared::SharedSessions;
 
-/// MCP sessions open at once; each costs about 50 KB. Past it, a request
-/// that could open a session is refused (503) until one ends; 2026-07-28
-/// requests need no session.
-pub(super) const MAX_SESSIONS: usize = 1024;
-
-/// A session with nothing in flight and nothing from its client for this
-/// long is closed.
-pub(super) const SESSION_IDLE: Duration = Duration::from_secs(120);
+mod shared;
 
 /// How often idle sessions are looked for.
 const REAP_EVERY: Duration = Duration::from_secs(10);
@@ -74,6 +74,25 @@ pub(super) struct Sessions {
     inner: LocalSessionManager,
     sessions: RwLock<HashMap<SessionId, Arc<Session>>>,
     drain: Drain,
+    /// Where sessions are shared with other replicas, when they are.
+    shared: Option<Arc<SharedSessions>>,
+    /// The most sessions one principal may hold open here.
+    per_principal: usize,
+}
+
+/// What a request naming a session may do with it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Admission {
+    /// Go on: the session is the caller's (here, or to be restored here).
+    Use,
+    /// Answer 404: the session ended (on another replica, or expired).
+    Ended,
+    /// Answer 404, as for a session that does not exist: it is another
+    /// principal's, or nobody's.
+    Foreign,
+    /// The session store cannot be reached and this replica does not hold
+    /// the session: answer 503, to be tried again.
+    Unavailable,
 }
 
 /// What is kept of one session beside rmcp's own.
@@ -96,10 +115,15 @@ impl Session {
 }
 
 impl Sessions {
-    /// A session manager whose idle sessions close after `idle`, and whose
-    /// calls in flight hold `drain` open; the task that closes idle
-    /// sessions ends with the manager.
-    pub(super) fn start(idle: Duration, drain: Drain) -> Arc<Self> {
+    /// A session manager as `settings` say (idle time, share per
+    /// principal), sharing sessions with other replicas through `shared`
+    /// when given, whose calls in flight hold `drain` open; the task that
+    /// closes idle sessions ends with the manager.
+    pub(super) fn start(
+        settings: &SessionSettings,
+        shared: Option<Arc<SharedSessions>>,
+        drain: Drain,
+    ) -> Arc<Self> {
         let mut inner = LocalSessionManager::default();
         // Expiry is ours (see the module docs): rmcp's timer is off.
         inner.session_config.keep_alive = None;
@@ -107,9 +131,34 @@ impl Sessions {
             inner,
             sessions: RwLock::new(HashMap::new()),
             drain,
+            shared,
+            per_principal: settings.per_principal(),
         });
-        tokio::spawn(reap(Arc::downgrade(&sessions), idle));
+        tokio::spawn(reap(Arc::downgrade(&sessions), settings.idle()));
         sessions
+    }
+
+    /// The store rmcp keeps sessions' state in for other replicas, when
+    /// sessions are shared.
+    pub(super) fn store(
+        &self,
+    ) -> Option<Arc<dyn rmcp::transport::streamable_http_server::session::SessionStore>> {
+        self.shared.clone().map(|shared| shared as _)
+    }
+
+    /// The most sessions one principal may hold open here.
+    pub(super) fn per_principal(&self) -> usize {
+        self.per_principal
+    }
+
+    /// How many sessions here `principal` opened (or had restored here).
+    pub(super) fn owned_by(&self, principal: &str) -> usize {
+        self.sessions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .filter(|session| session.owner.get().is_some_and(|owner| owner == principal))
+            .count()
     }
 
     /// How many sessions are open.
@@ -117,21 +166,59 @@ impl Sessions {
         self.inner.sessions.read().await.len()
     }
 
-    /// Record that principal `owner` opened session `id`.
-    pub(super) fn claim(&self, id: &str, owner: &str) {
-        if let Some(session) = self.session_named(id) {
-            let _ = session.owner.set(owner.to_owned());
+    /// Record that principal `owner` opened session `id`, here and, when
+    /// sessions are shared, for every replica. The client learns the id
+    /// only once this returns, so no replica sees it unclaimed.
+    pub(super) async fn claim(&self, id: &str, owner: &str) {
+        let Some(session) = self.session_named(id) else {
+            return;
+        };
+        let _ = session.owner.set(owner.to_owned());
+        if let Some(shared) = &self.shared
+            && let Err(e) = shared.claim(id, owner).await
+        {
+            // The session still works here; other replicas answer 404.
+            tracing::warn!(error = %e, "an MCP session could not be shared with other replicas");
         }
     }
 
-    /// Whether the principal `principal` may use session `id`: only the one
-    /// that opened it, and (when callers are told apart) nobody a session
-    /// this manager does not know or has no owner for: such a session is
-    /// being closed, or was opened by a request the edge could not read.
-    pub(super) fn usable_by(&self, id: &str, principal: &str) -> bool {
-        self.session_named(id)
-            .and_then(|session| session.owner.get().cloned())
-            .is_some_and(|owner| owner == principal)
+    /// What `principal` may do with session `id`: use it if it opened it.
+    /// Sessions this manager does not know, or whose owner it does not
+    /// know (being closed, or opened by a request the edge could not
+    /// read), are nobody's, unless the shared store knows them: then they
+    /// are their owner's, to be restored here. When sessions are shared,
+    /// one that the store no longer knows has ended (on another replica,
+    /// or expired) and is closed here too. `check_owner` is false when
+    /// callers are not told apart.
+    pub(super) async fn admit(&self, id: &str, principal: &str, check_owner: bool) -> Admission {
+        let local = self
+            .session_named(id)
+            .map(|session| session.owner.get().cloned());
+        let owner = match &self.shared {
+            None => local.flatten(),
+            Some(shared) => match shared.owner(id).await {
+                Ok(Some(owner)) => Some(owner),
+                Ok(None) => {
+                    if local.is_some() {
+                        tracing::debug!(session = %id, "closing an MCP session ended elsewhere");
+                        let _ = self.close_session(&SessionId::from(id)).await;
+                    }
+                    return Admission::Ended;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot check an MCP session with the other replicas");
+                    match local {
+                        Some(owner) => owner,
+                        None => return Admission::Unavailable,
+                    }
+                }
+            },
+        };
+        match owner {
+            Some(owner) if !check_owner || owner == principal => Admission::Use,
+            None if !check_owner && self.shared.is_none() => Admission::Use,
+            _ => Admission::Foreign,
+        }
     }
 
     fn session_named(&self, id: &str) -> Option<Arc<Session>> {
@@ -168,6 +255,22 @@ impl Sessions {
         Tracked::new(transport, requests, Intake::Before, None)
     }
 
+    /// Bind session `id`, being restored here, to the principal the
+    /// shared store says opened it. (Left unbound, it is nobody's: every
+    /// request naming it is refused.)
+    async fn restore_owner(&self, id: &SessionId) {
+        let (Some(shared), Some(session)) = (&self.shared, self.session(id)) else {
+            return;
+        };
+        match shared.owner(id).await {
+            Ok(Some(owner)) => {
+                let _ = session.owner.set(owner);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the owner of a restored MCP session"),
+        }
+    }
+
     fn forget(&self, id: &SessionId) {
         self.sessions
             .write()
@@ -197,6 +300,17 @@ impl Sessions {
             .map_err(|taken| ServerSseMessage::from_message(repeated_id(id, taken)))
     }
 
+    /// The sessions with calls in flight here.
+    fn busy(&self) -> Vec<String> {
+        self.sessions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(_, session)| session.requests.in_flight() > 0)
+            .map(|(id, _)| id.to_string())
+            .collect()
+    }
+
     /// Sessions idle for `idle`, and those rmcp has ended by itself.
     async fn idle_or_gone(&self, idle: Duration) -> Vec<SessionId> {
         let known: Vec<(SessionId, Arc<Requests>)> = self
@@ -215,9 +329,11 @@ impl Sessions {
     }
 }
 
-/// Close sessions idle for `idle`, until the manager is gone.
+/// Close sessions idle for `idle` here (a shared session lives on in
+/// Redis until it is idle there too), and keep shared sessions with calls
+/// in flight here alive for every replica, until the manager is gone.
 async fn reap(sessions: Weak<Sessions>, idle: Duration) {
-    let mut tick = tokio::time::interval(REAP_EVERY.min(idle));
+    let mut tick = tokio::time::interval(REAP_EVERY.min(idle / 2));
     loop {
         tick.tick().await;
         let Some(sessions) = sessions.upgrade() else {
@@ -226,6 +342,11 @@ async fn reap(sessions: Weak<Sessions>, idle: Duration) {
         for id in sessions.idle_or_gone(idle).await {
             tracing::debug!(session = %id, "closing an idle MCP session");
             let _ = sessions.close_session(&id).await;
+        }
+        if let Some(shared) = &sessions.shared
+            && let Err(e) = shared.renew(&sessions.busy()).await
+        {
+            tracing::warn!(error = %e, "cannot keep busy MCP sessions alive for the other replicas");
         }
     }
 }
@@ -255,7 +376,8 @@ impl SessionManager for Sessions {
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         self.forget(id);
         // The worker ends, and the session's transport then cancels every
-        // call still in flight (see `Tracked`).
+        // call still in flight (see `Tracked`). A shared session this
+        // replica never held is closed by rmcp deleting it from the store.
         self.inner.close_session(id).await
     }
 
@@ -336,7 +458,9 @@ impl SessionManager for Sessions {
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
         Ok(match self.inner.restore_session(id.clone()).await? {
             RestoreOutcome::Restored(transport) => {
-                RestoreOutcome::Restored(self.track(&id, transport))
+                let transport = self.track(&id, transport);
+                self.restore_owner(&id).await;
+                RestoreOutcome::Restored(transport)
             }
             RestoreOutcome::AlreadyPresent => RestoreOutcome::AlreadyPresent,
             _ => RestoreOutcome::NotSupported,

@@ -1,0 +1,298 @@
+//! Replicas sharing 2025-11-25 MCP sessions through one real Redis
+//! (`[serve.sessions] redis`): a session opened on one is served by
+//! another, stays its principal's, ends everywhere on `DELETE` or expiry;
+//! and each principal's share of the sessions one server keeps.
+
+use super::*;
+use crate::redis_server::RedisServer;
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+const BOB: &str = "bob-token-0123456789abcdef01";
+
+/// calc, and two static-token principals, with `sessions` as the body of
+/// `[serve.sessions]`.
+fn two_principals(sessions: &str) -> String {
+    format!(
+        "[[tool]]\ncomponent = '{}'\n\n[serve.auth]\n\
+         [[serve.auth.token]]\nprincipal = 'alice'\nenv = 'ALICE_TOKEN'\n\
+         scopes = ['tools:*', 'metrics:read']\n\
+         [[serve.auth.token]]\nprincipal = 'bob'\nenv = 'BOB_TOKEN'\n\n\
+         [serve.sessions]\n{sessions}\n",
+        component("calc").display(),
+    )
+}
+
+/// Two replicas of `two_principals(sessions)`, with `SESSIONS_REDIS` set
+/// to `redis`.
+fn replicas(sessions: &str, redis: &str) -> (Server, Server) {
+    let text = two_principals(sessions);
+    let env = [
+        ("ALICE_TOKEN", ALICE),
+        ("BOB_TOKEN", BOB),
+        ("SESSIONS_REDIS", redis),
+    ];
+    (
+        Server::start_with_env(&text, &[], &env),
+        Server::start_with_env(&text, &[], &env),
+    )
+}
+
+/// A 2025-11-25 request in `session` as the holder of `token`.
+async fn in_session(server: &Server, token: &str, session: &str, body: &Value) -> McpResponse {
+    let bearer = format!("Bearer {token}");
+    server
+        .mcp(
+            body,
+            &[
+                ("authorization", &bearer),
+                ("mcp-session-id", session),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+        )
+        .await
+}
+
+/// Open a session on `server` as the holder of `token`; its id.
+async fn open_as(server: &Server, token: &str) -> String {
+    let bearer = format!("Bearer {token}");
+    let opened = server
+        .mcp(&initialize_2025(1), &[("authorization", &bearer)])
+        .await;
+    assert_eq!(opened.status, StatusCode::OK, "{}", opened.text);
+    let session = opened
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a 2025-11-25 initialize opens a session")
+        .to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let response = in_session(server, token, &session, &initialized).await;
+    assert!(response.status.is_success(), "{}", response.text);
+    session
+}
+
+fn calc_request(id: u64, expression: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": "calc", "arguments": {"expression": expression}}})
+}
+
+/// The calc result of `tools/call` in `session`, which must succeed.
+async fn calc_in_session(server: &Server, token: &str, session: &str, id: u64) -> String {
+    let response = in_session(server, token, session, &calc_request(id, "6*7")).await;
+    assert_eq!(response.status, StatusCode::OK, "{}", response.text);
+    let result = response.result(id);
+    assert_eq!(result["isError"], json!(false), "{result}");
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_session_opened_on_one_replica_is_served_by_another_and_stays_its_owners() {
+    let redis = RedisServer::start();
+    let (one, two) = replicas("redis = { env = 'SESSIONS_REDIS' }", &redis.url());
+    let session = open_as(&one, ALICE).await;
+    // Bob presents Alice's id to the replica that does not hold it yet:
+    // refused as if it did not exist, and nothing is restored for him.
+    let foreign = in_session(&two, BOB, &session, &calc_request(2, "1")).await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
+    // Alice's next call lands on the other replica: restored there.
+    assert!(
+        calc_in_session(&two, ALICE, &session, 3)
+            .await
+            .contains("42")
+    );
+    assert!(
+        calc_in_session(&one, ALICE, &session, 4)
+            .await
+            .contains("42")
+    );
+    // Restored, the session is still Alice's alone, on both replicas.
+    for server in [&two, &one] {
+        let foreign = in_session(server, BOB, &session, &calc_request(5, "1")).await;
+        assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
+    }
+    // 2026-07-28 requests carry no session: any replica answers them.
+    for (id, server) in [(6, &one), (7, &two)] {
+        let mut params = json!({"name": "calc", "arguments": {"expression": "6*7"}});
+        params["_meta"] = meta_2026();
+        let bearer = format!("Bearer {ALICE}");
+        let response = server
+            .mcp(
+                &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}),
+                &[
+                    ("authorization", &bearer),
+                    ("MCP-Protocol-Version", "2026-07-28"),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", "calc"),
+                ],
+            )
+            .await;
+        assert_eq!(
+            response.result(id)["isError"],
+            json!(false),
+            "{}",
+            response.text
+        );
+    }
+    let metrics = two
+        .http
+        .get(two.url("/metrics"))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        metric(
+            &metrics,
+            "toolhost_rejected_requests_total{front_end=\"mcp\",reason=\"foreign_session\"}"
+        ),
+        Some(2.0),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_shared_session_on_one_replica_ends_it_on_every_replica() {
+    let redis = RedisServer::start();
+    let (one, two) = replicas("redis = { env = 'SESSIONS_REDIS' }", &redis.url());
+    let session = open_as(&one, ALICE).await;
+    // Held by both replicas now.
+    calc_in_session(&two, ALICE, &session, 2).await;
+    let closed = one
+        .http
+        .delete(one.url("/mcp"))
+        .bearer_auth(ALICE)
+        .header("mcp-session-id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    for server in [&two, &one] {
+        let after = in_session(server, ALICE, &session, &calc_request(3, "1")).await;
+        assert_eq!(after.status, StatusCode::NOT_FOUND, "{}", after.text);
+    }
+}
+
+#[tokio::test]
+async fn a_shared_session_deleted_where_it_was_never_held_ends_everywhere() {
+    let redis = RedisServer::start();
+    let (one, two) = replicas("redis = { env = 'SESSIONS_REDIS' }", &redis.url());
+    let session = open_as(&one, ALICE).await;
+    let closed = two
+        .http
+        .delete(two.url("/mcp"))
+        .bearer_auth(ALICE)
+        .header("mcp-session-id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    let after = in_session(&one, ALICE, &session, &calc_request(2, "1")).await;
+    assert_eq!(after.status, StatusCode::NOT_FOUND, "{}", after.text);
+}
+
+#[tokio::test]
+async fn an_idle_shared_session_expires_on_every_replica() {
+    let redis = RedisServer::start();
+    let (one, two) = replicas(
+        "redis = { env = 'SESSIONS_REDIS' }\nidle = '1s'",
+        &redis.url(),
+    );
+    let session = open_as(&one, ALICE).await;
+    calc_in_session(&two, ALICE, &session, 2).await;
+    // Redis drops the session a second after its last use, whatever the
+    // load on this machine; wait well past it.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for server in [&two, &one] {
+        let after = in_session(server, ALICE, &session, &calc_request(3, "1")).await;
+        assert_eq!(after.status, StatusCode::NOT_FOUND, "{}", after.text);
+    }
+}
+
+#[tokio::test]
+async fn a_replica_that_cannot_reach_the_session_store_keeps_its_own_sessions_and_refuses_others_with_503()
+ {
+    // A port nothing listens on: Redis is down from the start.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let (one, two) = replicas("redis = { env = 'SESSIONS_REDIS' }", &url);
+    let session = open_as(&one, ALICE).await;
+    assert!(
+        calc_in_session(&one, ALICE, &session, 2)
+            .await
+            .contains("42")
+    );
+    let elsewhere = in_session(&two, ALICE, &session, &calc_request(3, "1")).await;
+    assert_eq!(
+        elsewhere.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        elsewhere.text
+    );
+    assert!(
+        elsewhere.headers.contains_key("retry-after"),
+        "{:?}",
+        elsewhere.headers
+    );
+    assert!(
+        elsewhere.text.contains("session_store_unavailable"),
+        "{}",
+        elsewhere.text
+    );
+    // Bob still cannot use Alice's session where it is held.
+    let foreign = in_session(&one, BOB, &session, &calc_request(4, "1")).await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
+}
+
+#[tokio::test]
+async fn one_principal_cannot_hold_more_than_its_share_of_sessions() {
+    let text = two_principals("per_principal = 2");
+    let server = Server::start_with_env(&text, &[], &[("ALICE_TOKEN", ALICE), ("BOB_TOKEN", BOB)]);
+    let first = open_as(&server, ALICE).await;
+    open_as(&server, ALICE).await;
+    let bearer = format!("Bearer {ALICE}");
+    let third = server
+        .mcp(&initialize_2025(1), &[("authorization", &bearer)])
+        .await;
+    assert_eq!(
+        third.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        third.text
+    );
+    assert!(
+        third.headers.contains_key("retry-after"),
+        "{:?}",
+        third.headers
+    );
+    assert!(
+        third.text.contains("[serve.sessions] per_principal"),
+        "the refusal names the key: {}",
+        third.text
+    );
+    // Bob's share is his own.
+    open_as(&server, BOB).await;
+    // Alice closes one, and may open another.
+    let closed = server
+        .http
+        .delete(server.url("/mcp"))
+        .bearer_auth(ALICE)
+        .header("mcp-session-id", &first)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    open_as(&server, ALICE).await;
+}
