@@ -23,6 +23,12 @@
 //! per_principal = { rate = "100/min", concurrency = 4 }
 //! per_tool = { rate = "1000/min" }
 //! tool.fetch = { concurrency = 2 }
+//!
+//! [serve.tasks]                       # see crate::durable_tasks
+//! redis = { env = "REDIS_URL" }       # or a literal URL; absent: in memory
+//! ttl = "1h"
+//! lease = "15s"
+//! max_per_principal = 100
 //! ```
 
 use std::collections::BTreeMap;
@@ -31,6 +37,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::ManifestError;
+use crate::durable_tasks::{TaskPolicy, TasksConfig};
 use crate::fair_shares::{LimitsConfig, Policy};
 use crate::identity::{ContextSource, JwksSource, OAuthSettings, Settings, StaticToken};
 
@@ -41,6 +48,8 @@ pub(super) struct RawServe {
     /// Read as a table first: `redis` may be `{ env = "NAME" }`, resolved
     /// here, so the URL's password need not be written in the manifest.
     limits: Option<toml::Table>,
+    /// Read as a table first, like `limits`.
+    tasks: Option<toml::Table>,
 }
 
 #[derive(Deserialize)]
@@ -79,6 +88,9 @@ pub struct ServeSettings {
     /// `[serve.limits]`: rate limits and concurrency caps per principal
     /// and per tool; `None`: calls are not limited.
     pub limits: Option<Policy>,
+    /// `[serve.tasks]`: where durable tasks are kept and for how long (the
+    /// defaults when the table is absent: in memory).
+    pub tasks: TaskPolicy,
 }
 
 impl RawServe {
@@ -101,7 +113,16 @@ impl RawServe {
                 })?),
                 None => None,
             };
-        Ok(ServeSettings { auth, limits })
+        let tasks = match self.tasks {
+            Some(table) => tasks(table, lookup_env)
+                .map_err(|message| ManifestError::file(file, format!("`serve.tasks{message}")))?,
+            None => TaskPolicy::default(),
+        };
+        Ok(ServeSettings {
+            auth,
+            limits,
+            tasks,
+        })
     }
 }
 
@@ -112,25 +133,7 @@ fn limits(
     mut table: toml::Table,
     lookup_env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Policy, String> {
-    if let Some(toml::Value::Table(source)) = table.get("redis") {
-        let env = match (source.get("env"), source.len()) {
-            (Some(toml::Value::String(env)), 1) => env.clone(),
-            _ => {
-                return Err(
-                    ".redis`: write the URL, or { env = \"NAME\" } to read it from \
-                            the environment variable NAME"
-                        .into(),
-                );
-            }
-        };
-        let url = lookup_env(&env).ok_or_else(|| {
-            format!(
-                ".redis`: environment variable {env} is not set; export it before starting \
-                 toolhost"
-            )
-        })?;
-        table.insert("redis".into(), toml::Value::String(url));
-    }
+    redis_from_env(&mut table, lookup_env)?;
     let config = LimitsConfig::deserialize(toml::Value::Table(table))
         .map_err(|e| format!("`: {}", e.message().trim()))?;
     config.validate().map_err(|e| {
@@ -139,6 +142,50 @@ fn limits(
             .strip_prefix("`serve.limits")
             .map_or_else(|| format!("`: {e}"), str::to_owned)
     })
+}
+
+/// `[serve.tasks]` checked, its `redis = { env = "NAME" }` read from the
+/// environment; errors as [`limits`]'s.
+fn tasks(
+    mut table: toml::Table,
+    lookup_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TaskPolicy, String> {
+    redis_from_env(&mut table, lookup_env)?;
+    let config = TasksConfig::deserialize(toml::Value::Table(table))
+        .map_err(|e| format!("`: {}", e.message().trim()))?;
+    config.validate().map_err(|e| {
+        e.to_string()
+            .strip_prefix("`serve.tasks")
+            .map_or_else(|| format!("`: {e}"), str::to_owned)
+    })
+}
+
+/// Replace a table's `redis = { env = "NAME" }` with the URL the variable
+/// holds, so the URL's password need not be written in the manifest.
+fn redis_from_env(
+    table: &mut toml::Table,
+    lookup_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    let Some(toml::Value::Table(source)) = table.get("redis") else {
+        return Ok(());
+    };
+    let env = match (source.get("env"), source.len()) {
+        (Some(toml::Value::String(env)), 1) => env.clone(),
+        _ => {
+            return Err(
+                ".redis`: write the URL, or { env = \"NAME\" } to read it from \
+                        the environment variable NAME"
+                    .into(),
+            );
+        }
+    };
+    let url = lookup_env(&env).ok_or_else(|| {
+        format!(
+            ".redis`: environment variable {env} is not set; export it before starting toolhost"
+        )
+    })?;
+    table.insert("redis".into(), toml::Value::String(url));
+    Ok(())
 }
 
 type KeyResult<T> = Result<T, (String, String)>;

@@ -32,6 +32,7 @@ mod metrics;
 pub mod reload;
 mod requests;
 mod sessions;
+pub(crate) mod tasks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -213,7 +214,9 @@ pub async fn run(
     let (host, pinned) =
         ToolHost::load_manifest(&manifest, options.clone(), &config.lock_mode).await?;
     let limiter = limiter(&manifest, &host)?;
-    let shared = Shared::new(host, &config)?.with_limiter(limiter);
+    let shared = Shared::new(host, &config)?
+        .with_limiter(limiter)
+        .with_tasks(tasks::Tasks::new(manifest.serve.tasks.clone()));
     shared.metrics().registry(&pinned.report);
     let _watcher = if config.watch {
         Some(reload::watch(
@@ -323,6 +326,8 @@ pub struct Shared {
     auth: Option<Arc<auth::Auth>>,
     /// `[serve.limits]`; `None`: calls are not limited.
     limiter: Option<fair::Limiter>,
+    /// `[serve.tasks]`: durable tasks, in memory unless it says otherwise.
+    tasks: tasks::Tasks,
 }
 
 impl Shared {
@@ -354,6 +359,7 @@ impl Shared {
             drain: Drain::new(config.drain),
             auth: auth.map(Arc::new),
             limiter: None,
+            tasks: tasks::Tasks::new(crate::durable_tasks::TaskPolicy::default()),
         })
     }
 
@@ -361,6 +367,17 @@ impl Shared {
     fn with_limiter(mut self, limiter: Option<fair::Limiter>) -> Self {
         self.limiter = limiter;
         self
+    }
+
+    /// Keep durable tasks in `tasks`.
+    fn with_tasks(mut self, tasks: tasks::Tasks) -> Self {
+        self.tasks = tasks;
+        self
+    }
+
+    /// The durable tasks.
+    pub(crate) fn tasks(&self) -> &tasks::Tasks {
+        &self.tasks
     }
 
     /// The limiter, when calls are limited.
@@ -382,12 +399,22 @@ impl Shared {
         principal: &crate::identity::Principal,
         tools: &[&str],
     ) -> Result<Vec<fair::Permit>, fair::Refusal> {
-        let Some(limiter) = &self.limiter else {
-            return Ok(Vec::new());
-        };
         let caller = fair::Caller {
             id: principal.id(),
             class: principal.class(),
+        };
+        self.admit_as(caller, tools).await
+    }
+
+    /// [`Shared::admit`] for a caller known by its id and class (a task
+    /// run again for its owner).
+    pub(crate) async fn admit_as(
+        &self,
+        caller: fair::Caller<'_>,
+        tools: &[&str],
+    ) -> Result<Vec<fair::Permit>, fair::Refusal> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(Vec::new());
         };
         let mut permits = Vec::new();
         for tool in tools {

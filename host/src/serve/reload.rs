@@ -228,10 +228,13 @@ impl Watched {
     }
 }
 
-/// What each watched file was (length and modification time, or absent)
-/// when a reload began to read them.
+/// A file's length and modification time (if the platform keeps one).
+type FileStamp = (u64, Option<std::time::SystemTime>);
+
+/// What each watched file was (its stamp, or absent) when a reload began
+/// to read them.
 #[derive(Debug, PartialEq, Eq)]
-struct Fingerprint(Vec<(PathBuf, Option<(u64, Option<std::time::SystemTime>)>)>);
+struct Fingerprint(Vec<(PathBuf, Option<FileStamp>)>);
 
 impl Fingerprint {
     fn of(files: &BTreeSet<PathBuf>) -> Self {

@@ -696,7 +696,11 @@ async fn a_reload_logs_what_each_tool_may_now_touch() {
         server.tool_names().await.iter().any(|n| n == "echo")
     })
     .await;
-    assert!(reloaded && reloads(1).await, "no reload\n{}", server.stderr());
+    assert!(
+        reloaded && reloads(1).await,
+        "no reload\n{}",
+        server.stderr()
+    );
     let log = server.stderr();
     let line = |needle: &str| log.lines().any(|l| l.contains(needle));
     assert!(

@@ -23,6 +23,7 @@ mod auth;
 mod fair;
 mod hostile;
 mod library;
+mod tasks;
 
 /// What the server prints on stderr once it is listening.
 const READY: &str = "toolhost: serving on http://";
