@@ -442,3 +442,56 @@ async fn sigterm_lets_a_task_finish_within_the_drain_and_leaves_a_longer_one_to_
         assert_eq!(task["state"], want, "drain {drain}: {task}");
     }
 }
+
+#[tokio::test]
+async fn a_batch_the_limiter_refuses_is_429_and_keeps_no_task() {
+    let serve = "[serve.limits]\nper_principal = { concurrency = 2 }\n\
+                 [serve.tasks]\nmax_per_principal = 3\n";
+    let server = Server::start(&tasks_manifest(false, serve), &[]);
+    let first = start_one(&server, None, sleep_call("a", 60_000)).await;
+    // Two more would be three calls at once, past the cap of 2: refused,
+    // like a synchronous batch, and neither task is kept.
+    let (status, body) = start_tasks(
+        &server,
+        None,
+        &json!([sleep_call("b", 60_000), sleep_call("c", 60_000)]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["error"]["type"], "rate_limited", "{body}");
+    let (status, _) = task_request(&server, reqwest::Method::DELETE, None, &first).await;
+    assert_eq!(status, StatusCode::OK);
+    // Had the refused two been kept, these two would pass the bound of 3.
+    let (status, body) = start_tasks(&server, None, &json!([calc("d", "1"), calc("e", "2")])).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+}
+
+#[tokio::test]
+async fn a_task_store_that_cannot_be_reached_is_503_and_runs_nothing() {
+    // A port nobody listens on: taken, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let server = Server::start_with_env(
+        &tasks_manifest(false, &on_redis("")),
+        &[],
+        &[("TASKS_REDIS", url.as_str())],
+    );
+    let (status, body) = start_tasks(&server, None, &json!([calc("c", "1")])).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["type"], "unavailable", "{body}");
+    let metrics = server.metrics().await;
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"toolhost_tool_calls_total{tool="calc",outcome="success",front_end="http"}"#
+        ),
+        None,
+        "{metrics}"
+    );
+    let (status, _) = get_task(&server, None, "0123456789abcdef0123456789abcdef").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+}
