@@ -7,6 +7,7 @@
 //! ```toml
 //! [serve.tasks]
 //! redis = { env = "REDIS_URL" }   # or a literal URL; absent: in memory
+//! # path = "tasks.redb"           # or a file: one replica's tasks kept across restarts
 //! prefix = "toolhost:tasks"       # the keys' prefix in Redis
 //! ttl = "1h"                      # how long a finished task's result is kept
 //! lease = "15s"                   # how long a dead replica's task waits to be taken over
@@ -53,6 +54,9 @@ pub struct TasksConfig {
     /// `redis://…` or `redis+unix://…`: tasks shared by every replica
     /// naming it. Absent: in this process's memory.
     pub redis: Option<String>,
+    /// A redb file (relative to the manifest's directory): one replica's
+    /// tasks, kept across its restarts.
+    pub path: Option<std::path::PathBuf>,
     /// The prefix of every key in Redis; default [`DEFAULT_PREFIX`].
     pub prefix: Option<String>,
     /// How long a finished task's result is kept, e.g. `"1h"`.
@@ -67,6 +71,7 @@ impl fmt::Debug for TasksConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TasksConfig")
             .field("redis", &self.redis.as_deref().map(redacted))
+            .field("path", &self.path)
             .field("prefix", &self.prefix)
             .field("ttl", &self.ttl)
             .field("lease", &self.lease)
@@ -99,12 +104,15 @@ pub(crate) enum TaskStore {
     Memory,
     /// Redis, shared by replicas.
     Redis { url: String, prefix: String },
+    /// A redb file: one replica's tasks, across its restarts.
+    Embedded { path: std::path::PathBuf },
 }
 
 impl fmt::Debug for TaskStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Memory => f.write_str("Memory"),
+            Self::Embedded { path } => f.debug_struct("Embedded").field("path", path).finish(),
             Self::Redis { url, prefix } => f
                 .debug_struct("Redis")
                 .field("url", &redacted(url))
@@ -145,7 +153,7 @@ impl TasksConfig {
     /// is no Redis URL, a prefix without `redis` or with spaces, a `ttl` or
     /// `lease` that is no duration or out of range, a `max_per_principal`
     /// of 0.
-    pub fn validate(&self) -> Result<TaskPolicy, InvalidTasks> {
+    pub fn validate(&self, base: &std::path::Path) -> Result<TaskPolicy, InvalidTasks> {
         let defaults = TaskPolicy::default();
         let ttl = duration("ttl", self.ttl.as_deref())?.unwrap_or(defaults.ttl);
         if ttl.is_zero() || ttl > MAX_TTL {
@@ -171,14 +179,38 @@ impl TasksConfig {
             })?,
         };
         Ok(TaskPolicy {
-            store: self.store()?,
+            store: self.store(base)?,
             ttl,
             lease,
             max_per_principal,
         })
     }
 
-    fn store(&self) -> Result<TaskStore, InvalidTasks> {
+    fn store(&self, base: &std::path::Path) -> Result<TaskStore, InvalidTasks> {
+        if let Some(path) = &self.path {
+            if self.redis.is_some() {
+                return Err(InvalidTasks::new(
+                    "path",
+                    "tasks are kept in Redis (shared by replicas) or in a file (one replica's), \
+                     not both; remove `path` or `redis`",
+                ));
+            }
+            if self.prefix.is_some() {
+                return Err(InvalidTasks::new(
+                    "prefix",
+                    "only tasks kept in Redis have a key prefix; remove `prefix`",
+                ));
+            }
+            if path.as_os_str().is_empty() {
+                return Err(InvalidTasks::new(
+                    "path",
+                    "write the file tasks are kept in, e.g. \"tasks.redb\"",
+                ));
+            }
+            return Ok(TaskStore::Embedded {
+                path: base.join(path),
+            });
+        }
         let Some(url) = &self.redis else {
             if self.prefix.is_some() {
                 return Err(InvalidTasks::new(
@@ -226,13 +258,18 @@ mod tests {
     use super::*;
 
     fn invalid(config: TasksConfig) -> String {
-        config.validate().unwrap_err().to_string()
+        config
+            .validate(std::path::Path::new("/srv"))
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
     fn absent_keys_are_the_defaults() {
         assert_eq!(
-            TasksConfig::default().validate().unwrap(),
+            TasksConfig::default()
+                .validate(std::path::Path::new("/srv"))
+                .unwrap(),
             TaskPolicy::default()
         );
     }
@@ -270,6 +307,12 @@ mod tests {
             ..TasksConfig::default()
         });
         assert!(url.contains("is not a Redis URL"), "{url}");
+        let both = invalid(TasksConfig {
+            redis: Some("redis://127.0.0.1".into()),
+            path: Some("tasks.redb".into()),
+            ..TasksConfig::default()
+        });
+        assert!(both.contains("not both"), "{both}");
         assert!(!url.contains("hunter2"), "{url}");
     }
 }

@@ -114,7 +114,7 @@ impl RawServe {
                 None => None,
             };
         let tasks = match self.tasks {
-            Some(table) => tasks(table, lookup_env)
+            Some(table) => tasks(table, base, lookup_env)
                 .map_err(|message| ManifestError::file(file, format!("`serve.tasks{message}")))?,
             None => TaskPolicy::default(),
         };
@@ -148,12 +148,13 @@ fn limits(
 /// environment; errors as [`limits`]'s.
 fn tasks(
     mut table: toml::Table,
+    base: &Path,
     lookup_env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<TaskPolicy, String> {
     redis_from_env(&mut table, lookup_env)?;
     let config = TasksConfig::deserialize(toml::Value::Table(table))
         .map_err(|e| format!("`: {}", e.message().trim()))?;
-    config.validate().map_err(|e| {
+    config.validate(base).map_err(|e| {
         e.to_string()
             .strip_prefix("`serve.tasks")
             .map_or_else(|| format!("`: {e}"), str::to_owned)

@@ -216,7 +216,7 @@ pub async fn run(
     let limiter = limiter(&manifest, &host)?;
     let shared = Shared::new(host, &config)?
         .with_limiter(limiter)
-        .with_tasks(tasks::Tasks::new(manifest.serve.tasks.clone()));
+        .with_tasks(tasks::Tasks::new(manifest.serve.tasks.clone()).map_err(ServeError::Usage)?);
     shared.metrics().registry(&pinned.report);
     let _watcher = if config.watch {
         Some(reload::watch(
@@ -359,7 +359,7 @@ impl Shared {
             drain: Drain::new(config.drain),
             auth: auth.map(Arc::new),
             limiter: None,
-            tasks: tasks::Tasks::new(crate::durable_tasks::TaskPolicy::default()),
+            tasks: tasks::Tasks::in_memory(),
         })
     }
 

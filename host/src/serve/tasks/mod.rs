@@ -20,6 +20,7 @@
 //! out); a finished task is kept `ttl`, and a task whose lease ran out
 //! unread is forgotten `ttl` after it did.
 
+mod embedded;
 mod memory;
 mod redis;
 mod run;
@@ -141,6 +142,7 @@ pub(crate) struct StoreDown;
 
 enum Store {
     Memory(memory::Memory),
+    Embedded(embedded::Embedded),
     // Boxed: its scripts and connection are large beside the map.
     Redis(Box<redis::Remote>),
 }
@@ -197,13 +199,33 @@ pub(crate) fn random_id() -> String {
 }
 
 impl Tasks {
-    pub(crate) fn new(policy: TaskPolicy) -> Self {
+    /// The tasks `policy` asks for; the file of an embedded store is
+    /// opened now.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be opened (another process holds it, or it cannot
+    /// be created), naming it and the fix.
+    pub(crate) fn new(policy: TaskPolicy) -> Result<Self, String> {
         let store = match &policy.store {
             TaskStore::Memory => Store::Memory(memory::Memory::default()),
+            TaskStore::Embedded { path } => Store::Embedded(embedded::Embedded::open(path)?),
             TaskStore::Redis { url, prefix } => {
                 Store::Redis(Box::new(redis::Remote::new(url, prefix)))
             }
         };
+        Ok(Self::with_store(store, policy))
+    }
+
+    /// Tasks in this process's memory, under the default policy.
+    pub(crate) fn in_memory() -> Self {
+        Self::with_store(
+            Store::Memory(memory::Memory::default()),
+            TaskPolicy::default(),
+        )
+    }
+
+    fn with_store(store: Store, policy: TaskPolicy) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -239,6 +261,7 @@ impl Tasks {
         let (now, ttl) = (now_ms(), self.ttl_ms());
         match &self.inner.store {
             Store::Memory(memory) => Ok(memory.insert(records, max, now, ttl)),
+            Store::Embedded(file) => file.insert(records, max, now, ttl).await,
             Store::Redis(remote) => remote.insert(records, max, now, ttl).await,
         }
     }
@@ -247,6 +270,7 @@ impl Tasks {
     pub(crate) async fn get(&self, id: &str) -> Result<Option<Record>, StoreDown> {
         match &self.inner.store {
             Store::Memory(memory) => Ok(memory.get(id, now_ms(), self.ttl_ms())),
+            Store::Embedded(file) => file.get(id, now_ms(), self.ttl_ms()).await,
             Store::Redis(remote) => remote.get(id).await,
         }
     }
@@ -256,6 +280,7 @@ impl Tasks {
     pub(crate) async fn swap(&self, new: &Record) -> Result<bool, StoreDown> {
         match &self.inner.store {
             Store::Memory(memory) => Ok(memory.swap(new)),
+            Store::Embedded(file) => file.swap(new).await,
             Store::Redis(remote) => remote.swap(new, now_ms(), self.ttl_ms()).await,
         }
     }
@@ -267,6 +292,7 @@ impl Tasks {
                 memory.remove(ids);
                 Ok(())
             }
+            Store::Embedded(file) => file.remove(ids).await,
             Store::Redis(remote) => remote.remove(owner, ids).await,
         }
     }

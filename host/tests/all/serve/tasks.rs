@@ -495,3 +495,35 @@ async fn a_task_store_that_cannot_be_reached_is_503_and_runs_nothing() {
     let (status, _) = get_task(&server, None, "0123456789abcdef0123456789abcdef").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
 }
+
+#[tokio::test]
+async fn tasks_in_a_file_outlive_their_server_and_a_task_it_was_running_fails_after_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tasks.redb");
+    let serve = format!(
+        "[serve.tasks]\npath = '{}'\nlease = \"1s\"\n",
+        file.display()
+    );
+    let text = tasks_manifest(false, &serve);
+    let mut first = Server::start(&text, &[]);
+    let done = start_one(&first, None, calc("c", "6*7")).await;
+    wait_for_task(&first, None, &done, state_is("completed")).await;
+    // The file is this server's: a second one refuses to start, saying why.
+    let manifest = dir.path().join("toolhost.toml");
+    std::fs::write(&manifest, &text).unwrap();
+    let output = toolhost(&manifest, &["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("another process holds this task file"),
+        "{stderr}"
+    );
+    let id = killed_mid_task(&mut first, 60_000).await;
+    let second = Server::start(&text, &[]);
+    let kept = wait_for_task(&second, None, &done, state_is("completed")).await;
+    assert_eq!(kept["result"]["content"], "42", "{kept}");
+    let failed = wait_for_task(&second, None, &id, |t| t["state"] != "working").await;
+    assert_eq!(failed["state"], "failed", "{failed}");
+}
