@@ -151,6 +151,7 @@ LAYERS = {
     "schema": DOMAIN,  # JSON Schema normalisation (integer formats)
     "duration": DOMAIN,  # the one parser of "5m", "30s", "100ms"
     "fixes": DOMAIN,  # how refusals spell the fix for each setting
+    "durable_tasks": DOMAIN,  # [serve.tasks] parsed and checked; the store is serve::tasks
     "fair_shares": DOMAIN,  # [serve.limits] parsed and checked; the limiter is serve::fair
     # The [model] table and the loop controls: ModelConfig, LoopControls, BaseUrl. A leaf
     # under the model folder, beside the providers that read it, importing none of them.

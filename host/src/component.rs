@@ -39,6 +39,11 @@ pub struct ComponentConfig {
     /// its tools, when the server tells callers apart (`[serve.auth]`);
     /// `None`: `tools:NAME` for each tool NAME (which `tools:*` holds).
     pub scopes: Option<Vec<String>>,
+    /// The operator's word that running any of its tools twice does no
+    /// harm (whatever the tools' own hints say): `toolhost serve` then
+    /// runs again a durable task whose replica died, instead of marking
+    /// it failed.
+    pub idempotent: bool,
 }
 
 impl ComponentConfig {
@@ -67,6 +72,7 @@ impl ComponentConfig {
             cache: None,
             client_capabilities: BTreeSet::new(),
             scopes: None,
+            idempotent: false,
         }
     }
 
@@ -88,6 +94,13 @@ impl ComponentConfig {
     /// list: any caller the server accepts).
     pub fn scopes(mut self, scopes: Vec<String>) -> Self {
         self.scopes = Some(scopes);
+        self
+    }
+
+    /// Declare that running any of its tools twice does no harm (see
+    /// [`ComponentConfig::idempotent`]).
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
         self
     }
 

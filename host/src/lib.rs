@@ -46,6 +46,7 @@ mod arguments;
 pub mod authoring;
 mod component;
 pub mod describe;
+mod durable_tasks;
 pub mod duration;
 mod fair_shares;
 mod fixes;

@@ -30,6 +30,11 @@
 //! prefix = "toolhost:sessions"        # the default
 //! idle = "2m"                         # closed after this long unused (default)
 //! per_principal = 256                 # sessions one principal may hold open (default)
+//! [serve.tasks]                       # see crate::durable_tasks
+//! redis = { env = "REDIS_URL" }       # or a literal URL; absent: in memory
+//! ttl = "1h"
+//! lease = "15s"
+//! max_per_principal = 100
 //! ```
 
 use std::collections::BTreeMap;
@@ -39,6 +44,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::ManifestError;
+use crate::durable_tasks::{TaskPolicy, TasksConfig};
 use crate::fair_shares::{LimitsConfig, Policy};
 use crate::grants::store::redacted;
 use crate::identity::{ContextSource, JwksSource, OAuthSettings, Settings, StaticToken};
@@ -50,6 +56,8 @@ pub(super) struct RawServe {
     /// Read as a table first: `redis` may be `{ env = "NAME" }`, resolved
     /// here, so the URL's password need not be written in the manifest.
     limits: Option<toml::Table>,
+    /// Read as a table first, like `limits`.
+    tasks: Option<toml::Table>,
     /// Read as a table first, for `redis = { env = "NAME" }` as above.
     sessions: Option<toml::Table>,
 }
@@ -101,6 +109,9 @@ pub struct ServeSettings {
     /// `[serve.limits]`: rate limits and concurrency caps per principal
     /// and per tool; `None`: calls are not limited.
     pub limits: Option<Policy>,
+    /// `[serve.tasks]`: where durable tasks are kept and for how long (the
+    /// defaults when the table is absent: in memory).
+    pub tasks: TaskPolicy,
     /// `[serve.sessions]`: where MCP sessions are kept, how long an idle
     /// one lives, and each principal's share.
     pub sessions: SessionSettings,
@@ -205,10 +216,16 @@ impl RawServe {
             })?,
             None => SessionSettings::default(),
         };
+        let tasks = match self.tasks {
+            Some(table) => tasks(table, base, lookup_env)
+                .map_err(|message| ManifestError::file(file, format!("`serve.tasks{message}")))?,
+            None => TaskPolicy::default(),
+        };
         Ok(ServeSettings {
             auth,
             limits,
             sessions,
+            tasks,
         })
     }
 }
@@ -222,24 +239,42 @@ fn limits(
 ) -> Result<Policy, String> {
     resolve_redis(&mut table, lookup_env)?;
     let config: LimitsConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
-        .map_err(|e| {
-            let path = e.path().to_string();
-            let at = if path == "." {
-                String::new()
-            } else {
-                format!(".{path}")
-            };
-            format!(
-                "{at}`: {}; see [serve.limits] in docs/serving.md (\"Fair shares\")",
-                e.inner().message().trim()
-            )
-        })?;
+        .map_err(|e| path_error(&e, "[serve.limits] in docs/serving.md (\"Fair shares\")"))?;
     config.validate().map_err(|e| {
         // `InvalidLimits` names the key in full; keep its text after `serve.limits`.
         e.to_string()
             .strip_prefix("`serve.limits")
             .map_or_else(|| format!("`: {e}"), str::to_owned)
     })
+}
+
+/// `[serve.tasks]` checked, its `redis = { env = "NAME" }` read from the
+/// environment; errors as [`limits`]'s.
+fn tasks(
+    mut table: toml::Table,
+    base: &Path,
+    lookup_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TaskPolicy, String> {
+    resolve_redis(&mut table, lookup_env)?;
+    let config: TasksConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
+        .map_err(|e| path_error(&e, "[serve.tasks] in docs/serving.md (\"Tasks\")"))?;
+    config.validate(base).map_err(|e| {
+        e.to_string()
+            .strip_prefix("`serve.tasks")
+            .map_or_else(|| format!("`: {e}"), str::to_owned)
+    })
+}
+
+/// A deserialization error of a `[serve.*]` table, after the table's name:
+/// `.KEY`: the problem, and where the keys are documented (`doc`).
+fn path_error(e: &serde_path_to_error::Error<toml::de::Error>, doc: &str) -> String {
+    let path = e.path().to_string();
+    let at = if path == "." {
+        String::new()
+    } else {
+        format!(".{path}")
+    };
+    format!("{at}`: {}; see {doc}", e.inner().message().trim())
 }
 
 /// Replace `redis = { env = "NAME" }` in `table` by the variable's value.
@@ -277,8 +312,8 @@ fn sessions(
     lookup_env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SessionSettings, String> {
     resolve_redis(&mut table, lookup_env)?;
-    let raw = RawSessions::deserialize(toml::Value::Table(table))
-        .map_err(|e| format!("`: {}", e.message().trim()))?;
+    let raw: RawSessions = serde_path_to_error::deserialize(toml::Value::Table(table))
+        .map_err(|e| path_error(&e, "[serve.sessions] in docs/deploy.md"))?;
     let mut settings = SessionSettings::default();
     if let Some(url) = raw.redis {
         let scheme = url.starts_with("redis://") || url.starts_with("redis+unix://");

@@ -36,7 +36,13 @@ fn describe(manifest: &Manifest) -> String {
     if manifest.serve.sessions != super::SessionSettings::default() {
         out += &format!("sessions: {:?}\n", manifest.serve.sessions);
     }
+    if manifest.serve.tasks != crate::durable_tasks::TaskPolicy::default() {
+        out += &format!("serve.tasks: {:?}\n", manifest.serve.tasks);
+    }
     for c in &manifest.components {
+        if c.idempotent {
+            out += &format!("tool {}: idempotent\n", c.label());
+        }
         out += &format!(
             "tool {}: approval {:?}, cache {:?}, timeout {:?}, memory {}\n  hosts: {:?}\n  files: {:?}\n  env: {:?}\n  config: {:?}\n",
             c.label(),

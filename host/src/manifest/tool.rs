@@ -38,6 +38,8 @@ pub(super) struct RawTool {
     client_capabilities: BTreeSet<ClientCapability>,
     verify: Option<RawVerify>,
     scopes: Option<Vec<String>>,
+    #[serde(default)]
+    idempotent: bool,
 }
 
 #[derive(Deserialize)]
@@ -121,6 +123,7 @@ impl RawTool {
             cache,
             client_capabilities: self.client_capabilities,
             scopes: self.scopes,
+            idempotent: self.idempotent,
         })
     }
 }

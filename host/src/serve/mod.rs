@@ -32,6 +32,7 @@ mod metrics;
 pub mod reload;
 mod requests;
 mod sessions;
+pub(crate) mod tasks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -215,6 +216,7 @@ pub async fn run(
     let limiter = limiter(&manifest, &host)?;
     let shared = Shared::new(host, &config)?
         .with_limiter(limiter)
+        .with_tasks(tasks::Tasks::new(manifest.serve.tasks.clone()).map_err(ServeError::Usage)?)
         .with_sessions(manifest.serve.sessions.clone())?;
     shared.metrics().registry(&pinned.report);
     let _watcher = if config.watch {
@@ -342,6 +344,8 @@ pub struct Shared {
     /// through, when it names one.
     sessions: Arc<crate::manifest::SessionSettings>,
     session_store: Option<Arc<sessions::SharedSessions>>,
+    /// `[serve.tasks]`: durable tasks, in memory unless it says otherwise.
+    tasks: tasks::Tasks,
 }
 
 impl Shared {
@@ -375,6 +379,7 @@ impl Shared {
             limiter: None,
             sessions: Arc::default(),
             session_store: None,
+            tasks: tasks::Tasks::in_memory(),
         })
     }
 
@@ -405,6 +410,17 @@ impl Shared {
         self
     }
 
+    /// Keep durable tasks in `tasks`.
+    fn with_tasks(mut self, tasks: tasks::Tasks) -> Self {
+        self.tasks = tasks;
+        self
+    }
+
+    /// The durable tasks.
+    pub(crate) fn tasks(&self) -> &tasks::Tasks {
+        &self.tasks
+    }
+
     /// The limiter, when calls are limited.
     pub(crate) fn limiter(&self) -> Option<&fair::Limiter> {
         self.limiter.as_ref()
@@ -424,12 +440,22 @@ impl Shared {
         principal: &crate::identity::Principal,
         tools: &[&str],
     ) -> Result<Vec<fair::Permit>, fair::Refusal> {
-        let Some(limiter) = &self.limiter else {
-            return Ok(Vec::new());
-        };
         let caller = fair::Caller {
             id: principal.id(),
             class: principal.class(),
+        };
+        self.admit_as(caller, tools).await
+    }
+
+    /// [`Shared::admit`] for a caller known by its id and class (a task
+    /// run again for its owner).
+    pub(crate) async fn admit_as(
+        &self,
+        caller: fair::Caller<'_>,
+        tools: &[&str],
+    ) -> Result<Vec<fair::Permit>, fair::Refusal> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(Vec::new());
         };
         let mut permits = Vec::new();
         for tool in tools {

@@ -243,8 +243,8 @@ impl Watched {
     }
 }
 
-/// What each watched file was (length and modification time, or absent)
-/// when a reload began to read them.
+/// What each watched file was (its stamp, or absent) when a reload began
+/// to read them.
 #[derive(Debug, PartialEq, Eq)]
 struct Fingerprint(Vec<(PathBuf, Option<Seen>)>);
 

@@ -35,6 +35,9 @@ mod redis;
 #[cfg(test)]
 mod tests;
 
+/// The escaping of names in Redis keys, which the task store shares.
+pub(crate) use redis::key as redis_key;
+
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -158,7 +158,7 @@ impl Default for Timing {
 }
 
 /// The key of `kind` for `name` under `prefix`: see the module's layout.
-pub(super) fn key(prefix: &str, kind: &str, name: &str) -> String {
+pub(crate) fn key(prefix: &str, kind: &str, name: &str) -> String {
     let mut key = String::with_capacity(prefix.len() + kind.len() + name.len() + 8);
     key.push_str(prefix);
     key.push(':');

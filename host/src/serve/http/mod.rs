@@ -3,7 +3,8 @@
 //! | route | what |
 //! |---|---|
 //! | `/mcp` | MCP Streamable HTTP (see [`super::mcp`]) |
-//! | `POST /v1/tool_calls` | a batch of tool calls in any shape [`crate::wire::parse_batch`] reads, answered in order |
+//! | `POST /v1/tool_calls` | a batch of tool calls in any shape [`crate::wire::parse_batch`] reads, answered in order; `?async=1`: started as tasks |
+//! | `GET`, `DELETE /v1/tasks/ID` | a task, or cancel it (see `tasks`) |
 //! | `GET /v1/tools` | tool definitions, `?format=openai|anthropic|mcp` |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /healthz` | liveness: `{"status":"ok","tools":N}` |
@@ -32,11 +33,13 @@
 //! - `work`: what a request asks of the server, as the drain and the
 //!   session cap see it;
 //! - `routes`: `/healthz`, `/metrics`, `GET /v1/tools` and the fallbacks;
-//! - `tool_calls`: `POST /v1/tool_calls`, from the body to the answers.
+//! - `tool_calls`: `POST /v1/tool_calls`, from the body to the answers;
+//! - `tasks`: the tasks `?async=1` starts, read and cancelled.
 
 mod checks;
 mod listen;
 mod routes;
+mod tasks;
 mod tool_calls;
 mod work;
 
@@ -99,6 +102,10 @@ pub fn router(
     Router::new()
         .route("/healthz", get(healthz))
         .route("/v1/tool_calls", post(tool_calls))
+        .route(
+            "/v1/tasks/{id}",
+            get(tasks::get_task).delete(tasks::cancel_task),
+        )
         .route("/v1/tools", get(tools))
         .route("/metrics", get(metrics))
         .route(

@@ -32,7 +32,8 @@ pub(super) async fn method_not_allowed() -> Response {
     error(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
-        "this route does not take that method: POST /v1/tool_calls; GET /v1/tools, /metrics and /healthz",
+        "this route does not take that method: POST /v1/tool_calls; GET and DELETE /v1/tasks/ID; \
+         GET /v1/tools, /metrics and /healthz",
     )
 }
 
@@ -41,7 +42,8 @@ pub(super) async fn not_found() -> Response {
     error(
         StatusCode::NOT_FOUND,
         "not_found",
-        "no such route; this server offers /mcp, POST /v1/tool_calls, GET /v1/tools, GET /metrics and GET /healthz",
+        "no such route; this server offers /mcp, POST /v1/tool_calls, GET and DELETE \
+         /v1/tasks/ID, GET /v1/tools, GET /metrics and GET /healthz",
     )
 }
 
@@ -73,14 +75,50 @@ pub(super) async fn metrics(State(shared): State<Shared>) -> Response {
 #[derive(Deserialize)]
 pub(super) struct FormatQuery {
     format: Option<String>,
+    /// `POST /v1/tool_calls?async=1`: start tasks, answer their ids.
+    #[serde(rename = "async")]
+    asynchronous: Option<String>,
+}
+
+impl FormatQuery {
+    /// The `?format=` asked for, or the default.
+    pub(super) fn format<F>(&self) -> Result<F, FormatError>
+    where
+        F: std::str::FromStr<Err = String> + Default,
+    {
+        self.format
+            .as_deref()
+            .map_or(Ok(F::default()), str::parse)
+            .map_err(FormatError::Unknown)
+    }
+
+    /// The `?format=` as written (`toolmessage` when absent), checked by
+    /// [`FormatQuery::format`] first.
+    pub(super) fn format_text(&self) -> &str {
+        self.format.as_deref().unwrap_or("toolmessage")
+    }
+
+    /// Whether `?async=` asks for tasks.
+    pub(super) fn asynchronous(&self) -> Result<bool, FormatError> {
+        match self.asynchronous.as_deref() {
+            None | Some("0" | "false") => Ok(false),
+            Some("1" | "true") => Ok(true),
+            Some(_) => Err(FormatError::Async),
+        }
+    }
 }
 
 /// Why a request's `?format=` cannot be used; the message says the fix.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum FormatError {
     /// The query string holds something else, or cannot be read.
-    #[error("the query string takes one parameter, format (e.g. ?format=anthropic)")]
+    #[error(
+        "the query string takes format (e.g. ?format=anthropic) and, for POST /v1/tool_calls, async=1"
+    )]
     Query,
+    /// `?async=` is neither 1 nor 0.
+    #[error("async takes 1 (start tasks, answer their ids) or 0 (answer the calls); e.g. ?async=1")]
+    Async,
     /// No such format; the message names those there are.
     #[error("{0}")]
     Unknown(String),
@@ -96,11 +134,7 @@ where
     let Ok(Query(query)) = query else {
         return Err(FormatError::Query);
     };
-    query
-        .format
-        .as_deref()
-        .map_or(Ok(F::default()), str::parse)
-        .map_err(FormatError::Unknown)
+    query.format()
 }
 
 /// RFC 9728's protected-resource metadata, when the server takes OAuth

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::error;
-use super::routes::{FormatQuery, requested_format};
+use super::routes::FormatQuery;
 use crate::identity::Principal;
 use crate::serve::Shared;
 use crate::serve::auth::AuthRefusal;
@@ -89,7 +89,8 @@ fn missing_scope(
 }
 
 /// `POST /v1/tool_calls`: the batch read in any shape [`wire::calls`]
-/// knows, run, and answered in order in the `?format=` asked for.
+/// knows, run, and answered in order in the `?format=` asked for; with
+/// `?async=1`, started as tasks and answered 202 with their ids.
 pub(super) async fn tool_calls(
     State(shared): State<Shared>,
     principal: Option<Extension<Principal>>,
@@ -102,40 +103,19 @@ pub(super) async fn tool_calls(
         shared.metrics().reject("http", reason);
         error(status, "invalid_request", message)
     };
-    let format = match requested_format(query) {
-        Ok(format) => format,
-        Err(e) => return reject("bad_format", StatusCode::BAD_REQUEST, e.to_string()),
+    let Ok(Query(query)) = query else {
+        let message = super::routes::FormatError::Query.to_string();
+        return reject("bad_format", StatusCode::BAD_REQUEST, message);
     };
-    if !json_body(&headers) {
-        return reject(
-            "content_type",
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "send the tool calls as JSON with `Content-Type: application/json`".into(),
-        );
-    }
-    let Ok(text) = std::str::from_utf8(&body) else {
-        return reject(
-            "malformed",
-            StatusCode::BAD_REQUEST,
-            "the body is not UTF-8 text; send a JSON array of tool calls".into(),
-        );
+    let (format, asynchronous) = match (query.format(), query.asynchronous()) {
+        (Ok(format), Ok(asynchronous)) => (format, asynchronous),
+        (Err(e), _) | (_, Err(e)) => {
+            return reject("bad_format", StatusCode::BAD_REQUEST, e.to_string());
+        }
     };
-    let calls = match wire::parse_batch_at_most(text, shared.max_batch) {
+    let calls = match read_calls(&shared, &headers, &body) {
         Ok(calls) => calls,
-        Err(wire::BatchError::TooMany { count, max }) => {
-            return reject(
-                "batch_too_large",
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "the request carries {count} tool calls; this server takes at most {max} at once \
-                     (split the batch, or {})",
-                    shared.fixes().max_batch
-                ),
-            );
-        }
-        Err(wire::BatchError::Unreadable(message)) => {
-            return reject("malformed", StatusCode::BAD_REQUEST, message);
-        }
+        Err((reason, status, message)) => return reject(reason, status, message),
     };
     let Some(principal) = super::routes::caller(&shared, principal) else {
         return reject(
@@ -148,10 +128,18 @@ pub(super) async fn tool_calls(
     if let Some(refused) = unauthorized(&shared, &host, &calls, &principal) {
         return refused;
     }
-    let env = match call_env(&shared, &principal, &headers) {
-        Ok(env) => env,
+    let context = match call_context(&shared, &principal, &headers) {
+        Ok(context) => context,
         Err(message) => return reject("bad_context", StatusCode::BAD_REQUEST, message),
     };
+    if asynchronous {
+        let format = query.format_text();
+        return super::tasks::start(&shared, &host, &principal, calls, context, format).await;
+    }
+    let mut env = CallOptions::default().approver(shared.refuse());
+    if let Some(context) = context {
+        env = env.context(context);
+    }
     let results = match admit_and_run(&shared, &host, &principal, calls, env).await {
         Ok(results) => results,
         Err(refused) => return refused,
@@ -164,6 +152,48 @@ pub(super) async fn tool_calls(
     // OpenAI's answers end with the user message carrying their images.
     body.extend(answers.finish());
     axum::Json(body).into_response()
+}
+
+/// A request refused before anything ran: the reason `/metrics` counts,
+/// the status and the message.
+type Rejection = (&'static str, StatusCode, String);
+
+/// The batch `body` carries, declared JSON, in any shape [`wire::calls`]
+/// knows, within `--max-batch`.
+fn read_calls(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Vec<ToolCall>, Rejection> {
+    if !json_body(headers) {
+        return Err((
+            "content_type",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the tool calls as JSON with `Content-Type: application/json`".into(),
+        ));
+    }
+    let Ok(text) = std::str::from_utf8(body) else {
+        return Err((
+            "malformed",
+            StatusCode::BAD_REQUEST,
+            "the body is not UTF-8 text; send a JSON array of tool calls".into(),
+        ));
+    };
+    match wire::parse_batch_at_most(text, shared.max_batch) {
+        Ok(calls) => Ok(calls),
+        Err(wire::BatchError::TooMany { count, max }) => Err((
+            "batch_too_large",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request carries {count} tool calls; this server takes at most {max} at once \
+                 (split the batch, or {})",
+                shared.fixes().max_batch
+            ),
+        )),
+        Err(wire::BatchError::Unreadable(message)) => {
+            Err(("malformed", StatusCode::BAD_REQUEST, message))
+        }
+    }
 }
 
 /// The refusal of a batch a caller told apart from others may not run: one
@@ -203,22 +233,18 @@ fn json_body(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// What the batch's calls run with: the server's approver and the
-/// principal's context (from its claims, and the header where the
-/// bindings let the caller choose); the message of a context that cannot
-/// be used.
-fn call_env(
+/// The batch's injected context: the principal's (from its claims, and
+/// the header where the bindings let the caller choose); the message of a
+/// context that cannot be used.
+fn call_context(
     shared: &Shared,
     principal: &Principal,
     headers: &HeaderMap,
-) -> Result<CallOptions, String> {
-    let env = CallOptions::default().approver(shared.refuse());
+) -> Result<Option<Value>, String> {
     let requested = injected_context(headers).map_err(|e| e.to_string())?;
-    match principal.context(shared.bindings(), requested) {
-        Ok(Some(context)) => Ok(env.context(context)),
-        Ok(None) => Ok(env),
-        Err(e) => Err(e.to_string()),
-    }
+    principal
+        .context(shared.bindings(), requested)
+        .map_err(|e| e.to_string())
 }
 
 /// Run `calls` once `[serve.limits]` has admitted them all (the 429 to
@@ -243,7 +269,7 @@ async fn admit_and_run(
 
 /// The answer to a batch `[serve.limits]` refused: 429, with when to try
 /// again in `Retry-After` and the budget and the fix in the body.
-fn rate_limited(refusal: &crate::serve::fair::Refusal, calls: usize) -> Response {
+pub(super) fn rate_limited(refusal: &crate::serve::fair::Refusal, calls: usize) -> Response {
     let secs = refusal.retry_after_secs();
     let message = if calls > 1 {
         format!("{refusal} (the batch's {calls} calls are admitted together; none of them ran)")

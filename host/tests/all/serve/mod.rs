@@ -24,6 +24,7 @@ mod fair;
 mod hostile;
 mod library;
 mod replicas;
+mod tasks;
 
 /// What the server prints on stderr once it is listening.
 const READY: &str = "toolhost: serving on http://";
