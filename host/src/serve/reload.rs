@@ -106,28 +106,10 @@ pub fn watch(
             for _ in 0..RELOADS_PER_CHANGE {
                 // The lock file is left out: a reload may write it itself.
                 let lock = manifest.lock_path().map(|p| absolute(&p));
-                let before = Fingerprint::of(
-                    &watched
-                        .files
-                        .iter()
-                        .filter(|f| Some(*f) != lock.as_ref())
-                        .cloned()
-                        .collect(),
-                );
-                match reload(&manifest_path, &options, &lock_mode).await {
-                    Ok((manifest, host, pinned)) => {
-                        shared.metrics().registry(&pinned.report);
-                        if swap_in(&shared, host, &manifest, &serve_auth) {
-                            watched.update(&mut watcher, &manifest_path, &manifest);
-                        }
-                    }
-                    Err(e) => {
-                        shared.metrics().reload(false);
-                        if matches!(e, ServeError::Load(LoadError::Verify(_))) {
-                            shared.metrics().verify_failure();
-                        }
-                        tracing::error!(error = %format!("{e:#}"), "reload failed; the previous version keeps serving");
-                    }
+                let before = Fingerprint::of_all_but(&watched.files, lock.as_deref());
+                let reloaded = reload(&manifest_path, &options, &lock_mode).await;
+                if let Some(new) = take(&shared, reloaded, &serve_auth) {
+                    watched.update(&mut watcher, &manifest_path, &new);
                 }
                 if before.still_current() {
                     break;
@@ -137,6 +119,29 @@ pub fn watch(
         }
     });
     Ok(Watcher { task })
+}
+
+/// Swap in what a reload loaded, or log why it failed; the manifest, when
+/// the new version was swapped in.
+fn take(
+    shared: &Shared,
+    reloaded: Result<(Manifest, ToolHost, Pinned), ServeError>,
+    serve_auth: &str,
+) -> Option<Manifest> {
+    match reloaded {
+        Ok((manifest, host, pinned)) => {
+            shared.metrics().registry(&pinned.report);
+            swap_in(shared, host, &manifest, serve_auth).then_some(manifest)
+        }
+        Err(e) => {
+            shared.metrics().reload(false);
+            if matches!(e, ServeError::Load(LoadError::Verify(_))) {
+                shared.metrics().verify_failure();
+            }
+            tracing::error!(error = %format!("{e:#}"), "reload failed; the previous version keeps serving");
+            None
+        }
+    }
 }
 
 /// What of `manifest` is read only at start (`[serve.auth]`,
@@ -252,6 +257,16 @@ struct Fingerprint(Vec<(PathBuf, Option<Seen>)>);
 type Seen = (u64, Option<std::time::SystemTime>);
 
 impl Fingerprint {
+    /// The fingerprint of `files` other than `left_out`.
+    fn of_all_but(files: &BTreeSet<PathBuf>, left_out: Option<&Path>) -> Self {
+        let files = files
+            .iter()
+            .filter(|f| Some(f.as_path()) != left_out)
+            .cloned()
+            .collect();
+        Self::of(&files)
+    }
+
     fn of(files: &BTreeSet<PathBuf>) -> Self {
         Self(
             files
