@@ -29,6 +29,7 @@ pub(crate) mod fair;
 pub mod http;
 pub mod mcp;
 mod metrics;
+mod redis_connection;
 pub mod reload;
 mod requests;
 mod sessions;

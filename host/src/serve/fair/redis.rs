@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use ::redis::Script;
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::aio::ConnectionManager;
 use tokio::sync::{Notify, OnceCell};
 
 use super::{Blocked, Plan};
@@ -392,18 +392,8 @@ impl Remote {
 
     async fn connection(&self) -> Result<ConnectionManager, String> {
         let client = self.client.as_ref().map_err(Clone::clone)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(200));
-        self.connection
-            .get_or_try_init(|| async {
-                ConnectionManager::new_lazy_with_config(client.clone(), config)
-            })
+        crate::serve::redis_connection::connection(&self.connection, client, TIMEOUT)
             .await
-            .cloned()
             .map_err(|e| e.to_string())
     }
 

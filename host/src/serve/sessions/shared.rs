@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::redis::Script;
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::aio::ConnectionManager;
 use rmcp::transport::streamable_http_server::session::store::{
     SessionState, SessionStore, SessionStoreError,
 };
@@ -120,8 +120,12 @@ impl SharedSessions {
         })))
     }
 
+    /// The key of session `id`: escaped (an id is a client's header) and of
+    /// a kind no store and no limiter key has (theirs are one letter or
+    /// two), so a session can never name another part's data, whatever
+    /// the prefixes.
     fn key(&self, id: &str) -> String {
-        format!("{}:{id}", self.prefix)
+        crate::serve::fair::redis_key(&self.prefix, "mcp-session", id)
     }
 
     fn ttl_ms(&self) -> u64 {
@@ -131,18 +135,8 @@ impl SharedSessions {
     }
 
     async fn connection(&self) -> Result<ConnectionManager, SharedError> {
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(200));
-        self.connection
-            .get_or_try_init(|| async {
-                ConnectionManager::new_lazy_with_config(self.client.clone(), config)
-            })
+        crate::serve::redis_connection::connection(&self.connection, &self.client, TIMEOUT)
             .await
-            .cloned()
             .map_err(|source| self.failed(source))
     }
 
@@ -172,6 +166,10 @@ impl SharedSessions {
     /// The principal that owns session `id`, pushing back its expiry;
     /// `None` when no replica knows it any more (ended or expired).
     pub(crate) async fn owner(&self, id: &str) -> Result<Option<String>, SharedError> {
+        // No session toolhost made has an id like it: known to no replica.
+        if !plausible(id) {
+            return Ok(None);
+        }
         let mut connection = self.connection().await?;
         let mut invocation = self.owner.key(self.key(id));
         invocation.arg(self.ttl_ms());
@@ -266,5 +264,35 @@ impl SessionStore for SharedSessions {
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
         Ok(self.delete_state(session_id).await?)
+    }
+}
+
+/// Whether `id` could be a session id rmcp made (a UUID or similar: short,
+/// of letters, digits, `-` and `_`), checked before it is sent to Redis.
+fn plausible(id: &str) -> bool {
+    (1..=MAX_ID).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The longest session id looked up.
+const MAX_ID: usize = 128;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_key_is_escaped_and_of_a_kind_no_store_has() {
+        let settings = crate::manifest::SessionSettings::default();
+        assert!(settings.redis().is_none());
+        // An id from a client's header is escaped: it cannot add a level.
+        let key = crate::serve::fair::redis_key("toolhost:sessions", "mcp-session", "h:g");
+        assert_eq!(key, "toolhost:sessions:mcp-session:h%3Ag");
+        assert!(plausible("0f6c5a3e-8d7b-4c55-9a0e-2b1d4e6f7a8b"));
+        for hostile in ["", "h:g", "a b", "ü", &"x".repeat(MAX_ID + 1)] {
+            assert!(!plausible(hostile), "{hostile:?}");
+        }
     }
 }

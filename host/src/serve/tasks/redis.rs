@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use ::redis::Script;
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::aio::ConnectionManager;
 use tokio::sync::OnceCell;
 
 use super::{Full, Record, StoreDown};
@@ -89,18 +89,8 @@ impl Remote {
 
     async fn connection(&self) -> Result<ConnectionManager, StoreDown> {
         let client = self.client.as_ref().map_err(|e| self.down(e))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(200));
-        self.connection
-            .get_or_try_init(|| async {
-                ConnectionManager::new_lazy_with_config(client.clone(), config)
-            })
+        crate::serve::redis_connection::connection(&self.connection, client, TIMEOUT)
             .await
-            .cloned()
             .map_err(|e| self.down(&e))
     }
 
