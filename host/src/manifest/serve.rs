@@ -184,9 +184,19 @@ impl SessionSettings {
         self.idle
     }
 
-    /// The most sessions one principal may hold open on one server.
+    /// The most sessions one principal may hold open (on every replica,
+    /// when sessions are shared).
     pub fn per_principal(&self) -> usize {
         self.per_principal
+    }
+
+    /// The defaults, shared on the Redis at `url` (the crate's own tests).
+    #[cfg(test)]
+    pub(crate) fn shared_on(url: &str) -> Self {
+        Self {
+            redis: Some(url.to_owned()),
+            ..Self::default()
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use crate::serve::Shared;
 use crate::serve::auth::{AuthRefusal, METADATA_PATH, METADATA_PREFIX, METRICS_SCOPE};
 use crate::serve::connections::{self, Stream};
 use crate::serve::edge;
-use crate::serve::sessions::{Admission, MAX_SESSIONS};
+use crate::serve::sessions::{Admission, Full, MAX_SESSIONS, Reservation};
 
 /// How long a client may take to send a request's whole body (at most
 /// `--max-body`, 4 MiB by default).
@@ -82,9 +82,10 @@ pub(super) async fn check_request(
     let Ok(stream) = hold_stream(&edge, &parts, &work) else {
         return too_many_streams(&shared);
     };
-    if let Err(response) = admit(&edge, &shared, &parts, &work, &principal).await {
-        return response;
-    }
+    let reservation = match admit(&edge, &shared, &parts, &work, &principal).await {
+        Ok(reservation) => reservation,
+        Err(response) => return response,
+    };
     let request = Request::from_parts(parts, axum::body::Body::from(body));
     let closing_session = request.method() == Method::DELETE && matches!(work, Work::Mcp { .. });
     let mut response = next.run(request).await;
@@ -98,8 +99,9 @@ pub(super) async fn check_request(
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
+        && let Some(reservation) = reservation
     {
-        edge.sessions.claim(id, principal.id()).await;
+        reservation.claim(id).await;
     }
     // rmcp answers a session's DELETE with 202; MCP clients expect 200 or
     // 204 (the Python SDK warns "Session termination failed: 202").
@@ -109,20 +111,23 @@ pub(super) async fn check_request(
     connections::hold(response, (in_flight, stream))
 }
 
-/// Room for the session `work` opens, the session it names, and the
-/// tools it calls, as `principal` may have them; or the refusal.
+/// Room for the session `work` opens (the place held for it, when it
+/// opens one), the session it names, and the tools it calls, as
+/// `principal` may have them; or the refusal.
 async fn admit(
     edge: &Edge,
     shared: &Shared,
     parts: &Parts,
     work: &Work,
     principal: &Principal,
-) -> Result<(), Response> {
-    room_for_session(edge, shared, work, principal).await?;
+) -> Result<Option<Reservation>, Response> {
     if let Some(response) = session_refusal(edge, shared, parts, work, principal).await {
         return Err(response);
     }
-    unauthorized(shared, work, principal).map_or(Ok(()), Err)
+    if let Some(response) = unauthorized(shared, work, principal) {
+        return Err(response);
+    }
+    room_for_session(edge, shared, work, principal).await
 }
 
 /// The principal of a request with `headers`: by its token when the
@@ -183,6 +188,7 @@ async fn session_refusal(
                 "no such session; start one with initialize",
             ))
         }
+        Admission::Full => Some(replica_full(shared)),
         Admission::Unavailable => {
             shared.metrics().reject("mcp", "session_store");
             let mut response = error(
@@ -257,16 +263,18 @@ fn too_many_streams(shared: &Shared) -> Response {
     response
 }
 
-/// Room for the MCP session `work` opens, if it opens one: a 503 when
-/// [`MAX_SESSIONS`] are open, a 429 when `principal` holds its share of
-/// them (when callers are told apart). Only `initialize` opens a session,
-/// whatever the headers say: at the cap, the check looks inside.
+/// Room for the MCP session `work` opens, if it opens one (the place held
+/// for it until it is claimed): a 503 when [`MAX_SESSIONS`] are open or
+/// being opened here, a 429 when `principal` holds its share of them, on
+/// every replica when sessions are shared (when callers are told apart).
+/// Only `initialize` opens a session, whatever the headers say: at the
+/// cap, the check looks inside.
 async fn room_for_session(
     edge: &Edge,
     shared: &Shared,
     work: &Work,
     principal: &Principal,
-) -> Result<(), Response> {
+) -> Result<Option<Reservation>, Response> {
     let opens_session = matches!(
         work,
         Work::Mcp {
@@ -275,38 +283,52 @@ async fn room_for_session(
         }
     );
     if !opens_session {
-        return Ok(());
+        return Ok(None);
     }
-    let share = edge.sessions.per_principal();
-    if shared.auth().is_some() && edge.sessions.owned_by(principal.id()) >= share {
-        shared.metrics().reject("mcp", "sessions_principal");
-        let mut response = error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_sessions",
-            format!(
-                "you hold {share} MCP sessions open on this server, the most one caller may \
-                 ([serve.sessions] per_principal); close one (DELETE /mcp), wait for an idle one \
-                 to expire, or use the stateless 2026-07-28 protocol"
-            ),
-        );
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from_static(RETRY_AFTER_SECONDS),
-        );
-        return Err(response);
+    let told_apart = shared.auth().is_some();
+    match edge.sessions.reserve(principal.id(), told_apart).await {
+        Ok(reservation) => Ok(Some(reservation)),
+        Err(Full::Share) => {
+            shared.metrics().reject("mcp", "sessions_principal");
+            let share = edge.sessions.per_principal();
+            let mut response = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_sessions",
+                format!(
+                    "you hold {share} MCP sessions open on this service, the most one caller may \
+                     ([serve.sessions] per_principal); close one (DELETE /mcp), wait for an idle \
+                     one to expire, or use the stateless 2026-07-28 protocol"
+                ),
+            );
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+            Err(response)
+        }
+        Err(Full::Server) => Err(replica_full(shared)),
     }
-    if edge.sessions.open().await < MAX_SESSIONS {
-        return Ok(());
-    }
+}
+
+/// The answer to a session this replica has no room for (opened here, or
+/// held by another replica and to be restored here): 503, counted, to be
+/// tried again.
+fn replica_full(shared: &Shared) -> Response {
     shared.metrics().reject("mcp", "sessions");
-    Err(error(
+    let mut response = error(
         StatusCode::SERVICE_UNAVAILABLE,
         "too_many_sessions",
         format!(
-            "{MAX_SESSIONS} MCP sessions are open, the most this server keeps; close one (DELETE /mcp), \
-             wait for an idle one to expire, or use the stateless 2026-07-28 protocol"
+            "{MAX_SESSIONS} MCP sessions are open on this server, the most it keeps; close one \
+             (DELETE /mcp), wait for an idle one to expire, try again, or use the stateless \
+             2026-07-28 protocol"
         ),
-    ))
+    );
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(RETRY_AFTER_SECONDS),
+    );
+    response
 }
 
 /// The body, read whole within `max_body` and [`BODY_READ_TIMEOUT`]: a

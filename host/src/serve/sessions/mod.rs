@@ -78,6 +78,63 @@ pub(super) struct Sessions {
     shared: Option<Arc<SharedSessions>>,
     /// The most sessions one principal may hold open here.
     per_principal: usize,
+    /// Sessions being opened (their `initialize` admitted, not answered
+    /// yet), by principal: they count against the cap and the share, so
+    /// that concurrent `initialize`s cannot overshoot either.
+    opening: Mutex<HashMap<String, usize>>,
+}
+
+/// Why a session cannot be opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Full {
+    /// The principal holds its share (`per_principal`), on this replica
+    /// or, when sessions are shared, on all of them.
+    Share,
+    /// This replica holds [`MAX_SESSIONS`].
+    Server,
+}
+
+/// A place held for a session being opened, from its `initialize`'s
+/// admission to its answer: claimed by the session the answer names, or
+/// given back when it is dropped unclaimed.
+#[derive(Debug)]
+pub(super) struct Reservation {
+    sessions: Arc<Sessions>,
+    principal: String,
+    /// The place in the principal's share on every replica, when sessions
+    /// are shared and the store could be reached.
+    place: Option<shared::Place>,
+}
+
+impl Reservation {
+    /// Record that the principal holding this place opened session `id`,
+    /// here and, when sessions are shared, for every replica. The client
+    /// learns the id only once this returns, so no replica sees it
+    /// unclaimed.
+    pub(super) async fn claim(mut self, id: &str) {
+        let place = self.place.take();
+        self.sessions
+            .claim(id, &self.principal, place.as_ref())
+            .await;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.sessions.opened(&self.principal);
+        let (Some(place), Some(shared)) = (self.place.take(), self.sessions.shared.clone()) else {
+            return;
+        };
+        // Unclaimed: the opening failed. The place would lapse by itself
+        // (`PLACE_HELD`); giving it back frees it now.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = shared.release(&place).await {
+                    tracing::debug!(error = %e, "cannot give back an unused MCP session place");
+                }
+            });
+        }
+    }
 }
 
 /// What a request naming a session may do with it.
@@ -93,6 +150,9 @@ pub(super) enum Admission {
     /// The session store cannot be reached and this replica does not hold
     /// the session: answer 503, to be tried again.
     Unavailable,
+    /// The session is held on another replica, and this one holds
+    /// [`MAX_SESSIONS`]: answer 503, to be tried again (on another).
+    Full,
 }
 
 /// What is kept of one session beside rmcp's own.
@@ -133,6 +193,7 @@ impl Sessions {
             drain,
             shared,
             per_principal: settings.per_principal(),
+            opening: Mutex::new(HashMap::new()),
         });
         tokio::spawn(reap(Arc::downgrade(&sessions), settings.idle()));
         sessions
@@ -146,13 +207,74 @@ impl Sessions {
         self.shared.clone().map(|shared| shared as _)
     }
 
-    /// The most sessions one principal may hold open here.
+    /// The most sessions one principal may hold open.
     pub(super) fn per_principal(&self) -> usize {
         self.per_principal
     }
 
+    /// Hold a place for a session `principal` opens: within
+    /// [`MAX_SESSIONS`] here, counting those being opened, and, when
+    /// `share` (callers are told apart), within its share, here and, when
+    /// sessions are shared, on every replica.
+    pub(super) async fn reserve(
+        self: &Arc<Self>,
+        principal: &str,
+        share: bool,
+    ) -> Result<Reservation, Full> {
+        let mut reservation = {
+            let mut opening = self.lock_opening();
+            let being_opened: usize = opening.values().sum();
+            let theirs = opening.get(principal).copied().unwrap_or(0);
+            if share && self.owned_by(principal) + theirs >= self.per_principal {
+                return Err(Full::Share);
+            }
+            if self.open_now() + being_opened >= MAX_SESSIONS {
+                return Err(Full::Server);
+            }
+            *opening.entry(principal.to_owned()).or_default() += 1;
+            Reservation {
+                sessions: self.clone(),
+                principal: principal.to_owned(),
+                place: None,
+            }
+        };
+        let (true, Some(shared)) = (share, &self.shared) else {
+            return Ok(reservation);
+        };
+        match shared.reserve(principal, self.per_principal).await {
+            Ok(Some(place)) => {
+                reservation.place = Some(place);
+                Ok(reservation)
+            }
+            Ok(None) => Err(Full::Share),
+            Err(e) => {
+                // The session will work here only; this replica's own
+                // count still bounds the principal.
+                tracing::warn!(error = %e, "cannot count a principal's MCP sessions across replicas");
+                Ok(reservation)
+            }
+        }
+    }
+
+    fn lock_opening(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.opening
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A session `principal` was opening is open, or failed to open.
+    fn opened(&self, principal: &str) {
+        let mut opening = self.lock_opening();
+        if let Some(count) = opening.get_mut(principal) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                opening.remove(principal);
+            }
+        }
+    }
+
     /// How many sessions here `principal` opened (or had restored here).
-    pub(super) fn owned_by(&self, principal: &str) -> usize {
+    fn owned_by(&self, principal: &str) -> usize {
         self.sessions
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -161,21 +283,26 @@ impl Sessions {
             .count()
     }
 
-    /// How many sessions are open.
-    pub(super) async fn open(&self) -> usize {
-        self.inner.sessions.read().await.len()
+    /// How many sessions are open here, as this manager counts them (rmcp
+    /// counts the same ones, less those it has ended by itself and this
+    /// manager not yet reaped).
+    fn open_now(&self) -> usize {
+        self.sessions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     /// Record that principal `owner` opened session `id`, here and, when
-    /// sessions are shared, for every replica. The client learns the id
-    /// only once this returns, so no replica sees it unclaimed.
-    pub(super) async fn claim(&self, id: &str, owner: &str) {
+    /// sessions are shared, for every replica (in `place`, when one was
+    /// held for it).
+    async fn claim(&self, id: &str, owner: &str, place: Option<&shared::Place>) {
         let Some(session) = self.session_named(id) else {
             return;
         };
         let _ = session.owner.set(owner.to_owned());
         if let Some(shared) = &self.shared
-            && let Err(e) = shared.claim(id, owner).await
+            && let Err(e) = shared.claim(id, owner, place).await
         {
             // The session still works here; other replicas answer 404.
             tracing::warn!(error = %e, "an MCP session could not be shared with other replicas");
@@ -194,9 +321,10 @@ impl Sessions {
         let local = self
             .session_named(id)
             .map(|session| session.owner.get().cloned());
+        let restoring = local.is_none();
         let owner = match &self.shared {
             None => local.flatten(),
-            Some(shared) => match shared.owner(id).await {
+            Some(shared) => match shared.owner(id, check_owner.then_some(principal)).await {
                 Ok(Some(owner)) => Some(owner),
                 Ok(None) => {
                     if local.is_some() {
@@ -215,10 +343,23 @@ impl Sessions {
             },
         };
         match owner {
-            Some(owner) if !check_owner || owner == principal => Admission::Use,
+            Some(owner) if !check_owner || owner == principal => {
+                // A session held elsewhere is restored here: one more
+                // session on this replica, within its cap.
+                if restoring && self.open_now() + self.being_opened() >= MAX_SESSIONS {
+                    Admission::Full
+                } else {
+                    Admission::Use
+                }
+            }
             None if !check_owner && self.shared.is_none() => Admission::Use,
             _ => Admission::Foreign,
         }
+    }
+
+    /// How many sessions are being opened here.
+    fn being_opened(&self) -> usize {
+        self.lock_opening().values().sum()
     }
 
     fn session_named(&self, id: &str) -> Option<Arc<Session>> {
@@ -262,7 +403,7 @@ impl Sessions {
         let (Some(shared), Some(session)) = (&self.shared, self.session(id)) else {
             return;
         };
-        match shared.owner(id).await {
+        match shared.owner(id, None).await {
             Ok(Some(owner)) => {
                 let _ = session.owner.set(owner);
             }
@@ -330,8 +471,10 @@ impl Sessions {
 }
 
 /// Close sessions idle for `idle` here (a shared session lives on in
-/// Redis until it is idle there too), and keep shared sessions with calls
-/// in flight here alive for every replica, until the manager is gone.
+/// Redis until it is idle there too), keep shared sessions with calls in
+/// flight here alive for every replica, and close those of them that
+/// ended on another replica (stopping their calls here within a tick),
+/// until the manager is gone.
 async fn reap(sessions: Weak<Sessions>, idle: Duration) {
     let mut tick = tokio::time::interval(REAP_EVERY.min(idle / 2));
     loop {
@@ -343,10 +486,21 @@ async fn reap(sessions: Weak<Sessions>, idle: Duration) {
             tracing::debug!(session = %id, "closing an idle MCP session");
             let _ = sessions.close_session(&id).await;
         }
-        if let Some(shared) = &sessions.shared
-            && let Err(e) = shared.renew(&sessions.busy()).await
-        {
-            tracing::warn!(error = %e, "cannot keep busy MCP sessions alive for the other replicas");
+        let Some(shared) = &sessions.shared else {
+            continue;
+        };
+        match shared.renew(&sessions.busy()).await {
+            // Ended on another replica (`DELETE` there): its calls here
+            // stop now, not at the client's next request.
+            Ok(gone) => {
+                for id in gone {
+                    tracing::debug!(session = %id, "closing an MCP session ended elsewhere");
+                    let _ = sessions.close_session(&SessionId::from(id.as_str())).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot keep busy MCP sessions alive for the other replicas");
+            }
         }
     }
 }
@@ -527,5 +681,43 @@ impl<S> Drop for Watched<S> {
                 watch.session.requests.abandon(watch.id);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stores::parity::RedisServer;
+
+    #[tokio::test]
+    async fn a_session_held_elsewhere_is_not_restored_on_a_full_replica() {
+        let redis = RedisServer::start();
+        let settings = SessionSettings::shared_on(&redis.url());
+        let shared = SharedSessions::new(&settings).unwrap();
+        let sessions = Sessions::start(&settings, shared.clone(), Drain::new(Duration::ZERO));
+        // Another replica opened Alice's session.
+        shared
+            .as_ref()
+            .unwrap()
+            .claim("held-elsewhere", "alice", None)
+            .await
+            .unwrap();
+        assert_eq!(
+            sessions.admit("held-elsewhere", "alice", true).await,
+            Admission::Use
+        );
+        // This replica is full (sessions being opened count too).
+        sessions
+            .lock_opening()
+            .insert("others".to_owned(), MAX_SESSIONS);
+        assert_eq!(
+            sessions.admit("held-elsewhere", "alice", true).await,
+            Admission::Full
+        );
+        // Still nobody else's, full or not.
+        assert_eq!(
+            sessions.admit("held-elsewhere", "bob", true).await,
+            Admission::Foreign
+        );
     }
 }

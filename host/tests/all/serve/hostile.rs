@@ -737,3 +737,27 @@ async fn a_reload_logs_what_each_tool_may_now_touch() {
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn a_reload_that_changes_the_task_store_says_it_takes_a_restart() {
+    let server = Server::start(&manifest(None), &["--watch"]);
+    let server = &server;
+    // A new `[serve.tasks]`, and a new tool to see the reload by.
+    let changed = format!(
+        "{}\n[[tool]]\ncomponent = '{}'\n\n[serve.tasks]\nttl = \"5m\"\n",
+        manifest(None),
+        component("probe").display()
+    );
+    std::fs::write(&server.manifest, changed).unwrap();
+    let reloaded = eventually(Duration::from_secs(15), || async move {
+        server.stderr().contains("reloaded: new calls use")
+    })
+    .await;
+    assert!(reloaded, "no reload\n{}", server.stderr());
+    let log = server.stderr();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("[serve.tasks] changed") && l.contains("restart the server")),
+        "{log}"
+    );
+}
