@@ -99,6 +99,10 @@ component = "$root/target/tools/calc.wasm"
 component = "$root/target/tools/notes.wasm"
 stores = ["notes"]
 
+# The test probe, for its sleep tool: a long call run as a task.
+[[tool]]
+component = "$root/target/tools/probe.wasm"
+
 # Each principal's own notes, in the Redis every replica shares.
 [store.notes]
 backend = "$redis/0"
@@ -118,6 +122,12 @@ per_principal = { rate = "$rate/s", burst = $burst }
 
 [serve.sessions]
 redis = { env = "REDIS_URL" }
+
+# Tasks shared by the replicas; a dead replica's task is failed two
+# seconds after its last renewal.
+[serve.tasks]
+redis = { env = "REDIS_URL" }
+lease = "2s"
 EOF
 } >"$work/toolhost.toml"
 
