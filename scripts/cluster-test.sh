@@ -135,8 +135,9 @@ replica_ports=()
 replica_pids=()
 for i in 1 2 3; do
     port=$(free_port)
+    # HAProxy connects from 127.0.0.3 with PROXY headers (deploy/haproxy.cfg).
     RUST_LOG=warn "$bin" serve --config "$work/toolhost.toml" --listen "127.0.0.1:$port" --drain 5s \
-        >"$work/replica$i.log" 2>&1 &
+        --proxy-protocol 127.0.0.3/32 >"$work/replica$i.log" 2>&1 &
     pids+=($!)
     replica_pids+=($!)
     replica_ports+=("$port")

@@ -12,7 +12,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{RETRY_AFTER_SECONDS, error, router};
+use super::{RETRY_AFTER_SECONDS, error, proxy_protocol, router};
 use crate::serve::connections::{self, Connections};
 use crate::serve::{ServeConfig, ServeError, Shared};
 
@@ -72,15 +72,27 @@ pub(in crate::serve) async fn serve(
                         continue;
                     }
                 };
-                match connections.admit(peer.ip()) {
-                    Ok(admitted) => {
-                        tokio::spawn(connection(tcp, app.clone(), admitted, hard_stop.clone(), shared.clone()));
-                    }
-                    Err(refused) => {
-                        shared.metrics().reject("http", refused.reason());
-                        tracing::warn!(peer = %peer.ip(), reason = refused.reason(), "refused a connection: every connection it could replace is busy");
-                        tokio::spawn(turn_away(tcp));
-                    }
+                let serving = Serving {
+                    app: app.clone(),
+                    connections: connections.clone(),
+                    hard_stop: hard_stop.clone(),
+                    shared: shared.clone(),
+                };
+                if config.proxy_protocol.iter().any(|range| range.contains(&peer.ip())) {
+                    // The header is read on the connection's own task: a
+                    // slow balancer must not hold up the accept loop.
+                    tokio::spawn(async move {
+                        let mut tcp = tcp;
+                        match proxy_protocol::client_of(&mut tcp, peer).await {
+                            Ok(client) => serving.admit(tcp, client),
+                            Err(e) => {
+                                serving.shared.metrics().reject("http", "proxy_protocol");
+                                tracing::warn!(balancer = %peer, error = %e, "closed a connection from a --proxy-protocol address: send a PROXY header (HAProxy: send-proxy-v2), or drop the address from --proxy-protocol");
+                            }
+                        }
+                    });
+                } else {
+                    serving.admit(tcp, peer.ip());
                 }
             }
             stopped = &mut drained => break stopped,
@@ -101,6 +113,37 @@ pub(in crate::serve) async fn serve(
         tracing::warn!("connections still open after every call was answered; exiting");
     }
     Ok(())
+}
+
+/// What serving a connection needs.
+struct Serving {
+    app: Router,
+    connections: Arc<Connections>,
+    hard_stop: CancellationToken,
+    shared: Shared,
+}
+
+impl Serving {
+    /// Serve `tcp`, from `client`, within the connections allowed per
+    /// address and in all, or turn it away.
+    fn admit(self, tcp: tokio::net::TcpStream, client: std::net::IpAddr) {
+        match self.connections.admit(client) {
+            Ok(admitted) => {
+                tokio::spawn(connection(
+                    tcp,
+                    self.app,
+                    admitted,
+                    self.hard_stop,
+                    self.shared,
+                ));
+            }
+            Err(refused) => {
+                self.shared.metrics().reject("http", refused.reason());
+                tracing::warn!(peer = %client, reason = refused.reason(), "refused a connection: every connection it could replace is busy");
+                tokio::spawn(turn_away(tcp));
+            }
+        }
+    }
 }
 
 /// Tell a connection the server has no room for it (every connection it
