@@ -326,8 +326,7 @@ fn sessions(
         .map_err(|e| path_error(&e, "[serve.sessions] in docs/deploy.md"))?;
     let mut settings = SessionSettings::default();
     if let Some(url) = raw.redis {
-        let scheme = url.starts_with("redis://") || url.starts_with("redis+unix://");
-        if !scheme || ::redis::Client::open(url.as_str()).is_err() {
+        if !crate::grants::store::is_redis_url(&url) {
             return Err(format!(
                 ".redis`: {:?} is not a Redis URL; write e.g. \"redis://127.0.0.1:6379\", or \
                  remove `redis` to keep each replica's sessions in its memory",

@@ -206,10 +206,11 @@ impl SharedSessions {
             return Ok(None);
         };
         let shown = redacted(url);
-        let client = ::redis::Client::open(url).map_err(|source| SharedError::Redis {
-            shown: shown.clone(),
-            source,
-        })?;
+        let client =
+            crate::grants::store::redis_client(url).map_err(|source| SharedError::Redis {
+                shown: shown.clone(),
+                source,
+            })?;
         Ok(Some(Arc::new(Self {
             client,
             shown,

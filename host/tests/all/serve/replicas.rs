@@ -477,3 +477,104 @@ async fn ending_a_shared_session_on_another_replica_stops_its_calls_here() {
     }
     call.abort();
 }
+
+/// calc and notes, with the notes store, the limits, the sessions and the
+/// tasks all on the Redis `REDIS_URL` names, failing closed.
+fn everything_on_redis() -> String {
+    two_principals("redis = { env = 'REDIS_URL' }")
+        .replacen(
+            "\n[serve.auth]",
+            &format!(
+                "\n[[tool]]\ncomponent = '{}'\nstores = ['notes']\n\n\
+                 [store.notes]\nbackend = {{ env = 'REDIS_URL' }}\n\n[serve.auth]",
+                component("notes").display()
+            ),
+            1,
+        )
+        .replace("[serve.sessions]", "[serve.limits]\nredis = { env = 'REDIS_URL' }\non_redis_error = 'closed'\nper_principal = { rate = '100/s' }\n\n[serve.tasks]\nredis = { env = 'REDIS_URL' }\n\n[serve.sessions]")
+}
+
+/// A `remember` as Alice over the HTTP API: its answer's text, or the
+/// error's.
+async fn remember_as_alice(server: &Server) -> String {
+    let response = server
+        .http
+        .post(server.url("/v1/tool_calls"))
+        .bearer_auth(ALICE)
+        .json(&json!([{"id": "r", "name": "remember",
+                        "args": {"topic": "tls", "text": "over TLS"}}]))
+        .send()
+        .await
+        .unwrap();
+    response.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn every_redis_user_works_over_tls_and_checks_the_servers_certificate() {
+    let redis = RedisServer::start_tls();
+    assert!(redis.url().starts_with("rediss://"));
+    let ca = redis.ca();
+    let env = [
+        ("ALICE_TOKEN", ALICE),
+        ("BOB_TOKEN", BOB),
+        ("REDIS_URL", &redis.url()),
+        ("SSL_CERT_FILE", ca.to_str().unwrap()),
+    ];
+    let (one, two) = (
+        Server::start_with_env(&everything_on_redis(), &[], &env),
+        Server::start_with_env(&everything_on_redis(), &[], &env),
+    );
+    // The store and the limiter (which fails closed: an answer means it
+    // reached Redis).
+    let answer = remember_as_alice(&one).await;
+    assert!(answer.contains("notes written so far"), "{answer}");
+    // A session opened on one replica, served by the other.
+    let session = open_as(&one, ALICE).await;
+    assert!(
+        calc_in_session(&two, ALICE, &session, 2)
+            .await
+            .contains("42")
+    );
+    // A task started on one, read on the other.
+    let started: Value = one
+        .http
+        .post(one.url("/v1/tool_calls?async=1"))
+        .bearer_auth(ALICE)
+        .json(&json!([{"id": "t", "name": "calc", "args": {"expression": "6*7"}}]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = started[0]["id"].as_str().expect("a task id").to_owned();
+    let read = eventually(Duration::from_secs(10), || async {
+        let task: Value = two
+            .http
+            .get(two.url(&format!("/v1/tasks/{id}")))
+            .bearer_auth(ALICE)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        task["state"] == "completed"
+    })
+    .await;
+    assert!(read, "the task was not read back on the other replica");
+    // A server that does not trust the CA reaches nothing: the certificate
+    // is checked.
+    let untrusting = Server::start_with_env(&everything_on_redis(), &[], &env[..3]);
+    let answer = remember_as_alice(&untrusting).await;
+    assert!(!answer.contains("notes written so far"), "{answer}");
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            untrusting.stderr().contains("certificate")
+                || untrusting.stderr().contains("Certificate")
+        })
+        .await,
+        "{}",
+        untrusting.stderr()
+    );
+}
