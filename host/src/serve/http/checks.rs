@@ -82,8 +82,8 @@ pub(super) async fn check_request(
     let Ok(stream) = hold_stream(&edge, &parts, &work) else {
         return too_many_streams(&shared);
     };
-    let reservation = match admit(&edge, &shared, &parts, &work, &principal).await {
-        Ok(reservation) => reservation,
+    let held = match admit(&edge, &shared, &parts, &work, &principal).await {
+        Ok(held) => held,
         Err(response) => return response,
     };
     let request = Request::from_parts(parts, axum::body::Body::from(body));
@@ -99,7 +99,7 @@ pub(super) async fn check_request(
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
-        && let Some(reservation) = reservation
+        && let Some(reservation) = held.opening
     {
         reservation.claim(id).await;
     }
@@ -120,14 +120,22 @@ async fn admit(
     parts: &Parts,
     work: &Work,
     principal: &Principal,
-) -> Result<Option<Reservation>, Response> {
-    if let Some(response) = session_refusal(edge, shared, parts, work, principal).await {
-        return Err(response);
-    }
+) -> Result<Held, Response> {
+    let restoring = session_admission(edge, shared, parts, work, principal).await?;
     if let Some(response) = unauthorized(shared, work, principal) {
         return Err(response);
     }
-    room_for_session(edge, shared, work, principal).await
+    let opening = room_for_session(edge, shared, work, principal).await?;
+    Ok(Held { opening, restoring })
+}
+
+/// The places a request holds on this replica until it is answered: for
+/// the session its `initialize` opens, and for the session held elsewhere
+/// that it brings back here.
+struct Held {
+    opening: Option<Reservation>,
+    #[allow(dead_code)] // Held for its drop: the place is given back then.
+    restoring: Option<Reservation>,
 }
 
 /// The principal of a request with `headers`: by its token when the
@@ -150,45 +158,53 @@ async fn identify(
     })
 }
 
-/// The refusal of the MCP session `work` names, if any: `principal` may
-/// use only a session it opened (another's is answered as if it did not
-/// exist, on every replica alike), and a session that ended on another
-/// replica has ended here too.
-async fn session_refusal(
+/// Whether `principal` may use the MCP session `work` names (with the
+/// place held here for it when it is brought back from another replica),
+/// or the refusal: `principal` may use only a session it opened
+/// (another's is answered as if it did not exist, on every replica
+/// alike), and a session that ended on another replica has ended here
+/// too.
+async fn session_admission(
     edge: &Edge,
     shared: &Shared,
     parts: &Parts,
     work: &Work,
     principal: &Principal,
-) -> Option<Response> {
+) -> Result<Option<Reservation>, Response> {
     if !matches!(work, Work::Mcp { .. }) {
-        return None;
+        return Ok(None);
     }
-    let session = parts
+    let Some(session) = parts
         .headers
         .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())?;
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(None);
+    };
     let check_owner = shared.auth().is_some();
-    match edge
+    // rmcp brings a session back for every request but `DELETE`, which
+    // ends it in the store without.
+    let restores = parts.method != Method::DELETE;
+    let refusal = match edge
         .sessions
-        .admit(session, principal.id(), check_owner)
+        .admit(session, principal.id(), check_owner, restores)
         .await
     {
-        Admission::Use => None,
+        Admission::Use(place) => return Ok(place),
         refusal @ (Admission::Ended | Admission::Foreign) => {
-            let reason = if refusal == Admission::Ended {
+            let reason = if matches!(refusal, Admission::Ended) {
                 "ended_session"
             } else {
                 "foreign_session"
             };
             shared.metrics().reject("mcp", reason);
-            Some(error(
+            error(
                 StatusCode::NOT_FOUND,
                 "session_not_found",
                 "no such session; start one with initialize",
-            ))
+            )
         }
-        Admission::Full => Some(replica_full(shared)),
+        Admission::Full => replica_full(shared),
         Admission::Unavailable => {
             shared.metrics().reject("mcp", "session_store");
             let mut response = error(
@@ -201,9 +217,10 @@ async fn session_refusal(
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECONDS),
             );
-            Some(response)
+            response
         }
-    }
+    };
+    Err(refusal)
 }
 
 /// The refusal of what `principal` may not do of `work`, if anything: it

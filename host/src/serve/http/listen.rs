@@ -20,6 +20,12 @@ use crate::serve::{ServeConfig, ServeError, Shared};
 /// that dribbles them must not hold a descriptor for ever.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Connections from `--proxy-protocol` addresses waiting for their PROXY
+/// header at once: such a connection is not counted among the others
+/// until its header names its client, so these are bounded by
+/// themselves (a balancer sends its header at once).
+const MAX_PENDING_HEADERS: usize = 256;
+
 /// How long connections get to close once every call is answered: an
 /// event stream a client holds open must not keep the process alive.
 const CLOSE_CONNECTIONS: Duration = Duration::from_secs(2);
@@ -48,6 +54,7 @@ pub(in crate::serve) async fn serve(
     let app = router(shared.clone(), config, local, hard_stop.clone());
     on_ready(Some(local));
     let connections = Arc::new(Connections::default());
+    let headers_pending = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HEADERS));
     let mut signal = std::pin::pin!(signal);
     let mut drained = std::pin::pin!(async {
         (&mut signal).await;
@@ -78,10 +85,18 @@ pub(in crate::serve) async fn serve(
                     hard_stop: hard_stop.clone(),
                     shared: shared.clone(),
                 };
-                if config.proxy_protocol.iter().any(|range| range.contains(&peer.ip())) {
+                // (An IPv4 balancer reaches a dual-stack listener as
+                // `::ffff:a.b.c.d`.)
+                if config.proxy_protocol.iter().any(|range| range.contains(&peer.ip().to_canonical())) {
                     // The header is read on the connection's own task: a
                     // slow balancer must not hold up the accept loop.
+                    let Ok(reading) = headers_pending.clone().try_acquire_owned() else {
+                        shared.metrics().reject("http", "proxy_protocol_pending");
+                        tracing::warn!(balancer = %peer, "closed a connection from a --proxy-protocol address: {MAX_PENDING_HEADERS} connections are already waiting for their PROXY header");
+                        continue;
+                    };
                     tokio::spawn(async move {
+                        let _reading = reading;
                         let mut tcp = tcp;
                         match proxy_protocol::client_of(&mut tcp, peer).await {
                             Ok(client) => serving.admit(tcp, client),

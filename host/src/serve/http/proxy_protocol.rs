@@ -15,7 +15,11 @@
 //! logged (the balancer is misconfigured). A `LOCAL` header (health
 //! checks) or one naming no internet address keeps the balancer's own.
 //! The header is read byte-exact, never past its end, within
-//! [`HEADER_TIMEOUT`] and at most [`MAX_HEADER`] bytes.
+//! [`HEADER_TIMEOUT`] and at most [`MAX_HEADER`] bytes; at most 256
+//! connections wait for theirs at once (`listen.rs`).
+//!
+//! Trust only the balancers' own addresses: anything that can connect
+//! from a trusted range can claim to be any client.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -59,7 +63,7 @@ pub(super) async fn client_of<S: AsyncRead + Unpin>(
     balancer: SocketAddr,
 ) -> Result<IpAddr, NoHeader> {
     match tokio::time::timeout(HEADER_TIMEOUT, read_header(stream)).await {
-        Ok(Ok(header)) => source(&header, balancer.ip()),
+        Ok(Ok(header)) => source(&header, balancer.ip()).map(|client| client.to_canonical()),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(NoHeader::Late),
     }

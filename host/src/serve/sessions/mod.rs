@@ -100,11 +100,20 @@ pub(super) enum Full {
 #[derive(Debug)]
 pub(super) struct Reservation {
     sessions: Arc<Sessions>,
+    /// Whose: a principal's id, or [`RESTORING`].
     principal: String,
+    /// Whether the session counts against its principal's share (callers
+    /// are told apart).
+    counted: bool,
     /// The place in the principal's share on every replica, when sessions
     /// are shared and the store could be reached.
     place: Option<shared::Place>,
 }
+
+/// Whose places sessions being restored hold: room on this replica, in
+/// no principal's share (a restored session is already counted in its
+/// owner's, on every replica).
+const RESTORING: &str = "";
 
 impl Reservation {
     /// Record that the principal holding this place opened session `id`,
@@ -112,10 +121,14 @@ impl Reservation {
     /// learns the id only once this returns, so no replica sees it
     /// unclaimed.
     pub(super) async fn claim(mut self, id: &str) {
-        let place = self.place.take();
-        self.sessions
-            .claim(id, &self.principal, place.as_ref())
+        let claimed = self
+            .sessions
+            .claim(id, &self.principal, self.place.as_ref(), self.counted)
             .await;
+        if claimed {
+            // The place is the session's now: not to be given back.
+            self.place = None;
+        }
     }
 }
 
@@ -138,10 +151,11 @@ impl Drop for Reservation {
 }
 
 /// What a request naming a session may do with it.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) enum Admission {
-    /// Go on: the session is the caller's (here, or to be restored here).
-    Use,
+    /// Go on: the session is the caller's, here, or to be restored here
+    /// in the place held.
+    Use(Option<Reservation>),
     /// Answer 404: the session ended (on another replica, or expired).
     Ended,
     /// Answer 404, as for a session that does not exist: it is another
@@ -221,23 +235,11 @@ impl Sessions {
         principal: &str,
         share: bool,
     ) -> Result<Reservation, Full> {
-        let mut reservation = {
-            let mut opening = self.lock_opening();
-            let being_opened: usize = opening.values().sum();
-            let theirs = opening.get(principal).copied().unwrap_or(0);
-            if share && self.owned_by(principal) + theirs >= self.per_principal {
-                return Err(Full::Share);
-            }
-            if self.open_now() + being_opened >= MAX_SESSIONS {
-                return Err(Full::Server);
-            }
-            *opening.entry(principal.to_owned()).or_default() += 1;
-            Reservation {
-                sessions: self.clone(),
-                principal: principal.to_owned(),
-                place: None,
-            }
-        };
+        // Shared sessions are counted in Redis, on every replica: this
+        // replica's own count decides only when Redis cannot be reached.
+        let counted_here = share && self.shared.is_none();
+        let mut reservation = self.hold(principal, counted_here)?;
+        reservation.counted = share;
         let (true, Some(shared)) = (share, &self.shared) else {
             return Ok(reservation);
         };
@@ -249,11 +251,44 @@ impl Sessions {
             Ok(None) => Err(Full::Share),
             Err(e) => {
                 // The session will work here only; this replica's own
-                // count still bounds the principal.
+                // count bounds the principal meanwhile.
                 tracing::warn!(error = %e, "cannot count a principal's MCP sessions across replicas");
+                if self.beyond_share(principal) {
+                    return Err(Full::Share);
+                }
                 Ok(reservation)
             }
         }
+    }
+
+    /// A place here for a session `principal` opens (or, for
+    /// [`RESTORING`], one restored here): within [`MAX_SESSIONS`], counting
+    /// those being opened, and, when `share`, within the principal's share
+    /// as this replica counts it.
+    fn hold(self: &Arc<Self>, principal: &str, share: bool) -> Result<Reservation, Full> {
+        let mut opening = self.lock_opening();
+        let being_opened: usize = opening.values().sum();
+        if self.open_now() + being_opened >= MAX_SESSIONS {
+            return Err(Full::Server);
+        }
+        let theirs = opening.get(principal).copied().unwrap_or(0);
+        if share && self.owned_by(principal) + theirs >= self.per_principal {
+            return Err(Full::Share);
+        }
+        *opening.entry(principal.to_owned()).or_default() += 1;
+        Ok(Reservation {
+            sessions: self.clone(),
+            principal: principal.to_owned(),
+            counted: false,
+            place: None,
+        })
+    }
+
+    /// Whether `principal` holds more than its share here, counting the
+    /// sessions it is opening (the caller's among them).
+    fn beyond_share(&self, principal: &str) -> bool {
+        let theirs = self.lock_opening().get(principal).copied().unwrap_or(0);
+        self.owned_by(principal) + theirs > self.per_principal
     }
 
     fn lock_opening(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
@@ -295,17 +330,34 @@ impl Sessions {
 
     /// Record that principal `owner` opened session `id`, here and, when
     /// sessions are shared, for every replica (in `place`, when one was
-    /// held for it).
-    async fn claim(&self, id: &str, owner: &str, place: Option<&shared::Place>) {
+    /// held for it; in the principal's count when `counted`). Whether the
+    /// store recorded it (always, when sessions are not shared).
+    async fn claim(
+        &self,
+        id: &str,
+        owner: &str,
+        place: Option<&shared::Place>,
+        counted: bool,
+    ) -> bool {
         let Some(session) = self.session_named(id) else {
-            return;
+            return false;
         };
+        let Some(shared) = &self.shared else {
+            let _ = session.owner.set(owner.to_owned());
+            return true;
+        };
+        // Known to be the owner's here only once the store knows it too:
+        // the reaper takes a session the store does not know for ended.
+        let claimed = shared.claim(id, owner, place, counted).await;
         let _ = session.owner.set(owner.to_owned());
-        if let Some(shared) = &self.shared
-            && let Err(e) = shared.claim(id, owner, place).await
-        {
-            // The session still works here; other replicas answer 404.
-            tracing::warn!(error = %e, "an MCP session could not be shared with other replicas");
+        match claimed {
+            Ok(()) => true,
+            Err(e) => {
+                // Redis does not know the session: it ends at its next
+                // request here (404), and the client starts another.
+                tracing::warn!(error = %e, "an MCP session could not be shared with other replicas");
+                false
+            }
         }
     }
 
@@ -317,7 +369,16 @@ impl Sessions {
     /// one that the store no longer knows has ended (on another replica,
     /// or expired) and is closed here too. `check_owner` is false when
     /// callers are not told apart.
-    pub(super) async fn admit(&self, id: &str, principal: &str, check_owner: bool) -> Admission {
+    /// A session held elsewhere is restored here by a request that
+    /// `restores` (any but `DELETE`), in a place held on this replica, or
+    /// refused when there is none.
+    pub(super) async fn admit(
+        self: &Arc<Self>,
+        id: &str,
+        principal: &str,
+        check_owner: bool,
+        restores: bool,
+    ) -> Admission {
         let local = self
             .session_named(id)
             .map(|session| session.owner.get().cloned());
@@ -346,20 +407,17 @@ impl Sessions {
             Some(owner) if !check_owner || owner == principal => {
                 // A session held elsewhere is restored here: one more
                 // session on this replica, within its cap.
-                if restoring && self.open_now() + self.being_opened() >= MAX_SESSIONS {
-                    Admission::Full
-                } else {
-                    Admission::Use
+                if !(restoring && restores) {
+                    return Admission::Use(None);
+                }
+                match self.hold(RESTORING, false) {
+                    Ok(place) => Admission::Use(Some(place)),
+                    Err(_) => Admission::Full,
                 }
             }
-            None if !check_owner && self.shared.is_none() => Admission::Use,
+            None if !check_owner && self.shared.is_none() => Admission::Use(None),
             _ => Admission::Foreign,
         }
-    }
-
-    /// How many sessions are being opened here.
-    fn being_opened(&self) -> usize {
-        self.lock_opening().values().sum()
     }
 
     fn session_named(&self, id: &str) -> Option<Arc<Session>> {
@@ -442,13 +500,15 @@ impl Sessions {
     }
 
     /// The sessions with calls in flight here.
-    fn busy(&self) -> Vec<String> {
+    fn held(&self) -> Vec<(String, bool)> {
         self.sessions
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .filter(|(_, session)| session.requests.in_flight() > 0)
-            .map(|(id, _)| id.to_string())
+            // A session whose owner is not known yet is being opened (or
+            // restored): the store may not know it yet.
+            .filter(|(_, session)| session.owner.get().is_some())
+            .map(|(id, session)| (id.to_string(), session.requests.in_flight() > 0))
             .collect()
     }
 
@@ -489,7 +549,7 @@ async fn reap(sessions: Weak<Sessions>, idle: Duration) {
         let Some(shared) = &sessions.shared else {
             continue;
         };
-        match shared.renew(&sessions.busy()).await {
+        match shared.renew(&sessions.held()).await {
             // Ended on another replica (`DELETE` there): its calls here
             // stop now, not at the client's next request.
             Ok(gone) => {
@@ -699,25 +759,30 @@ mod tests {
         shared
             .as_ref()
             .unwrap()
-            .claim("held-elsewhere", "alice", None)
+            .claim("held-elsewhere", "alice", None, true)
             .await
             .unwrap();
-        assert_eq!(
-            sessions.admit("held-elsewhere", "alice", true).await,
-            Admission::Use
-        );
+        let admit = |principal: &'static str, restores: bool| {
+            let sessions = sessions.clone();
+            async move {
+                sessions
+                    .admit("held-elsewhere", principal, true, restores)
+                    .await
+            }
+        };
+        // Brought back here in a place held on this replica.
+        match admit("alice", true).await {
+            Admission::Use(Some(place)) => drop(place),
+            other => panic!("{other:?}"),
+        }
         // This replica is full (sessions being opened count too).
         sessions
             .lock_opening()
             .insert("others".to_owned(), MAX_SESSIONS);
-        assert_eq!(
-            sessions.admit("held-elsewhere", "alice", true).await,
-            Admission::Full
-        );
+        assert!(matches!(admit("alice", true).await, Admission::Full));
+        // Ending it needs no room: rmcp does not bring it back for that.
+        assert!(matches!(admit("alice", false).await, Admission::Use(None)));
         // Still nobody else's, full or not.
-        assert_eq!(
-            sessions.admit("held-elsewhere", "bob", true).await,
-            Admission::Foreign
-        );
+        assert!(matches!(admit("bob", true).await, Admission::Foreign));
     }
 }

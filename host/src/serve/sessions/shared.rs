@@ -46,6 +46,7 @@ const TIMEOUT: Duration = Duration::from_secs(1);
 /// `of` field) for session id `ARGV[2]`: a request from another principal
 /// naming the session does not keep it alive. Returns the owner, or nil.
 const OWNER: &str = r"
+if redis.replicate_commands then pcall(redis.replicate_commands) end
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if owner and (ARGV[3] == '' or ARGV[3] == owner) then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -54,7 +55,7 @@ if owner and (ARGV[3] == '' or ARGV[3] == owner) then
     local now = redis.call('TIME')
     local ms = now[1] * 1000 + math.floor(now[2] / 1000)
     redis.call('ZADD', of, 'XX', ms + ARGV[1], ARGV[2])
-    redis.call('PEXPIRE', of, ARGV[1])
+    if redis.call('PTTL', of) < tonumber(ARGV[1]) then redis.call('PEXPIRE', of, ARGV[1]) end
   end
 end
 return owner
@@ -67,6 +68,7 @@ return owner
 /// Returns 1 when the place is held, 0 when the share is full. Redis's
 /// clock decides expiry, so replicas' clocks need not agree.
 const RESERVE: &str = r"
+if redis.replicate_commands then pcall(redis.replicate_commands) end
 local now = redis.call('TIME')
 local ms = now[1] * 1000 + math.floor(now[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
@@ -80,12 +82,17 @@ return 1
 
 /// Record that principal `ARGV[1]` opened session `ARGV[3]` (hash
 /// `KEYS[1]`), turning its place `ARGV[2]` in its set `KEYS[2]` into the
-/// session's; both live `ARGV[4]` ms unused.
+/// session's (forgetting expired members); both live `ARGV[4]` ms unused.
+/// With no `KEYS[2]` (callers are not told apart), no set is kept.
 const CLAIM: &str = r"
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if not KEYS[2] then return 1 end
 local now = redis.call('TIME')
 local ms = now[1] * 1000 + math.floor(now[2] / 1000)
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'of', KEYS[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('HSET', KEYS[1], 'of', KEYS[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
 redis.call('ZREM', KEYS[2], ARGV[2])
 redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[4]), ARGV[3])
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[4]) then
@@ -94,22 +101,27 @@ end
 return 1
 ";
 
-/// Push back by `ARGV[1]` ms the expiry of the sessions whose hashes are
-/// `KEYS` and ids `ARGV[2..]`, in their owners' sets too. Returns the ids
-/// of those already gone (ended on another replica, or expired).
+/// Of the sessions whose hashes are `KEYS` (ids `ARGV[2i]`), push back
+/// by `ARGV[1]` ms the expiry of those marked busy (`ARGV[2i+1]` is `1`),
+/// in their owners' sets too. Returns the ids of those already gone
+/// (ended on another replica, or expired).
 const RENEW: &str = r"
+if redis.replicate_commands then pcall(redis.replicate_commands) end
 local now = redis.call('TIME')
 local ms = now[1] * 1000 + math.floor(now[2] / 1000)
+local ttl = tonumber(ARGV[1])
 local gone = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('PEXPIRE', KEYS[i], ARGV[1]) == 1 then
+  local id = ARGV[2 * i]
+  if redis.call('EXISTS', key) == 0 then
+    table.insert(gone, id)
+  elseif ARGV[2 * i + 1] == '1' then
+    redis.call('PEXPIRE', key, ttl)
     local of = redis.call('HGET', key, 'of')
     if of then
-      redis.call('ZADD', of, 'XX', ms + ARGV[1], ARGV[i + 1])
-      redis.call('PEXPIRE', of, ARGV[1])
+      redis.call('ZADD', of, 'XX', ms + ttl, id)
+      if redis.call('PTTL', of) < ttl then redis.call('PEXPIRE', of, ttl) end
     end
-  else
-    table.insert(gone, ARGV[i + 1])
   end
 end
 return gone
@@ -339,17 +351,20 @@ impl SharedSessions {
     }
 
     /// Record that principal `owner` opened session `id`, in `place` when
-    /// one was held for it.
+    /// one was held for it, and in the owner's count when `counted`
+    /// (callers are told apart).
     pub(crate) async fn claim(
         &self,
         id: &str,
         owner: &str,
         place: Option<&Place>,
+        counted: bool,
     ) -> Result<(), SharedError> {
-        let set = place.map_or_else(|| self.set_of(owner), |place| place.set.clone());
         let mut invocation = self.scripts.claim.key(self.key(id));
+        if counted {
+            invocation.key(place.map_or_else(|| self.set_of(owner), |place| place.set.clone()));
+        }
         invocation
-            .key(set)
             .arg(owner)
             .arg(place.map_or("", |place| place.member.as_str()))
             .arg(id)
@@ -357,17 +372,21 @@ impl SharedSessions {
         self.invoke::<i64>(&invocation).await.map(drop)
     }
 
-    /// Push back the expiry of sessions `ids`, which have calls in flight
-    /// here. A session already gone stays gone: its id is returned, for
-    /// its calls here to be stopped.
-    pub(crate) async fn renew(&self, ids: &[String]) -> Result<Vec<String>, SharedError> {
-        if ids.is_empty() {
+    /// Of `held`, the sessions this replica holds (each marked busy when
+    /// it has calls in flight here), push back the expiry of the busy
+    /// ones, and return the ids of those already gone (ended on another
+    /// replica, or expired), to be closed here, their calls stopped.
+    pub(crate) async fn renew(&self, held: &[(String, bool)]) -> Result<Vec<String>, SharedError> {
+        if held.is_empty() {
             return Ok(Vec::new());
         }
         let mut invocation = self.scripts.renew.prepare_invoke();
         invocation.arg(self.ttl_ms());
-        for id in ids {
-            invocation.key(self.key(id)).arg(id);
+        for (id, busy) in held {
+            invocation
+                .key(self.key(id))
+                .arg(id)
+                .arg(if *busy { "1" } else { "0" });
         }
         self.invoke(&invocation).await
     }
