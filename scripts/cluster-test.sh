@@ -99,6 +99,10 @@ component = "$root/target/tools/calc.wasm"
 component = "$root/target/tools/notes.wasm"
 stores = ["notes"]
 
+# The test probe, for its sleep tool: a long call run as a task.
+[[tool]]
+component = "$root/target/tools/probe.wasm"
+
 # Each principal's own notes, in the Redis every replica shares.
 [store.notes]
 backend = "$redis/0"
@@ -118,6 +122,12 @@ per_principal = { rate = "$rate/s", burst = $burst }
 
 [serve.sessions]
 redis = { env = "REDIS_URL" }
+
+# Tasks shared by the replicas; a dead replica's task is failed two
+# seconds after its last renewal.
+[serve.tasks]
+redis = { env = "REDIS_URL" }
+lease = "2s"
 EOF
 } >"$work/toolhost.toml"
 
@@ -125,8 +135,9 @@ replica_ports=()
 replica_pids=()
 for i in 1 2 3; do
     port=$(free_port)
+    # HAProxy connects from 127.0.0.3 with PROXY headers (deploy/haproxy.cfg).
     RUST_LOG=warn "$bin" serve --config "$work/toolhost.toml" --listen "127.0.0.1:$port" --drain 5s \
-        >"$work/replica$i.log" 2>&1 &
+        --proxy-protocol 127.0.0.3/32 >"$work/replica$i.log" 2>&1 &
     pids+=($!)
     replica_pids+=($!)
     replica_ports+=("$port")

@@ -14,6 +14,10 @@ the HTTP API, all through HAProxy:
 3. checks: every call got exactly one answer; no `remember` ran twice (the
    store's counter against the answers); each principal sees only its own
    notes; the surviving replicas' RSS stayed flat.
+4. tasks: a long call started as a durable task on the replica that is
+   killed reads `failed`, with its reason, on the survivors (its tool is not
+   idempotent, so it is never run again); a task finished before the kill
+   reads back whole; bob cannot tell alice's task ids from ids nobody has.
 
 Prints the figures, and exits 1 if a check failed.
 """
@@ -50,6 +54,9 @@ KILL_AT_S = 4.0
 PAUSE_S = 0.3
 # The longest any one call may take to be answered: more is a hang.
 CALL_DEADLINE_S = 20.0
+# How long a dead replica's task may read `working` on the survivors: its
+# lease ([serve.tasks] lease in scripts/cluster-test.sh), with room.
+TASK_SETTLE_S = 20.0
 # Allowed error of the limiter across replicas.
 RATE_TOLERANCE = 0.10
 # RSS may grow by this much over the mixed load (after warm-up) and still
@@ -214,17 +221,58 @@ async def calls_served(url: str, token: str) -> int:
     return int(total)
 
 
-def check_tasks() -> str:
-    # ---------------------------------------------------------------------
-    # DURABLE TASKS (issue 27, being built on wip/tasks): to be filled in
-    # when that branch is merged. Start a long call as a task
-    # (POST /v1/tool_calls?async=1, and an MCP task) on the replica that is
-    # about to be killed, kill it, then GET /v1/tasks/ID (and tasks/get)
-    # through HAProxy: another replica must answer with a clear state
-    # (failed, or re-run when the tool is idempotent), and only to the
-    # principal that started it.
-    # ---------------------------------------------------------------------
-    return "not checked here yet (durable tasks are merged from another branch)"
+async def start_task(url: str, token: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Start one call as a durable task on `url` (one replica, or HAProxy);
+    a refusal for the principal's rate is waited out as it asks."""
+    body = [{"id": f"task-{name}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(args)}}]
+    async with httpx.AsyncClient(timeout=CALL_DEADLINE_S) as client:
+        for _ in range(50):
+            response = await client.post(f"{url}/v1/tool_calls?async=1", json=body,
+                                         headers={"authorization": f"Bearer {token}"})
+            if response.status_code != 429:
+                break
+            await asyncio.sleep(float(response.headers.get("retry-after", "1")))
+        if response.status_code != 202:
+            raise AssertionError(f"a task was not started: {response.status_code} {response.text}")
+        (task,) = response.json()
+        return task
+
+
+async def get_task(url: str, token: str, task_id: str) -> tuple[int, dict[str, Any]]:
+    async with httpx.AsyncClient(timeout=CALL_DEADLINE_S) as client:
+        response = await client.get(f"{url}/v1/tasks/{task_id}", headers={"authorization": f"Bearer {token}"})
+        return response.status_code, response.json()
+
+
+async def check_tasks(url: str, tokens: dict[str, str], doomed: dict[str, Any], done: dict[str, Any]) -> list[str]:
+    """The tasks started before the kill, read through HAProxy by the
+    surviving replicas: the one the killed replica ran ends `failed` with
+    a reason (its tool is not idempotent: it is never run twice), the one
+    finished before stays `completed`, and neither exists for another
+    principal (the same 404 as an id nobody has)."""
+    failures = []
+    deadline = time.monotonic() + TASK_SETTLE_S
+    while True:
+        status, task = await get_task(url, tokens["alice"], doomed["id"])
+        if status != 200 or task.get("state") != "working" or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    reason = (task.get("error") or {}).get("message", "")
+    print(f"tasks: the killed replica's task reads {task.get('state')!r} on the survivors: {reason!r}")
+    if status != 200 or task.get("state") != "failed" or "stopped" not in reason:
+        failures.append(f"the killed replica's task is not failed with a clear reason: {status} {task}")
+    status, finished = await get_task(url, tokens["alice"], done["id"])
+    print(f"tasks: a task finished before the kill reads {finished.get('state')!r}")
+    if status != 200 or finished.get("state") != "completed" or str(finished.get("result", {}).get("content")) != "42":
+        failures.append(f"a finished task is not read back whole: {status} {finished}")
+    unknown = await get_task(url, tokens["bob"], "0" * 32)
+    for task_id in (doomed["id"], done["id"]):
+        foreign = await get_task(url, tokens["bob"], task_id)
+        if foreign[0] != 404 or foreign[1] != unknown[1]:
+            failures.append(f"bob reads alice's task {task_id}: {foreign}")
+    print(f"tasks: bob asking for alice's tasks gets {foreign[0]}, as for an id nobody has ({unknown[0]})")
+    return failures
 
 
 async def final_count(url: str, token: str, who: str) -> int:
@@ -283,8 +331,13 @@ async def main() -> int:
             workers.append(mcp_worker(args.url, tokens[who], who, stop_at, tally, i))
             workers.append(http_worker(args.url, tokens[who], who, stop_at, tally, i))
 
+    done = await start_task(args.url, tokens["alice"], "calc", {"expression": "6*7"})
+    doomed: dict[str, Any] = {}
+
     async def kill() -> None:
         await asyncio.sleep(KILL_AT_S)
+        # A long call, as a task, on the replica about to die.
+        doomed.update(await start_task(victim_url, tokens["alice"], "sleep", {"n": 8000}))
         served = await calls_served(victim_url, tokens["alice"])
         os.kill(victim, signal.SIGKILL)
         print(f"kill: SIGKILL to replica pid {victim} at {KILL_AT_S:g} s into the load, "
@@ -334,7 +387,7 @@ async def main() -> int:
         if end - start > bound:
             failures.append(f"replica {pid}'s RSS grew {(end - start) / 1024:.1f} MiB over the load")
 
-    print(f"tasks: {check_tasks()}")
+    failures += await check_tasks(args.url, tokens, doomed, done)
     for failure in failures:
         print(f"FAIL: {failure}")
     print("cluster test: " + ("failed" if failures else "passed"))

@@ -220,8 +220,7 @@ impl TasksConfig {
             }
             return Ok(TaskStore::Memory);
         };
-        let scheme = url.starts_with("redis://") || url.starts_with("redis+unix://");
-        if !scheme || ::redis::Client::open(url.as_str()).is_err() {
+        if !crate::grants::store::is_redis_url(url) {
             return Err(InvalidTasks::new(
                 "redis",
                 format!(

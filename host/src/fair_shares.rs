@@ -233,8 +233,7 @@ impl LimitsConfig {
             }
             return Ok(Store::Memory);
         };
-        let scheme = url.starts_with("redis://") || url.starts_with("redis+unix://");
-        if !scheme || ::redis::Client::open(url.as_str()).is_err() {
+        if !crate::grants::store::is_redis_url(url) {
             return Err(InvalidLimits::new(
                 "redis",
                 format!(

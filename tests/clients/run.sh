@@ -59,7 +59,7 @@ run() {
 echo "clients: mcp $(target/clients-venv/bin/python -c 'import importlib.metadata as m; print(m.version("mcp"))') and the HTTP API, against $TOOLHOST_BIN"
 run target/clients-venv tests/clients/test_mcp_sdk.py tests/clients/test_http_api.py "$@"
 echo "clients: mcp $(target/clients-venv-langchain/bin/python -c 'import importlib.metadata as m; print(m.version("mcp"))'), LangGraph and approval, against $TOOLHOST_BIN"
-run target/clients-venv-langchain tests/clients/test_mcp_sdk.py tests/clients/test_langgraph.py tests/clients/test_approval.py "$@"
+run target/clients-venv-langchain tests/clients/test_mcp_sdk.py tests/clients/test_langgraph.py tests/clients/test_approval.py tests/clients/test_deploy.py "$@"
 if [ "$status" -eq 0 ] && [ "$empty" -eq 2 ]; then
     status=5
 fi

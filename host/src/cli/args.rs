@@ -95,6 +95,12 @@ pub(crate) enum Command {
         /// stopped and answered with an error.
         #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = toolhost::duration::parse)]
         drain: std::time::Duration,
+        /// Connections from CIDR (a load balancer, e.g. 10.0.0.0/8 or
+        /// 127.0.0.1/32; repeatable) start with a PROXY protocol header
+        /// (HAProxy's send-proxy-v2) naming the client, whose address then
+        /// counts for the per-address limits. Such connections must send one.
+        #[arg(long = "proxy-protocol", value_name = "CIDR")]
+        proxy_protocol: Vec<ipnet::IpNet>,
     },
     /// Validate the manifest and components; print what each tool may touch,
     /// and warnings (with the fix) about what models and clients trip on.

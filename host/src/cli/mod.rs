@@ -187,6 +187,7 @@ fn serve_command(command: Command) -> serve::ServeCommand {
         max_body,
         max_batch,
         drain,
+        proxy_protocol,
     } = command
     else {
         unreachable!("called for serve only")
@@ -203,6 +204,7 @@ fn serve_command(command: Command) -> serve::ServeCommand {
     config.max_body = max_body;
     config.max_batch = max_batch;
     config.drain = drain;
+    config.proxy_protocol = proxy_protocol;
     config.fixes = fixes::flags();
     serve::ServeCommand {
         transport,

@@ -52,6 +52,31 @@ impl fmt::Debug for Backend {
     }
 }
 
+/// Whether `url` is a Redis URL toolhost connects to, and one the Redis
+/// client accepts: `redis://`, `rediss://` (TLS; the server's certificate
+/// is checked against the system's roots, or the file `SSL_CERT_FILE`
+/// names), or `redis+unix://`.
+pub(crate) fn is_redis_url(url: &str) -> bool {
+    let scheme = ["redis://", "rediss://", "redis+unix://"]
+        .iter()
+        .any(|scheme| url.starts_with(scheme));
+    scheme && ::redis::Client::open(url).is_ok()
+}
+
+/// The Redis client for `url`. TLS (`rediss://`) runs on the ring
+/// provider the rest of the host's rustls uses, installed here for the
+/// process if none is yet.
+///
+/// # Errors
+///
+/// A URL the client does not accept.
+pub(crate) fn redis_client(url: &str) -> ::redis::RedisResult<::redis::Client> {
+    if url.starts_with("rediss://") {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    ::redis::Client::open(url)
+}
+
 /// `url` as it may be shown: the password of its userinfo, the values of
 /// query parameters whose names suggest a secret (`password`, `pass`,
 /// `token`, `auth`, …) and any fragment are replaced by `***`. Parsed as

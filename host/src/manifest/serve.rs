@@ -184,9 +184,19 @@ impl SessionSettings {
         self.idle
     }
 
-    /// The most sessions one principal may hold open on one server.
+    /// The most sessions one principal may hold open (on every replica,
+    /// when sessions are shared).
     pub fn per_principal(&self) -> usize {
         self.per_principal
+    }
+
+    /// The defaults, shared on the Redis at `url` (the crate's own tests).
+    #[cfg(test)]
+    pub(crate) fn shared_on(url: &str) -> Self {
+        Self {
+            redis: Some(url.to_owned()),
+            ..Self::default()
+        }
     }
 }
 
@@ -316,8 +326,7 @@ fn sessions(
         .map_err(|e| path_error(&e, "[serve.sessions] in docs/deploy.md"))?;
     let mut settings = SessionSettings::default();
     if let Some(url) = raw.redis {
-        let scheme = url.starts_with("redis://") || url.starts_with("redis+unix://");
-        if !scheme || ::redis::Client::open(url.as_str()).is_err() {
+        if !crate::grants::store::is_redis_url(&url) {
             return Err(format!(
                 ".redis`: {:?} is not a Redis URL; write e.g. \"redis://127.0.0.1:6379\", or \
                  remove `redis` to keep each replica's sessions in its memory",

@@ -87,7 +87,11 @@ impl RawStore {
         };
         let backend = match backend.as_deref() {
             None | Some("embedded") => self.embedded(base, name, &err)?,
-            Some(url) if url.starts_with("redis://") || url.starts_with("redis+unix://") => {
+            Some(url)
+                if ["redis://", "rediss://", "redis+unix://"]
+                    .iter()
+                    .any(|scheme| url.starts_with(scheme)) =>
+            {
                 self.redis(url, &err)?
             }
             Some(other) => {
@@ -95,7 +99,7 @@ impl RawStore {
                 return Err(err(
                     "backend",
                     format!(
-                        "{:?} is not a backend; write \"embedded\" or a redis:// URL",
+                        "{:?} is not a backend; write \"embedded\" or a redis:// (rediss:// for TLS) URL",
                         crate::outcome::clip(&redacted(other), 60)
                     ),
                 ));

@@ -87,6 +87,11 @@ pub struct ServeConfig {
     /// Who may call, telling callers apart by their tokens; `None`: the
     /// manifest's `[serve.auth]`.
     pub auth: Option<crate::identity::Settings>,
+    /// Load balancers whose connections start with a PROXY protocol header
+    /// (v1 or v2) naming the client: its address, not theirs, is the one
+    /// the limits kept per address count. Connections from these ranges
+    /// must send one.
+    pub proxy_protocol: Vec<ipnet::IpNet>,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -103,6 +108,7 @@ impl std::fmt::Debug for ServeConfig {
             fixes,
             lock_mode,
             auth,
+            proxy_protocol,
         } = self;
         f.debug_struct("ServeConfig")
             .field("transport", transport)
@@ -116,6 +122,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("fixes", fixes)
             .field("lock_mode", lock_mode)
             .field("auth", auth)
+            .field("proxy_protocol", proxy_protocol)
             .finish()
     }
 }
@@ -136,6 +143,7 @@ impl ServeConfig {
             fixes: Fixes::default(),
             lock_mode: LockMode::Write,
             auth: None,
+            proxy_protocol: Vec::new(),
         }
     }
 }

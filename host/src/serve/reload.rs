@@ -145,9 +145,13 @@ fn take(
 }
 
 /// What of `manifest` is read only at start (`[serve.auth]`,
-/// `[serve.sessions]`), to say when a reload changed it.
+/// `[serve.sessions]`, `[serve.tasks]`), to say when a reload changed it.
+/// (Their `Debug` hides secrets; the text is compared, never shown.)
 fn read_at_start(manifest: &Manifest) -> String {
-    format!("{:?} {:?}", manifest.serve.auth, manifest.serve.sessions)
+    format!(
+        "{:?} {:?} {:?}",
+        manifest.serve.auth, manifest.serve.sessions, manifest.serve.tasks
+    )
 }
 
 /// Swap `host`, loaded from `manifest`, in for the running version, unless
@@ -166,7 +170,7 @@ fn swap_in(shared: &Shared, host: ToolHost, manifest: &Manifest, serve_auth: &st
     log_changes(&old, &host);
     if read_at_start(manifest) != serve_auth {
         tracing::warn!(
-            "[serve.auth] or [serve.sessions] changed; identities and sessions are set up at start: restart the server to use the new settings"
+            "[serve.auth], [serve.sessions] or [serve.tasks] changed; identities, sessions and the task store are set up at start: restart the server to use the new settings"
         );
     }
     shared.metrics().reload(true);

@@ -220,7 +220,7 @@ impl Redis {
         // The server's errors go to the operator's log: they name the server
         // by its URL with every secret hidden.
         let failed = |e: ::redis::RedisError| unavailable(format!("{}: {e}", super::redacted(url)));
-        let client = ::redis::Client::open(url).map_err(failed)?;
+        let client = crate::grants::store::redis_client(url).map_err(failed)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))

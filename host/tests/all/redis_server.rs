@@ -10,7 +10,9 @@ use std::time::Duration;
 pub(crate) struct RedisServer {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    /// Whether it speaks only TLS (`start_tls`).
+    tls: bool,
+    dir: tempfile::TempDir,
 }
 
 impl RedisServer {
@@ -26,9 +28,63 @@ impl RedisServer {
     /// A `redis-server` on `port` of 127.0.0.1: e.g. one started again
     /// where a stopped one was, for tests of a server coming back.
     pub(crate) fn start_on(port: u16) -> Self {
+        let port_text = port.to_string();
+        Self::start_with(
+            port,
+            false,
+            tempfile::tempdir().unwrap(),
+            &["--port", &port_text],
+        )
+    }
+
+    /// A `redis-server` that speaks only TLS, on a free port of 127.0.0.1:
+    /// its certificate (for 127.0.0.1 and `localhost`) is signed by a CA
+    /// made here, whose PEM file is [`Self::ca`]. Clients need not show a
+    /// certificate.
+    #[allow(dead_code)] // The library's unit tests include this file too.
+    pub(crate) fn start_tls() -> Self {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
         let dir = tempfile::tempdir().unwrap();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let params =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+        let cert = params
+            .signed_by(&key, &Issuer::from_params(&ca_params, &ca_key))
+            .unwrap();
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        std::fs::write(dir.path().join("server.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.path().join("server.key"), key.serialize_pem()).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let port_text = port.to_string();
+        let args = [
+            "--port",
+            "0",
+            "--tls-port",
+            &port_text,
+            "--tls-cert-file",
+            "server.pem",
+            "--tls-key-file",
+            "server.key",
+            "--tls-ca-cert-file",
+            "ca.pem",
+            "--tls-auth-clients",
+            "no",
+        ];
+        Self::start_with(port, true, dir, &args)
+    }
+
+    fn start_with(port: u16, tls: bool, dir: tempfile::TempDir, listen: &[&str]) -> Self {
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(listen)
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .current_dir(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -37,7 +93,8 @@ impl RedisServer {
         let server = Self {
             child,
             port,
-            _dir: dir,
+            tls,
+            dir,
         };
         for _ in 0..200 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -49,7 +106,14 @@ impl RedisServer {
     }
 
     pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The PEM file of the CA that signed a TLS server's certificate.
+    #[allow(dead_code)] // The library's unit tests include this file too.
+    pub(crate) fn ca(&self) -> std::path::PathBuf {
+        self.dir.path().join("ca.pem")
     }
 }
 

@@ -250,7 +250,7 @@ impl Drop for Remote {
 impl Remote {
     pub(super) fn new(url: &str, prefix: &str, on_error: OnRedisError, timing: Timing) -> Self {
         Self {
-            client: ::redis::Client::open(url).map_err(|e| e.to_string()),
+            client: crate::grants::store::redis_client(url).map_err(|e| e.to_string()),
             shown: redacted(url),
             prefix: prefix.to_owned(),
             on_error,

@@ -22,7 +22,7 @@ use crate::serve::Shared;
 use crate::serve::auth::{AuthRefusal, METADATA_PATH, METADATA_PREFIX, METRICS_SCOPE};
 use crate::serve::connections::{self, Stream};
 use crate::serve::edge;
-use crate::serve::sessions::{Admission, MAX_SESSIONS};
+use crate::serve::sessions::{Admission, Full, MAX_SESSIONS, Reservation};
 
 /// How long a client may take to send a request's whole body (at most
 /// `--max-body`, 4 MiB by default).
@@ -82,9 +82,10 @@ pub(super) async fn check_request(
     let Ok(stream) = hold_stream(&edge, &parts, &work) else {
         return too_many_streams(&shared);
     };
-    if let Err(response) = admit(&edge, &shared, &parts, &work, &principal).await {
-        return response;
-    }
+    let held = match admit(&edge, &shared, &parts, &work, &principal).await {
+        Ok(held) => held,
+        Err(response) => return response,
+    };
     let request = Request::from_parts(parts, axum::body::Body::from(body));
     let closing_session = request.method() == Method::DELETE && matches!(work, Work::Mcp { .. });
     let mut response = next.run(request).await;
@@ -98,8 +99,9 @@ pub(super) async fn check_request(
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
+        && let Some(reservation) = held.opening
     {
-        edge.sessions.claim(id, principal.id()).await;
+        reservation.claim(id).await;
     }
     // rmcp answers a session's DELETE with 202; MCP clients expect 200 or
     // 204 (the Python SDK warns "Session termination failed: 202").
@@ -109,20 +111,31 @@ pub(super) async fn check_request(
     connections::hold(response, (in_flight, stream))
 }
 
-/// Room for the session `work` opens, the session it names, and the
-/// tools it calls, as `principal` may have them; or the refusal.
+/// Room for the session `work` opens (the place held for it, when it
+/// opens one), the session it names, and the tools it calls, as
+/// `principal` may have them; or the refusal.
 async fn admit(
     edge: &Edge,
     shared: &Shared,
     parts: &Parts,
     work: &Work,
     principal: &Principal,
-) -> Result<(), Response> {
-    room_for_session(edge, shared, work, principal).await?;
-    if let Some(response) = session_refusal(edge, shared, parts, work, principal).await {
+) -> Result<Held, Response> {
+    let restoring = session_admission(edge, shared, parts, work, principal).await?;
+    if let Some(response) = unauthorized(shared, work, principal) {
         return Err(response);
     }
-    unauthorized(shared, work, principal).map_or(Ok(()), Err)
+    let opening = room_for_session(edge, shared, work, principal).await?;
+    Ok(Held { opening, restoring })
+}
+
+/// The places a request holds on this replica until it is answered: for
+/// the session its `initialize` opens, and for the session held elsewhere
+/// that it brings back here.
+struct Held {
+    opening: Option<Reservation>,
+    #[allow(dead_code)] // Held for its drop: the place is given back then.
+    restoring: Option<Reservation>,
 }
 
 /// The principal of a request with `headers`: by its token when the
@@ -145,44 +158,53 @@ async fn identify(
     })
 }
 
-/// The refusal of the MCP session `work` names, if any: `principal` may
-/// use only a session it opened (another's is answered as if it did not
-/// exist, on every replica alike), and a session that ended on another
-/// replica has ended here too.
-async fn session_refusal(
+/// Whether `principal` may use the MCP session `work` names (with the
+/// place held here for it when it is brought back from another replica),
+/// or the refusal: `principal` may use only a session it opened
+/// (another's is answered as if it did not exist, on every replica
+/// alike), and a session that ended on another replica has ended here
+/// too.
+async fn session_admission(
     edge: &Edge,
     shared: &Shared,
     parts: &Parts,
     work: &Work,
     principal: &Principal,
-) -> Option<Response> {
+) -> Result<Option<Reservation>, Response> {
     if !matches!(work, Work::Mcp { .. }) {
-        return None;
+        return Ok(None);
     }
-    let session = parts
+    let Some(session) = parts
         .headers
         .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())?;
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(None);
+    };
     let check_owner = shared.auth().is_some();
-    match edge
+    // rmcp brings a session back for every request but `DELETE`, which
+    // ends it in the store without.
+    let restores = parts.method != Method::DELETE;
+    let refusal = match edge
         .sessions
-        .admit(session, principal.id(), check_owner)
+        .admit(session, principal.id(), check_owner, restores)
         .await
     {
-        Admission::Use => None,
+        Admission::Use(place) => return Ok(place),
         refusal @ (Admission::Ended | Admission::Foreign) => {
-            let reason = if refusal == Admission::Ended {
+            let reason = if matches!(refusal, Admission::Ended) {
                 "ended_session"
             } else {
                 "foreign_session"
             };
             shared.metrics().reject("mcp", reason);
-            Some(error(
+            error(
                 StatusCode::NOT_FOUND,
                 "session_not_found",
                 "no such session; start one with initialize",
-            ))
+            )
         }
+        Admission::Full => replica_full(shared),
         Admission::Unavailable => {
             shared.metrics().reject("mcp", "session_store");
             let mut response = error(
@@ -195,9 +217,10 @@ async fn session_refusal(
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECONDS),
             );
-            Some(response)
+            response
         }
-    }
+    };
+    Err(refusal)
 }
 
 /// The refusal of what `principal` may not do of `work`, if anything: it
@@ -257,16 +280,18 @@ fn too_many_streams(shared: &Shared) -> Response {
     response
 }
 
-/// Room for the MCP session `work` opens, if it opens one: a 503 when
-/// [`MAX_SESSIONS`] are open, a 429 when `principal` holds its share of
-/// them (when callers are told apart). Only `initialize` opens a session,
-/// whatever the headers say: at the cap, the check looks inside.
+/// Room for the MCP session `work` opens, if it opens one (the place held
+/// for it until it is claimed): a 503 when [`MAX_SESSIONS`] are open or
+/// being opened here, a 429 when `principal` holds its share of them, on
+/// every replica when sessions are shared (when callers are told apart).
+/// Only `initialize` opens a session, whatever the headers say: at the
+/// cap, the check looks inside.
 async fn room_for_session(
     edge: &Edge,
     shared: &Shared,
     work: &Work,
     principal: &Principal,
-) -> Result<(), Response> {
+) -> Result<Option<Reservation>, Response> {
     let opens_session = matches!(
         work,
         Work::Mcp {
@@ -275,38 +300,52 @@ async fn room_for_session(
         }
     );
     if !opens_session {
-        return Ok(());
+        return Ok(None);
     }
-    let share = edge.sessions.per_principal();
-    if shared.auth().is_some() && edge.sessions.owned_by(principal.id()) >= share {
-        shared.metrics().reject("mcp", "sessions_principal");
-        let mut response = error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_sessions",
-            format!(
-                "you hold {share} MCP sessions open on this server, the most one caller may \
-                 ([serve.sessions] per_principal); close one (DELETE /mcp), wait for an idle one \
-                 to expire, or use the stateless 2026-07-28 protocol"
-            ),
-        );
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from_static(RETRY_AFTER_SECONDS),
-        );
-        return Err(response);
+    let told_apart = shared.auth().is_some();
+    match edge.sessions.reserve(principal.id(), told_apart).await {
+        Ok(reservation) => Ok(Some(reservation)),
+        Err(Full::Share) => {
+            shared.metrics().reject("mcp", "sessions_principal");
+            let share = edge.sessions.per_principal();
+            let mut response = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_sessions",
+                format!(
+                    "you hold {share} MCP sessions open on this service, the most one caller may \
+                     ([serve.sessions] per_principal); close one (DELETE /mcp), wait for an idle \
+                     one to expire, or use the stateless 2026-07-28 protocol"
+                ),
+            );
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+            Err(response)
+        }
+        Err(Full::Server) => Err(replica_full(shared)),
     }
-    if edge.sessions.open().await < MAX_SESSIONS {
-        return Ok(());
-    }
+}
+
+/// The answer to a session this replica has no room for (opened here, or
+/// held by another replica and to be restored here): 503, counted, to be
+/// tried again.
+fn replica_full(shared: &Shared) -> Response {
     shared.metrics().reject("mcp", "sessions");
-    Err(error(
+    let mut response = error(
         StatusCode::SERVICE_UNAVAILABLE,
         "too_many_sessions",
         format!(
-            "{MAX_SESSIONS} MCP sessions are open, the most this server keeps; close one (DELETE /mcp), \
-             wait for an idle one to expire, or use the stateless 2026-07-28 protocol"
+            "{MAX_SESSIONS} MCP sessions are open on this server, the most it keeps; close one \
+             (DELETE /mcp), wait for an idle one to expire, try again, or use the stateless \
+             2026-07-28 protocol"
         ),
-    ))
+    );
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(RETRY_AFTER_SECONDS),
+    );
+    response
 }
 
 /// The body, read whole within `max_body` and [`BODY_READ_TIMEOUT`]: a

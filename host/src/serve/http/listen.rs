@@ -12,13 +12,19 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{RETRY_AFTER_SECONDS, error, router};
+use super::{RETRY_AFTER_SECONDS, error, proxy_protocol, router};
 use crate::serve::connections::{self, Connections};
 use crate::serve::{ServeConfig, ServeError, Shared};
 
 /// How long a client may take to send a request's headers: a connection
 /// that dribbles them must not hold a descriptor for ever.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections from `--proxy-protocol` addresses waiting for their PROXY
+/// header at once: such a connection is not counted among the others
+/// until its header names its client, so these are bounded by
+/// themselves (a balancer sends its header at once).
+const MAX_PENDING_HEADERS: usize = 256;
 
 /// How long connections get to close once every call is answered: an
 /// event stream a client holds open must not keep the process alive.
@@ -48,6 +54,7 @@ pub(in crate::serve) async fn serve(
     let app = router(shared.clone(), config, local, hard_stop.clone());
     on_ready(Some(local));
     let connections = Arc::new(Connections::default());
+    let headers_pending = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HEADERS));
     let mut signal = std::pin::pin!(signal);
     let mut drained = std::pin::pin!(async {
         (&mut signal).await;
@@ -72,15 +79,35 @@ pub(in crate::serve) async fn serve(
                         continue;
                     }
                 };
-                match connections.admit(peer.ip()) {
-                    Ok(admitted) => {
-                        tokio::spawn(connection(tcp, app.clone(), admitted, hard_stop.clone(), shared.clone()));
-                    }
-                    Err(refused) => {
-                        shared.metrics().reject("http", refused.reason());
-                        tracing::warn!(peer = %peer.ip(), reason = refused.reason(), "refused a connection: every connection it could replace is busy");
-                        tokio::spawn(turn_away(tcp));
-                    }
+                let serving = Serving {
+                    app: app.clone(),
+                    connections: connections.clone(),
+                    hard_stop: hard_stop.clone(),
+                    shared: shared.clone(),
+                };
+                // (An IPv4 balancer reaches a dual-stack listener as
+                // `::ffff:a.b.c.d`.)
+                if config.proxy_protocol.iter().any(|range| range.contains(&peer.ip().to_canonical())) {
+                    // The header is read on the connection's own task: a
+                    // slow balancer must not hold up the accept loop.
+                    let Ok(reading) = headers_pending.clone().try_acquire_owned() else {
+                        shared.metrics().reject("http", "proxy_protocol_pending");
+                        tracing::warn!(balancer = %peer, "closed a connection from a --proxy-protocol address: {MAX_PENDING_HEADERS} connections are already waiting for their PROXY header");
+                        continue;
+                    };
+                    tokio::spawn(async move {
+                        let _reading = reading;
+                        let mut tcp = tcp;
+                        match proxy_protocol::client_of(&mut tcp, peer).await {
+                            Ok(client) => serving.admit(tcp, client),
+                            Err(e) => {
+                                serving.shared.metrics().reject("http", "proxy_protocol");
+                                tracing::warn!(balancer = %peer, error = %e, "closed a connection from a --proxy-protocol address: send a PROXY header (HAProxy: send-proxy-v2), or drop the address from --proxy-protocol");
+                            }
+                        }
+                    });
+                } else {
+                    serving.admit(tcp, peer.ip());
                 }
             }
             stopped = &mut drained => break stopped,
@@ -101,6 +128,37 @@ pub(in crate::serve) async fn serve(
         tracing::warn!("connections still open after every call was answered; exiting");
     }
     Ok(())
+}
+
+/// What serving a connection needs.
+struct Serving {
+    app: Router,
+    connections: Arc<Connections>,
+    hard_stop: CancellationToken,
+    shared: Shared,
+}
+
+impl Serving {
+    /// Serve `tcp`, from `client`, within the connections allowed per
+    /// address and in all, or turn it away.
+    fn admit(self, tcp: tokio::net::TcpStream, client: std::net::IpAddr) {
+        match self.connections.admit(client) {
+            Ok(admitted) => {
+                tokio::spawn(connection(
+                    tcp,
+                    self.app,
+                    admitted,
+                    self.hard_stop,
+                    self.shared,
+                ));
+            }
+            Err(refused) => {
+                self.shared.metrics().reject("http", refused.reason());
+                tracing::warn!(peer = %client, reason = refused.reason(), "refused a connection: every connection it could replace is busy");
+                tokio::spawn(turn_away(tcp));
+            }
+        }
+    }
 }
 
 /// Tell a connection the server has no room for it (every connection it

@@ -38,6 +38,7 @@
 
 mod checks;
 mod listen;
+mod proxy_protocol;
 mod routes;
 mod tasks;
 mod tool_calls;

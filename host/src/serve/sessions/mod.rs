@@ -78,13 +78,84 @@ pub(super) struct Sessions {
     shared: Option<Arc<SharedSessions>>,
     /// The most sessions one principal may hold open here.
     per_principal: usize,
+    /// Sessions being opened (their `initialize` admitted, not answered
+    /// yet), by principal: they count against the cap and the share, so
+    /// that concurrent `initialize`s cannot overshoot either.
+    opening: Mutex<HashMap<String, usize>>,
+}
+
+/// Why a session cannot be opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Full {
+    /// The principal holds its share (`per_principal`), on this replica
+    /// or, when sessions are shared, on all of them.
+    Share,
+    /// This replica holds [`MAX_SESSIONS`].
+    Server,
+}
+
+/// A place held for a session being opened, from its `initialize`'s
+/// admission to its answer: claimed by the session the answer names, or
+/// given back when it is dropped unclaimed.
+#[derive(Debug)]
+pub(super) struct Reservation {
+    sessions: Arc<Sessions>,
+    /// Whose: a principal's id, or [`RESTORING`].
+    principal: String,
+    /// Whether the session counts against its principal's share (callers
+    /// are told apart).
+    counted: bool,
+    /// The place in the principal's share on every replica, when sessions
+    /// are shared and the store could be reached.
+    place: Option<shared::Place>,
+}
+
+/// Whose places sessions being restored hold: room on this replica, in
+/// no principal's share (a restored session is already counted in its
+/// owner's, on every replica).
+const RESTORING: &str = "";
+
+impl Reservation {
+    /// Record that the principal holding this place opened session `id`,
+    /// here and, when sessions are shared, for every replica. The client
+    /// learns the id only once this returns, so no replica sees it
+    /// unclaimed.
+    pub(super) async fn claim(mut self, id: &str) {
+        let claimed = self
+            .sessions
+            .claim(id, &self.principal, self.place.as_ref(), self.counted)
+            .await;
+        if claimed {
+            // The place is the session's now: not to be given back.
+            self.place = None;
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.sessions.opened(&self.principal);
+        let (Some(place), Some(shared)) = (self.place.take(), self.sessions.shared.clone()) else {
+            return;
+        };
+        // Unclaimed: the opening failed. The place would lapse by itself
+        // (`PLACE_HELD`); giving it back frees it now.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = shared.release(&place).await {
+                    tracing::debug!(error = %e, "cannot give back an unused MCP session place");
+                }
+            });
+        }
+    }
 }
 
 /// What a request naming a session may do with it.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) enum Admission {
-    /// Go on: the session is the caller's (here, or to be restored here).
-    Use,
+    /// Go on: the session is the caller's, here, or to be restored here
+    /// in the place held.
+    Use(Option<Reservation>),
     /// Answer 404: the session ended (on another replica, or expired).
     Ended,
     /// Answer 404, as for a session that does not exist: it is another
@@ -93,6 +164,9 @@ pub(super) enum Admission {
     /// The session store cannot be reached and this replica does not hold
     /// the session: answer 503, to be tried again.
     Unavailable,
+    /// The session is held on another replica, and this one holds
+    /// [`MAX_SESSIONS`]: answer 503, to be tried again (on another).
+    Full,
 }
 
 /// What is kept of one session beside rmcp's own.
@@ -133,6 +207,7 @@ impl Sessions {
             drain,
             shared,
             per_principal: settings.per_principal(),
+            opening: Mutex::new(HashMap::new()),
         });
         tokio::spawn(reap(Arc::downgrade(&sessions), settings.idle()));
         sessions
@@ -146,13 +221,95 @@ impl Sessions {
         self.shared.clone().map(|shared| shared as _)
     }
 
-    /// The most sessions one principal may hold open here.
+    /// The most sessions one principal may hold open.
     pub(super) fn per_principal(&self) -> usize {
         self.per_principal
     }
 
+    /// Hold a place for a session `principal` opens: within
+    /// [`MAX_SESSIONS`] here, counting those being opened, and, when
+    /// `share` (callers are told apart), within its share, here and, when
+    /// sessions are shared, on every replica.
+    pub(super) async fn reserve(
+        self: &Arc<Self>,
+        principal: &str,
+        share: bool,
+    ) -> Result<Reservation, Full> {
+        // Shared sessions are counted in Redis, on every replica: this
+        // replica's own count decides only when Redis cannot be reached.
+        let counted_here = share && self.shared.is_none();
+        let mut reservation = self.hold(principal, counted_here)?;
+        reservation.counted = share;
+        let (true, Some(shared)) = (share, &self.shared) else {
+            return Ok(reservation);
+        };
+        match shared.reserve(principal, self.per_principal).await {
+            Ok(Some(place)) => {
+                reservation.place = Some(place);
+                Ok(reservation)
+            }
+            Ok(None) => Err(Full::Share),
+            Err(e) => {
+                // The session will work here only; this replica's own
+                // count bounds the principal meanwhile.
+                tracing::warn!(error = %e, "cannot count a principal's MCP sessions across replicas");
+                if self.beyond_share(principal) {
+                    return Err(Full::Share);
+                }
+                Ok(reservation)
+            }
+        }
+    }
+
+    /// A place here for a session `principal` opens (or, for
+    /// [`RESTORING`], one restored here): within [`MAX_SESSIONS`], counting
+    /// those being opened, and, when `share`, within the principal's share
+    /// as this replica counts it.
+    fn hold(self: &Arc<Self>, principal: &str, share: bool) -> Result<Reservation, Full> {
+        let mut opening = self.lock_opening();
+        let being_opened: usize = opening.values().sum();
+        if self.open_now() + being_opened >= MAX_SESSIONS {
+            return Err(Full::Server);
+        }
+        let theirs = opening.get(principal).copied().unwrap_or(0);
+        if share && self.owned_by(principal) + theirs >= self.per_principal {
+            return Err(Full::Share);
+        }
+        *opening.entry(principal.to_owned()).or_default() += 1;
+        Ok(Reservation {
+            sessions: self.clone(),
+            principal: principal.to_owned(),
+            counted: false,
+            place: None,
+        })
+    }
+
+    /// Whether `principal` holds more than its share here, counting the
+    /// sessions it is opening (the caller's among them).
+    fn beyond_share(&self, principal: &str) -> bool {
+        let theirs = self.lock_opening().get(principal).copied().unwrap_or(0);
+        self.owned_by(principal) + theirs > self.per_principal
+    }
+
+    fn lock_opening(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.opening
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A session `principal` was opening is open, or failed to open.
+    fn opened(&self, principal: &str) {
+        let mut opening = self.lock_opening();
+        if let Some(count) = opening.get_mut(principal) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                opening.remove(principal);
+            }
+        }
+    }
+
     /// How many sessions here `principal` opened (or had restored here).
-    pub(super) fn owned_by(&self, principal: &str) -> usize {
+    fn owned_by(&self, principal: &str) -> usize {
         self.sessions
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -161,24 +318,46 @@ impl Sessions {
             .count()
     }
 
-    /// How many sessions are open.
-    pub(super) async fn open(&self) -> usize {
-        self.inner.sessions.read().await.len()
+    /// How many sessions are open here, as this manager counts them (rmcp
+    /// counts the same ones, less those it has ended by itself and this
+    /// manager not yet reaped).
+    fn open_now(&self) -> usize {
+        self.sessions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     /// Record that principal `owner` opened session `id`, here and, when
-    /// sessions are shared, for every replica. The client learns the id
-    /// only once this returns, so no replica sees it unclaimed.
-    pub(super) async fn claim(&self, id: &str, owner: &str) {
+    /// sessions are shared, for every replica (in `place`, when one was
+    /// held for it; in the principal's count when `counted`). Whether the
+    /// store recorded it (always, when sessions are not shared).
+    async fn claim(
+        &self,
+        id: &str,
+        owner: &str,
+        place: Option<&shared::Place>,
+        counted: bool,
+    ) -> bool {
         let Some(session) = self.session_named(id) else {
-            return;
+            return false;
         };
+        let Some(shared) = &self.shared else {
+            let _ = session.owner.set(owner.to_owned());
+            return true;
+        };
+        // Known to be the owner's here only once the store knows it too:
+        // the reaper takes a session the store does not know for ended.
+        let claimed = shared.claim(id, owner, place, counted).await;
         let _ = session.owner.set(owner.to_owned());
-        if let Some(shared) = &self.shared
-            && let Err(e) = shared.claim(id, owner).await
-        {
-            // The session still works here; other replicas answer 404.
-            tracing::warn!(error = %e, "an MCP session could not be shared with other replicas");
+        match claimed {
+            Ok(()) => true,
+            Err(e) => {
+                // Redis does not know the session: it ends at its next
+                // request here (404), and the client starts another.
+                tracing::warn!(error = %e, "an MCP session could not be shared with other replicas");
+                false
+            }
         }
     }
 
@@ -190,13 +369,23 @@ impl Sessions {
     /// one that the store no longer knows has ended (on another replica,
     /// or expired) and is closed here too. `check_owner` is false when
     /// callers are not told apart.
-    pub(super) async fn admit(&self, id: &str, principal: &str, check_owner: bool) -> Admission {
+    /// A session held elsewhere is restored here by a request that
+    /// `restores` (any but `DELETE`), in a place held on this replica, or
+    /// refused when there is none.
+    pub(super) async fn admit(
+        self: &Arc<Self>,
+        id: &str,
+        principal: &str,
+        check_owner: bool,
+        restores: bool,
+    ) -> Admission {
         let local = self
             .session_named(id)
             .map(|session| session.owner.get().cloned());
+        let restoring = local.is_none();
         let owner = match &self.shared {
             None => local.flatten(),
-            Some(shared) => match shared.owner(id).await {
+            Some(shared) => match shared.owner(id, check_owner.then_some(principal)).await {
                 Ok(Some(owner)) => Some(owner),
                 Ok(None) => {
                     if local.is_some() {
@@ -215,8 +404,18 @@ impl Sessions {
             },
         };
         match owner {
-            Some(owner) if !check_owner || owner == principal => Admission::Use,
-            None if !check_owner && self.shared.is_none() => Admission::Use,
+            Some(owner) if !check_owner || owner == principal => {
+                // A session held elsewhere is restored here: one more
+                // session on this replica, within its cap.
+                if !(restoring && restores) {
+                    return Admission::Use(None);
+                }
+                match self.hold(RESTORING, false) {
+                    Ok(place) => Admission::Use(Some(place)),
+                    Err(_) => Admission::Full,
+                }
+            }
+            None if !check_owner && self.shared.is_none() => Admission::Use(None),
             _ => Admission::Foreign,
         }
     }
@@ -262,7 +461,7 @@ impl Sessions {
         let (Some(shared), Some(session)) = (&self.shared, self.session(id)) else {
             return;
         };
-        match shared.owner(id).await {
+        match shared.owner(id, None).await {
             Ok(Some(owner)) => {
                 let _ = session.owner.set(owner);
             }
@@ -301,13 +500,15 @@ impl Sessions {
     }
 
     /// The sessions with calls in flight here.
-    fn busy(&self) -> Vec<String> {
+    fn held(&self) -> Vec<(String, bool)> {
         self.sessions
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .filter(|(_, session)| session.requests.in_flight() > 0)
-            .map(|(id, _)| id.to_string())
+            // A session whose owner is not known yet is being opened (or
+            // restored): the store may not know it yet.
+            .filter(|(_, session)| session.owner.get().is_some())
+            .map(|(id, session)| (id.to_string(), session.requests.in_flight() > 0))
             .collect()
     }
 
@@ -330,8 +531,10 @@ impl Sessions {
 }
 
 /// Close sessions idle for `idle` here (a shared session lives on in
-/// Redis until it is idle there too), and keep shared sessions with calls
-/// in flight here alive for every replica, until the manager is gone.
+/// Redis until it is idle there too), keep shared sessions with calls in
+/// flight here alive for every replica, and close those of them that
+/// ended on another replica (stopping their calls here within a tick),
+/// until the manager is gone.
 async fn reap(sessions: Weak<Sessions>, idle: Duration) {
     let mut tick = tokio::time::interval(REAP_EVERY.min(idle / 2));
     loop {
@@ -343,10 +546,21 @@ async fn reap(sessions: Weak<Sessions>, idle: Duration) {
             tracing::debug!(session = %id, "closing an idle MCP session");
             let _ = sessions.close_session(&id).await;
         }
-        if let Some(shared) = &sessions.shared
-            && let Err(e) = shared.renew(&sessions.busy()).await
-        {
-            tracing::warn!(error = %e, "cannot keep busy MCP sessions alive for the other replicas");
+        let Some(shared) = &sessions.shared else {
+            continue;
+        };
+        match shared.renew(&sessions.held()).await {
+            // Ended on another replica (`DELETE` there): its calls here
+            // stop now, not at the client's next request.
+            Ok(gone) => {
+                for id in gone {
+                    tracing::debug!(session = %id, "closing an MCP session ended elsewhere");
+                    let _ = sessions.close_session(&SessionId::from(id.as_str())).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot keep busy MCP sessions alive for the other replicas");
+            }
         }
     }
 }
@@ -527,5 +741,48 @@ impl<S> Drop for Watched<S> {
                 watch.session.requests.abandon(watch.id);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stores::parity::RedisServer;
+
+    #[tokio::test]
+    async fn a_session_held_elsewhere_is_not_restored_on_a_full_replica() {
+        let redis = RedisServer::start();
+        let settings = SessionSettings::shared_on(&redis.url());
+        let shared = SharedSessions::new(&settings).unwrap();
+        let sessions = Sessions::start(&settings, shared.clone(), Drain::new(Duration::ZERO));
+        // Another replica opened Alice's session.
+        shared
+            .as_ref()
+            .unwrap()
+            .claim("held-elsewhere", "alice", None, true)
+            .await
+            .unwrap();
+        let admit = |principal: &'static str, restores: bool| {
+            let sessions = sessions.clone();
+            async move {
+                sessions
+                    .admit("held-elsewhere", principal, true, restores)
+                    .await
+            }
+        };
+        // Brought back here in a place held on this replica.
+        match admit("alice", true).await {
+            Admission::Use(Some(place)) => drop(place),
+            other => panic!("{other:?}"),
+        }
+        // This replica is full (sessions being opened count too).
+        sessions
+            .lock_opening()
+            .insert("others".to_owned(), MAX_SESSIONS);
+        assert!(matches!(admit("alice", true).await, Admission::Full));
+        // Ending it needs no room: rmcp does not bring it back for that.
+        assert!(matches!(admit("alice", false).await, Admission::Use(None)));
+        // Still nobody else's, full or not.
+        assert!(matches!(admit("bob", true).await, Admission::Foreign));
     }
 }

@@ -40,13 +40,106 @@ use crate::manifest::SessionSettings;
 /// request naming a session waits no longer than this for its check.
 const TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Read a session's owner (`KEYS[1]`), and push back its expiry by
-/// `ARGV[1]` ms when it exists. Returns the owner, or nil.
+/// Read a session's owner (`KEYS[1]`, the session's hash) and, when it
+/// exists and `ARGV[3]` is empty or names that owner, push back its expiry
+/// by `ARGV[1]` ms, here and in its owner's set of sessions (the hash's
+/// `of` field) for session id `ARGV[2]`: a request from another principal
+/// naming the session does not keep it alive. Returns the owner, or nil.
 const OWNER: &str = r"
+if redis.replicate_commands then pcall(redis.replicate_commands) end
 local owner = redis.call('HGET', KEYS[1], 'owner')
-if owner then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+if owner and (ARGV[3] == '' or ARGV[3] == owner) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  local of = redis.call('HGET', KEYS[1], 'of')
+  if of then
+    local now = redis.call('TIME')
+    local ms = now[1] * 1000 + math.floor(now[2] / 1000)
+    redis.call('ZADD', of, 'XX', ms + ARGV[1], ARGV[2])
+    if redis.call('PTTL', of) < tonumber(ARGV[1]) then redis.call('PEXPIRE', of, ARGV[1]) end
+  end
+end
 return owner
 ";
+
+/// Hold a place among a principal's sessions (`KEYS[1]`, a sorted set of
+/// session ids by the time they expire) for a session being opened:
+/// forget expired members, then add `ARGV[3]` for `ARGV[4]` ms unless the
+/// principal already has `ARGV[1]`; the set lives at least `ARGV[2]` ms.
+/// Returns 1 when the place is held, 0 when the share is full. Redis's
+/// clock decides expiry, so replicas' clocks need not agree.
+const RESERVE: &str = r"
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local now = redis.call('TIME')
+local ms = now[1] * 1000 + math.floor(now[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[4]), ARGV[3])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+";
+
+/// Record that principal `ARGV[1]` opened session `ARGV[3]` (hash
+/// `KEYS[1]`), turning its place `ARGV[2]` in its set `KEYS[2]` into the
+/// session's (forgetting expired members); both live `ARGV[4]` ms unused.
+/// With no `KEYS[2]` (callers are not told apart), no set is kept.
+const CLAIM: &str = r"
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if not KEYS[2] then return 1 end
+local now = redis.call('TIME')
+local ms = now[1] * 1000 + math.floor(now[2] / 1000)
+redis.call('HSET', KEYS[1], 'of', KEYS[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[2], ms + tonumber(ARGV[4]), ARGV[3])
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[4]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+end
+return 1
+";
+
+/// Of the sessions whose hashes are `KEYS` (ids `ARGV[2i]`), push back
+/// by `ARGV[1]` ms the expiry of those marked busy (`ARGV[2i+1]` is `1`),
+/// in their owners' sets too. Returns the ids of those already gone
+/// (ended on another replica, or expired).
+const RENEW: &str = r"
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local now = redis.call('TIME')
+local ms = now[1] * 1000 + math.floor(now[2] / 1000)
+local ttl = tonumber(ARGV[1])
+local gone = {}
+for i, key in ipairs(KEYS) do
+  local id = ARGV[2 * i]
+  if redis.call('EXISTS', key) == 0 then
+    table.insert(gone, id)
+  elseif ARGV[2 * i + 1] == '1' then
+    redis.call('PEXPIRE', key, ttl)
+    local of = redis.call('HGET', key, 'of')
+    if of then
+      redis.call('ZADD', of, 'XX', ms + ttl, id)
+      if redis.call('PTTL', of) < ttl then redis.call('PEXPIRE', of, ttl) end
+    end
+  end
+end
+return gone
+";
+
+/// End session `ARGV[1]` (hash `KEYS[1]`): its hash, and its place in its
+/// owner's set.
+const END: &str = r"
+local of = redis.call('HGET', KEYS[1], 'of')
+redis.call('DEL', KEYS[1])
+if of then redis.call('ZREM', of, ARGV[1]) end
+return 1
+";
+
+/// How long a place held for a session being opened lasts if the opening
+/// never finishes (the client's `initialize` failed, or this replica
+/// stopped): longer than any `initialize` takes.
+const PLACE_HELD: Duration = Duration::from_secs(30);
 
 /// A failure of the session store.
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +173,26 @@ pub(crate) struct SharedSessions {
     /// How long a session lives unused.
     ttl: Duration,
     connection: OnceCell<ConnectionManager>,
+    scripts: Scripts,
+}
+
+/// The scripts, hashed once.
+struct Scripts {
     owner: Script,
+    reserve: Script,
+    claim: Script,
+    renew: Script,
+    end: Script,
+}
+
+/// A place held in a principal's share of the shared sessions for a
+/// session being opened, to be claimed by it or released.
+#[derive(Debug)]
+pub(crate) struct Place {
+    /// The principal's set of sessions.
+    set: String,
+    /// The member holding the place.
+    member: String,
 }
 
 impl std::fmt::Debug for SharedSessions {
@@ -106,17 +218,24 @@ impl SharedSessions {
             return Ok(None);
         };
         let shown = redacted(url);
-        let client = ::redis::Client::open(url).map_err(|source| SharedError::Redis {
-            shown: shown.clone(),
-            source,
-        })?;
+        let client =
+            crate::grants::store::redis_client(url).map_err(|source| SharedError::Redis {
+                shown: shown.clone(),
+                source,
+            })?;
         Ok(Some(Arc::new(Self {
             client,
             shown,
             prefix: settings.prefix().to_owned(),
             ttl: settings.idle(),
             connection: OnceCell::new(),
-            owner: Script::new(OWNER),
+            scripts: Scripts {
+                owner: Script::new(OWNER),
+                reserve: Script::new(RESERVE),
+                claim: Script::new(CLAIM),
+                renew: Script::new(RENEW),
+                end: Script::new(END),
+            },
         })))
     }
 
@@ -128,10 +247,14 @@ impl SharedSessions {
         crate::serve::fair::redis_key(&self.prefix, "mcp-session", id)
     }
 
+    /// The key of the set of sessions principal `owner` holds open, on
+    /// every replica.
+    fn set_of(&self, owner: &str) -> String {
+        crate::serve::fair::redis_key(&self.prefix, "mcp-sessions-of", owner)
+    }
+
     fn ttl_ms(&self) -> u64 {
-        u64::try_from(self.ttl.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1)
+        millis(self.ttl)
     }
 
     async fn connection(&self) -> Result<ConnectionManager, SharedError> {
@@ -163,16 +286,12 @@ impl SharedSessions {
         }
     }
 
-    /// The principal that owns session `id`, pushing back its expiry;
-    /// `None` when no replica knows it any more (ended or expired).
-    pub(crate) async fn owner(&self, id: &str) -> Result<Option<String>, SharedError> {
-        // No session toolhost made has an id like it: known to no replica.
-        if !plausible(id) {
-            return Ok(None);
-        }
+    /// Invoke `invocation` on Redis within [`TIMEOUT`].
+    async fn invoke<T: ::redis::FromRedisValue>(
+        &self,
+        invocation: &::redis::ScriptInvocation<'_>,
+    ) -> Result<T, SharedError> {
         let mut connection = self.connection().await?;
-        let mut invocation = self.owner.key(self.key(id));
-        invocation.arg(self.ttl_ms());
         match tokio::time::timeout(TIMEOUT, invocation.invoke_async(&mut connection)).await {
             Ok(answer) => answer.map_err(|source| self.failed(source)),
             Err(_) => Err(SharedError::Timeout {
@@ -181,31 +300,95 @@ impl SharedSessions {
         }
     }
 
-    /// Record that principal `owner` opened session `id`.
-    pub(crate) async fn claim(&self, id: &str, owner: &str) -> Result<(), SharedError> {
-        let key = self.key(id);
+    /// The principal that owns session `id`; `None` when no replica knows
+    /// it any more (ended or expired). Its expiry is pushed back when
+    /// `asker` is its owner, or `None` (callers are not told apart).
+    pub(crate) async fn owner(
+        &self,
+        id: &str,
+        asker: Option<&str>,
+    ) -> Result<Option<String>, SharedError> {
+        // No session toolhost made has an id like it: known to no replica.
+        if !plausible(id) {
+            return Ok(None);
+        }
+        let mut invocation = self.scripts.owner.key(self.key(id));
+        invocation
+            .arg(self.ttl_ms())
+            .arg(id)
+            .arg(asker.unwrap_or(""));
+        self.invoke(&invocation).await
+    }
+
+    /// Hold a place for a session `owner` is opening, unless it holds
+    /// `share` sessions open on the replicas already: `None` then.
+    pub(crate) async fn reserve(
+        &self,
+        owner: &str,
+        share: usize,
+    ) -> Result<Option<Place>, SharedError> {
+        let place = Place {
+            set: self.set_of(owner),
+            member: format!("opening:{:032x}", fastrand::u128(..)),
+        };
+        let held = millis(PLACE_HELD);
+        let mut invocation = self.scripts.reserve.key(&place.set);
+        invocation
+            .arg(share)
+            .arg(self.ttl_ms().max(held))
+            .arg(&place.member)
+            .arg(held);
+        let taken: i64 = self.invoke(&invocation).await?;
+        Ok((taken == 1).then_some(place))
+    }
+
+    /// Give back a place no session took.
+    pub(crate) async fn release(&self, place: &Place) -> Result<(), SharedError> {
         self.run::<()>(|pipe| {
-            pipe.hset(&key, "owner", owner)
-                .ignore()
-                .pexpire(&key, self.ttl_ms().try_into().unwrap_or(i64::MAX))
-                .ignore();
+            pipe.zrem(&place.set, &place.member).ignore();
         })
         .await
     }
 
-    /// Push back the expiry of sessions `ids`, which have calls in flight
-    /// here. A session already gone stays gone.
-    pub(crate) async fn renew(&self, ids: &[String]) -> Result<(), SharedError> {
-        if ids.is_empty() {
-            return Ok(());
+    /// Record that principal `owner` opened session `id`, in `place` when
+    /// one was held for it, and in the owner's count when `counted`
+    /// (callers are told apart).
+    pub(crate) async fn claim(
+        &self,
+        id: &str,
+        owner: &str,
+        place: Option<&Place>,
+        counted: bool,
+    ) -> Result<(), SharedError> {
+        let mut invocation = self.scripts.claim.key(self.key(id));
+        if counted {
+            invocation.key(place.map_or_else(|| self.set_of(owner), |place| place.set.clone()));
         }
-        let ttl = self.ttl_ms().try_into().unwrap_or(i64::MAX);
-        self.run::<()>(|pipe| {
-            for id in ids {
-                pipe.pexpire(self.key(id), ttl).ignore();
-            }
-        })
-        .await
+        invocation
+            .arg(owner)
+            .arg(place.map_or("", |place| place.member.as_str()))
+            .arg(id)
+            .arg(self.ttl_ms());
+        self.invoke::<i64>(&invocation).await.map(drop)
+    }
+
+    /// Of `held`, the sessions this replica holds (each marked busy when
+    /// it has calls in flight here), push back the expiry of the busy
+    /// ones, and return the ids of those already gone (ended on another
+    /// replica, or expired), to be closed here, their calls stopped.
+    pub(crate) async fn renew(&self, held: &[(String, bool)]) -> Result<Vec<String>, SharedError> {
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut invocation = self.scripts.renew.prepare_invoke();
+        invocation.arg(self.ttl_ms());
+        for (id, busy) in held {
+            invocation
+                .key(self.key(id))
+                .arg(id)
+                .arg(if *busy { "1" } else { "0" });
+        }
+        self.invoke(&invocation).await
     }
 
     async fn load_state(&self, id: &str) -> Result<Option<SessionState>, SharedError> {
@@ -244,27 +427,42 @@ impl SharedSessions {
     }
 
     async fn delete_state(&self, id: &str) -> Result<(), SharedError> {
-        let key = self.key(id);
-        self.run::<()>(|pipe| {
-            pipe.del(&key).ignore();
-        })
-        .await
+        let mut invocation = self.scripts.end.key(self.key(id));
+        invocation.arg(id);
+        self.invoke::<i64>(&invocation).await.map(drop)
     }
 }
 
 #[async_trait::async_trait]
 impl SessionStore for SharedSessions {
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        Ok(self.load_state(session_id).await?)
+        self.load_state(session_id).await.map_err(unshown)
     }
 
     async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        Ok(self.store_state(session_id, state).await?)
+        self.store_state(session_id, state).await.map_err(unshown)
     }
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
-        Ok(self.delete_state(session_id).await?)
+        self.delete_state(session_id).await.map_err(unshown)
     }
+}
+
+/// What rmcp is told of a store failure: it writes its errors into the
+/// body of its 500 answer, and a client must not learn where the store
+/// is or how it failed. The failure itself goes to the log.
+fn unshown(error: SharedError) -> SessionStoreError {
+    tracing::warn!(error = %error, "the MCP session store failed");
+    "the store MCP sessions are shared through failed; try again, or start a new session with \
+     initialize"
+        .into()
+}
+
+/// `duration` in whole milliseconds, at least one.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 /// Whether `id` could be a session id rmcp made (a UUID or similar: short,

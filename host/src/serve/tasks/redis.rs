@@ -78,7 +78,7 @@ pub(super) struct Remote {
 impl Remote {
     pub(super) fn new(url: &str, prefix: &str) -> Self {
         Self {
-            client: ::redis::Client::open(url).map_err(|e| e.to_string()),
+            client: crate::grants::store::redis_client(url).map_err(|e| e.to_string()),
             shown: redacted(url),
             prefix: prefix.to_owned(),
             connection: OnceCell::new(),

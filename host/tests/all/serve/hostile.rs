@@ -737,3 +737,104 @@ async fn a_reload_logs_what_each_tool_may_now_touch() {
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn a_reload_that_changes_the_task_store_says_it_takes_a_restart() {
+    let server = Server::start(&manifest(None), &["--watch"]);
+    let server = &server;
+    // A new `[serve.tasks]`, and a new tool to see the reload by.
+    let changed = format!(
+        "{}\n[[tool]]\ncomponent = '{}'\n\n[serve.tasks]\nttl = \"5m\"\n",
+        manifest(None),
+        component("probe").display()
+    );
+    std::fs::write(&server.manifest, changed).unwrap();
+    let reloaded = eventually(Duration::from_secs(15), || async move {
+        server.stderr().contains("reloaded: new calls use")
+    })
+    .await;
+    assert!(reloaded, "no reload\n{}", server.stderr());
+    let log = server.stderr();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("[serve.tasks] changed") && l.contains("restart the server")),
+        "{log}"
+    );
+}
+
+// PROXY protocol from a trusted load balancer.
+
+/// The address the tests' "load balancer" connects from.
+const BALANCER: &str = "127.0.0.2";
+
+/// A connection to `server` from [`BALANCER`], which sends `header` (a
+/// PROXY protocol header, or nothing) first.
+async fn from_balancer(server: &Server, header: &[u8]) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(format!("{BALANCER}:0").parse().unwrap())
+        .unwrap();
+    let mut tcp = socket.connect(server.addr).await.unwrap();
+    tcp.write_all(header).await.unwrap();
+    tcp
+}
+
+/// A version-1 PROXY header for a connection from `client`.
+fn proxied_from(client: &str) -> Vec<u8> {
+    format!("PROXY TCP4 {client} 127.0.0.1 40000 8787\r\n").into_bytes()
+}
+
+#[tokio::test]
+async fn behind_a_proxy_protocol_balancer_each_client_has_its_own_share_of_connections() {
+    let server = Server::start(
+        &manifest(None),
+        &["--proxy-protocol", &format!("{BALANCER}/32")],
+    );
+    let get = format!(
+        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+        server.addr.port()
+    );
+    // The balancer must say whose connection it is: without a header, the
+    // connection is closed unanswered, and the log says what to fix.
+    let mut bare = from_balancer(&server, get.as_bytes()).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), bare.read_to_end(&mut answer)).await;
+    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            server.stderr().contains("send a PROXY header")
+        })
+        .await,
+        "{}",
+        server.stderr()
+    );
+    // With one, it is served.
+    let mut proxied = from_balancer(
+        &server,
+        &[proxied_from("10.0.0.1"), get.into_bytes()].concat(),
+    )
+    .await;
+    let mut answer = Vec::new();
+    proxied.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    // Each client has its own share: as many idle connections as one
+    // address may hold, each from another client, shed nothing ...
+    let mut idle = Vec::new();
+    for i in 0..256u32 {
+        let client = format!("10.1.{}.{}", i / 250, i % 250 + 1);
+        idle.push(from_balancer(&server, &proxied_from(&client)).await);
+    }
+    // ... while one client past its share sheds its own oldest.
+    for _ in 0..257 {
+        idle.push(from_balancer(&server, &proxied_from("10.2.0.1")).await);
+    }
+    let shed = || async { rejected(&server.metrics().await, "http", "connection_shed") };
+    assert!(
+        eventually(Duration::from_secs(10), || async { shed().await >= 1.0 }).await,
+        "no connection was shed\n{}",
+        server.stderr()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(shed().await, 1.0, "clients were counted as one address");
+}

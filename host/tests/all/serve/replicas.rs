@@ -296,3 +296,285 @@ async fn one_principal_cannot_hold_more_than_its_share_of_sessions() {
     assert!(closed.status().is_success(), "{}", closed.status());
     open_as(&server, ALICE).await;
 }
+
+/// Two replicas sharing sessions on `redis`, with `sessions` added to
+/// `[serve.sessions]`, serving calc and the probe under `probe_limits`.
+fn shared_replicas(redis: &RedisServer, sessions: &str, probe_limits: &str) -> (Server, Server) {
+    let text = two_principals(&format!("redis = {{ env = 'SESSIONS_REDIS' }}\n{sessions}"))
+        .replacen(
+            "\n[serve.auth]",
+            &format!(
+                "\n[[tool]]\ncomponent = '{}'\nlimits = {probe_limits}\n\n[serve.auth]",
+                component("probe").display()
+            ),
+            1,
+        );
+    let env = [
+        ("ALICE_TOKEN", ALICE),
+        ("BOB_TOKEN", BOB),
+        ("SESSIONS_REDIS", &redis.url()),
+    ];
+    (
+        Server::start_with_env(&text, &[], &env),
+        Server::start_with_env(&text, &[], &env),
+    )
+}
+
+/// An `initialize` as the holder of `token`, answered as it may be.
+async fn initialize_as(server: &Server, token: &str) -> McpResponse {
+    let bearer = format!("Bearer {token}");
+    server
+        .mcp(&initialize_2025(1), &[("authorization", &bearer)])
+        .await
+}
+
+/// `series` in `server`'s `/metrics`, read as Alice (who may).
+async fn metric_as_alice(server: &Server, series: &str) -> Option<f64> {
+    let response = server
+        .http
+        .get(server.url("/metrics"))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    metric(&response.text().await.unwrap(), series)
+}
+
+#[tokio::test]
+async fn a_principals_share_of_sessions_holds_across_replicas() {
+    let redis = RedisServer::start();
+    let (one, two) = shared_replicas(&redis, "per_principal = 2", "{}");
+    let first = open_as(&one, ALICE).await;
+    open_as(&two, ALICE).await;
+    // Alice holds two, one on each replica: neither opens a third.
+    for server in [&one, &two] {
+        let third = initialize_as(server, ALICE).await;
+        assert_eq!(
+            third.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{}",
+            third.text
+        );
+        assert!(third.text.contains("per_principal"), "{}", third.text);
+    }
+    // Moving a session to the other replica does not free a place.
+    calc_in_session(&two, ALICE, &first, 2).await;
+    let third = initialize_as(&two, ALICE).await;
+    assert_eq!(
+        third.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        third.text
+    );
+    // Bob's share is his own.
+    open_as(&one, BOB).await;
+    // Ending one, on the replica that did not open it, frees its place.
+    let closed = two
+        .http
+        .delete(two.url("/mcp"))
+        .bearer_auth(ALICE)
+        .header("mcp-session-id", &first)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    open_as(&one, ALICE).await;
+}
+
+#[tokio::test]
+async fn concurrent_initializes_never_overshoot_a_share() {
+    let redis = RedisServer::start();
+    let (one, two) = shared_replicas(&redis, "per_principal = 2", "{}");
+    let attempts = (0..8).map(|i| {
+        let server = if i % 2 == 0 { &one } else { &two };
+        initialize_as(server, ALICE)
+    });
+    let statuses: Vec<StatusCode> = futures::future::join_all(attempts)
+        .await
+        .into_iter()
+        .map(|response| response.status)
+        .collect();
+    let opened = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    let refused = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    assert_eq!((opened, refused), (2, 6), "{statuses:?}");
+}
+
+#[tokio::test]
+async fn another_principals_requests_do_not_keep_a_session_alive() {
+    let redis = RedisServer::start();
+    let (one, two) = shared_replicas(&redis, "idle = '1s'", "{}");
+    let session = open_as(&one, ALICE).await;
+    // Bob names Alice's session, again and again, past its idle time: he
+    // is told it does not exist, and it expires all the same.
+    for i in 0..12 {
+        let server = if i % 2 == 0 { &one } else { &two };
+        let foreign = in_session(server, BOB, &session, &calc_request(i, "1")).await;
+        assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    for server in [&two, &one] {
+        let after = in_session(server, ALICE, &session, &calc_request(20, "1")).await;
+        assert_eq!(after.status, StatusCode::NOT_FOUND, "{}", after.text);
+    }
+}
+
+#[tokio::test]
+async fn ending_a_shared_session_on_another_replica_stops_its_calls_here() {
+    let redis = RedisServer::start();
+    let (one, two) = shared_replicas(&redis, "idle = '2s'", LONG_PROBE);
+    let session = open_as(&one, ALICE).await;
+    let call = tokio::spawn({
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                          "params": {"name": "spin", "arguments": {}}});
+        let session = session.clone();
+        let url = one.url("/mcp");
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .bearer_auth(ALICE)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", session)
+                .header("MCP-Protocol-Version", "2025-11-25")
+                .body(body.to_string())
+                .send()
+                .await
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric_as_alice(&one, "toolhost_instances_in_flight").await != Some(1.0) {
+        assert!(
+            Instant::now() < deadline,
+            "spin never started\n{}",
+            one.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let closed = two
+        .http
+        .delete(two.url("/mcp"))
+        .bearer_auth(ALICE)
+        .header("mcp-session-id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    // Stopped within a reaper tick or so, well before spin's 30 s deadline.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric_as_alice(&one, "toolhost_instances_in_flight").await != Some(0.0) {
+        assert!(
+            Instant::now() < deadline,
+            "the ended session's call still runs\n{}",
+            one.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    call.abort();
+}
+
+/// calc and notes, with the notes store, the limits, the sessions and the
+/// tasks all on the Redis `REDIS_URL` names, failing closed.
+fn everything_on_redis() -> String {
+    two_principals("redis = { env = 'REDIS_URL' }")
+        .replacen(
+            "\n[serve.auth]",
+            &format!(
+                "\n[[tool]]\ncomponent = '{}'\nstores = ['notes']\n\n\
+                 [store.notes]\nbackend = {{ env = 'REDIS_URL' }}\n\n[serve.auth]",
+                component("notes").display()
+            ),
+            1,
+        )
+        .replace("[serve.sessions]", "[serve.limits]\nredis = { env = 'REDIS_URL' }\non_redis_error = 'closed'\nper_principal = { rate = '100/s' }\n\n[serve.tasks]\nredis = { env = 'REDIS_URL' }\n\n[serve.sessions]")
+}
+
+/// A `remember` as Alice over the HTTP API: its answer's text, or the
+/// error's.
+async fn remember_as_alice(server: &Server) -> String {
+    let response = server
+        .http
+        .post(server.url("/v1/tool_calls"))
+        .bearer_auth(ALICE)
+        .json(&json!([{"id": "r", "name": "remember",
+                        "args": {"topic": "tls", "text": "over TLS"}}]))
+        .send()
+        .await
+        .unwrap();
+    response.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn every_redis_user_works_over_tls_and_checks_the_servers_certificate() {
+    let redis = RedisServer::start_tls();
+    assert!(redis.url().starts_with("rediss://"));
+    let ca = redis.ca();
+    let env = [
+        ("ALICE_TOKEN", ALICE),
+        ("BOB_TOKEN", BOB),
+        ("REDIS_URL", &redis.url()),
+        ("SSL_CERT_FILE", ca.to_str().unwrap()),
+    ];
+    let (one, two) = (
+        Server::start_with_env(&everything_on_redis(), &[], &env),
+        Server::start_with_env(&everything_on_redis(), &[], &env),
+    );
+    // The store and the limiter (which fails closed: an answer means it
+    // reached Redis).
+    let answer = remember_as_alice(&one).await;
+    assert!(answer.contains("notes written so far"), "{answer}");
+    // A session opened on one replica, served by the other.
+    let session = open_as(&one, ALICE).await;
+    assert!(
+        calc_in_session(&two, ALICE, &session, 2)
+            .await
+            .contains("42")
+    );
+    // A task started on one, read on the other.
+    let started: Value = one
+        .http
+        .post(one.url("/v1/tool_calls?async=1"))
+        .bearer_auth(ALICE)
+        .json(&json!([{"id": "t", "name": "calc", "args": {"expression": "6*7"}}]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = started[0]["id"].as_str().expect("a task id").to_owned();
+    let read = eventually(Duration::from_secs(10), || async {
+        let task: Value = two
+            .http
+            .get(two.url(&format!("/v1/tasks/{id}")))
+            .bearer_auth(ALICE)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        task["state"] == "completed"
+    })
+    .await;
+    assert!(read, "the task was not read back on the other replica");
+    // A server that does not trust the CA reaches nothing: the certificate
+    // is checked.
+    let untrusting = Server::start_with_env(&everything_on_redis(), &[], &env[..3]);
+    let answer = remember_as_alice(&untrusting).await;
+    assert!(!answer.contains("notes written so far"), "{answer}");
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            untrusting.stderr().contains("certificate")
+                || untrusting.stderr().contains("Certificate")
+        })
+        .await,
+        "{}",
+        untrusting.stderr()
+    );
+}
