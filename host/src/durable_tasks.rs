@@ -223,7 +223,8 @@ impl TasksConfig {
     /// `max_kept_per_principal`, at least `max_per_principal`.
     fn max_kept(&self, max_per_principal: NonZeroU32) -> Result<NonZeroU32, InvalidTasks> {
         let Some(kept) = self.max_kept_per_principal else {
-            let default = NonZeroU32::new(DEFAULT_MAX_KEPT_PER_PRINCIPAL).unwrap_or(NonZeroU32::MIN);
+            let default =
+                NonZeroU32::new(DEFAULT_MAX_KEPT_PER_PRINCIPAL).unwrap_or(NonZeroU32::MIN);
             return Ok(default.max(max_per_principal));
         };
         NonZeroU32::new(kept)

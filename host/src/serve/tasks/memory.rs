@@ -103,10 +103,7 @@ impl Memory {
             .flatten()
             .filter_map(|id| inner.tasks.get(id))
             .collect();
-        let victims = match super::make_room(&mine, records.len(), bounds, now_ms) {
-            Ok(victims) => victims,
-            Err(full) => return Err(full),
-        };
+        let victims = super::make_room(&mine, records.len(), bounds, now_ms)?;
         for id in &victims {
             inner.forget(id, ttl_ms);
         }

@@ -38,9 +38,9 @@ mod memory;
 mod redis;
 mod renew;
 mod run;
-mod view;
 #[cfg(test)]
 mod tests;
+mod view;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -455,8 +455,7 @@ impl Tasks {
     /// its arguments and context (see [`Record::forget_call`]).
     pub(crate) async fn swap(&self, new: &Record) -> Result<bool, StoreDown> {
         let stripped;
-        let new = if new.state.is_finished() && !matches!(new.arguments, StoredArguments::Dropped)
-        {
+        let new = if new.state.is_finished() && !matches!(new.arguments, StoredArguments::Dropped) {
             let mut record = new.clone();
             record.forget_call();
             stripped = record;

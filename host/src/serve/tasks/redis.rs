@@ -133,7 +133,10 @@ impl Remote {
 
     /// The bucket's sets: its unfinished tasks, and the others.
     fn bucket_keys(&self, bucket: &str) -> (String, String) {
-        (key(&self.prefix, "o", bucket), key(&self.prefix, "f", bucket))
+        (
+            key(&self.prefix, "o", bucket),
+            key(&self.prefix, "f", bucket),
+        )
     }
 
     pub(super) async fn insert(

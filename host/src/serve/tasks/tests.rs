@@ -67,7 +67,11 @@ async fn bounds_hold(tasks: &Tasks) {
     // newest three are kept, the others forgotten oldest first.
     for n in 0..8 {
         let record = record("alice", n);
-        tasks.insert(&[record.clone()]).await.unwrap().unwrap();
+        tasks
+            .insert(std::slice::from_ref(&record))
+            .await
+            .unwrap()
+            .unwrap();
         finish(tasks, &record.id).await;
         finished.push(record.id);
         // Finish times must differ for "oldest first" to mean anything.
@@ -82,15 +86,25 @@ async fn bounds_hold(tasks: &Tasks) {
     assert_eq!(kept, finished[5..], "the newest three are kept");
     // A finished record keeps its answer, not its call.
     let last = tasks.get(&finished[7]).await.unwrap().unwrap();
-    assert!(matches!(last.arguments, StoredArguments::Dropped), "{last:?}");
+    assert!(
+        matches!(last.arguments, StoredArguments::Dropped),
+        "{last:?}"
+    );
     assert_eq!(last.context, None);
     assert_eq!(last.result, Some(serde_json::json!({"content": "2"})));
     // Unfinished tasks are refused past their bound, finished ones
     // forgotten to make room for them.
     let (one, two) = (record("alice", 10), record("alice", 11));
-    tasks.insert(&[one.clone(), two.clone()]).await.unwrap().unwrap();
+    tasks
+        .insert(&[one.clone(), two.clone()])
+        .await
+        .unwrap()
+        .unwrap();
     let refused = tasks.insert(&[record("alice", 12)]).await.unwrap();
-    assert!(matches!(refused, Err(Full { unfinished: 2 })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Full { unfinished: 2 })),
+        "{refused:?}"
+    );
     assert!(tasks.get(&one.id).await.unwrap().is_some());
     assert!(tasks.get(&finished[7]).await.unwrap().is_some());
     assert!(tasks.get(&finished[6]).await.unwrap().is_none());
@@ -162,7 +176,10 @@ fn callers_without_a_principal_of_their_own_are_bounded_per_address() {
         bucket_of(&anyone, false, Some(same_64)),
         "one host gets a whole /64"
     );
-    assert_eq!(bucket_of(&anyone, false, Some(v6)), "anyone@2001:db8:1:2::/64");
+    assert_eq!(
+        bucket_of(&anyone, false, Some(v6)),
+        "anyone@2001:db8:1:2::/64"
+    );
     // A principal told apart is its own bucket, wherever it calls from.
     assert_eq!(bucket_of(&anyone, true, Some(v4)), "anyone");
     assert_eq!(bucket_of(&anyone, false, None), "anyone");

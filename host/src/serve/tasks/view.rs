@@ -63,7 +63,11 @@ pub(crate) fn is_idempotent(host: &ToolHost, tool: &str) -> bool {
 }
 
 /// The task `id` if it is `principal`'s.
-async fn own(shared: &Shared, principal: &Principal, id: &str) -> Result<Option<Record>, StoreDown> {
+async fn own(
+    shared: &Shared,
+    principal: &Principal,
+    id: &str,
+) -> Result<Option<Record>, StoreDown> {
     Ok(shared
         .tasks()
         .get(id)
@@ -116,7 +120,10 @@ async fn rerun_here(
             Ok(context) => {
                 record.context = context;
                 let tool = [record.tool.as_str()];
-                shared.admit(principal, &tool).await.map_err(|r| r.to_string())
+                shared
+                    .admit(principal, &tool)
+                    .await
+                    .map_err(|r| r.to_string())
             }
             Err(refusal) => Err(refusal),
         },

@@ -559,7 +559,10 @@ async fn an_answer_over_max_result_is_kept_as_an_error_saying_so() {
     let small = started[1]["id"].as_str().unwrap();
     let done = wait_for_task(&server, None, big, state_is("completed")).await;
     assert_eq!(done["result"]["is_error"], true, "{done}");
-    assert_eq!(done["result"]["error"]["type"], "memory_exhausted", "{done}");
+    assert_eq!(
+        done["result"]["error"]["type"], "memory_exhausted",
+        "{done}"
+    );
     let message = done["result"]["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("more than the 1024 a task keeps") && message.contains("max_result"),
@@ -648,7 +651,10 @@ async fn a_replica_cut_off_from_redis_past_its_lease_stops_its_call_before_anoth
     let (_, failed) = get_task(&two, None, &id).await;
     assert_eq!(failed["state"], "failed", "{failed}");
     let message = failed["error"]["message"].as_str().unwrap();
-    assert!(message.contains("may or may not have taken effect"), "{message}");
+    assert!(
+        message.contains("may or may not have taken effect"),
+        "{message}"
+    );
     let (_, again) = get_task(&one, None, &id).await;
     assert_eq!(again["state"], "failed", "{again}");
 }
@@ -669,7 +675,10 @@ async fn cancelling_a_dead_replicas_idempotent_task_does_not_run_it_again() {
     assert_eq!(task["state"], "cancelled", "{task}");
     let metrics = two.metrics().await;
     assert_eq!(
-        metric(&metrics, r#"toolhost_tasks_total{event="rerun",store="redis"}"#),
+        metric(
+            &metrics,
+            r#"toolhost_tasks_total{event="rerun",store="redis"}"#
+        ),
         None,
         "{metrics}"
     );
@@ -681,7 +690,12 @@ async fn a_rerun_is_refused_when_its_owner_no_longer_holds_the_tools_scope() {
     let redis = RedisServer::start();
     let url = redis.url();
     let tasks = on_redis("lease = \"1s\"\n");
-    let env = [("TASKS_REDIS", url.as_str()), TOKENS[0], TOKENS[1], TOKENS[2]];
+    let env = [
+        ("TASKS_REDIS", url.as_str()),
+        TOKENS[0],
+        TOKENS[1],
+        TOKENS[2],
+    ];
     let mut one = Server::start_with_env(
         &tasks_manifest(true, &format!("{TWO_PRINCIPALS}{tasks}")),
         &[],
