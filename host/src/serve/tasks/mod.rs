@@ -2,17 +2,19 @@
 //! (`POST /v1/tool_calls?async=1`, read with `GET /v1/tasks/ID`).
 //!
 //! A task is a [`Record`] in the store `[serve.tasks]` names: this
-//! process's memory (`memory.rs`) or Redis (`redis.rs`), shared by
-//! replicas. It belongs to the principal that started it: no one else can
+//! process's memory (`memory.rs`), a redb file (`embedded.rs`), or
+//! Redis (`redis.rs`), shared by replicas. It belongs to the principal that started it: no one else can
 //! read or cancel it, and to anyone else it does not exist.
 //!
-//! **Leases.** The replica running a task renews its lease every third of
-//! `lease` (`run.rs`). A replica that reads a task still working whose
+//! **Leases.** The replica running a task renews the leases of all its
+//! tasks in one tick every third of `lease` (`renew.rs`); a replica never
+//! takes over a task it still runs itself (`view.rs` renews it instead). A replica that reads a task still working whose
 //! lease ran out knows its replica stopped: it runs it again itself if
-//! the tool is idempotent (its hints, or `idempotent = true` on its
-//! `[[tool]]` entry) and the task has run fewer than [`MAX_RUNS`] times,
+//! the tool is idempotent (`idempotent` on its `[[tool]]` entry, else
+//! its own hint) and the task has run fewer than [`MAX_RUNS`] times,
 //! taking the task over by a compare-and-swap, so two replicas never both
-//! do; otherwise it marks it failed, saying to run it again. Clocks of
+//! do; otherwise it marks it failed, saying the call may or may not have
+//! taken effect. Clocks of
 //! replicas must agree to well within a lease (NTP does).
 //!
 //! **Fencing.** A replica stops a task's call itself once its last

@@ -230,12 +230,7 @@ async fn keep_answer(shared: &Shared, record: &Record, result: &CallResult) {
             .await;
         match kept {
             Ok(Some(_)) => {
-                let event = if result.outcome.is_error() {
-                    "failed"
-                } else {
-                    "completed"
-                };
-                shared.metrics().task(event, tasks.store_label());
+                shared.metrics().task("completed", tasks.store_label());
                 return;
             }
             Ok(None) => return,
