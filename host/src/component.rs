@@ -39,11 +39,12 @@ pub struct ComponentConfig {
     /// its tools, when the server tells callers apart (`[serve.auth]`);
     /// `None`: `tools:NAME` for each tool NAME (which `tools:*` holds).
     pub scopes: Option<Vec<String>>,
-    /// The operator's word that running any of its tools twice does no
-    /// harm (whatever the tools' own hints say): `toolhost serve` then
-    /// runs again a durable task whose replica died, instead of marking
-    /// it failed.
-    pub idempotent: bool,
+    /// The operator's word on whether running its tools twice does harm,
+    /// which overrides the tools' own hints: `Some(true)`, `toolhost
+    /// serve` runs again a durable task whose replica died instead of
+    /// marking it failed; `Some(false)`, it never does, whatever the hints
+    /// say; `None`, each tool's `idempotent` hint decides.
+    pub idempotent: Option<bool>,
 }
 
 impl ComponentConfig {
@@ -72,7 +73,7 @@ impl ComponentConfig {
             cache: None,
             client_capabilities: BTreeSet::new(),
             scopes: None,
-            idempotent: false,
+            idempotent: None,
         }
     }
 
@@ -97,10 +98,10 @@ impl ComponentConfig {
         self
     }
 
-    /// Declare that running any of its tools twice does no harm (see
-    /// [`ComponentConfig::idempotent`]).
+    /// Declare whether running its tools twice does harm, whatever their
+    /// hints say (see [`ComponentConfig::idempotent`]).
     pub fn idempotent(mut self, idempotent: bool) -> Self {
-        self.idempotent = idempotent;
+        self.idempotent = Some(idempotent);
         self
     }
 

@@ -12,6 +12,8 @@
 //! ttl = "1h"                      # how long a finished task's result is kept
 //! lease = "15s"                   # how long a dead replica's task waits to be taken over
 //! max_per_principal = 100         # tasks not yet finished, per principal
+//! max_kept_per_principal = 1000   # tasks kept, finished included, per principal
+//! max_result = "1MiB"             # the largest answer a task keeps
 //! ```
 
 use std::fmt;
@@ -39,6 +41,20 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
 /// what a flood of task requests can make the server hold.
 pub const DEFAULT_MAX_PER_PRINCIPAL: u32 = 100;
 
+/// Tasks one principal may have kept by default, finished ones included:
+/// a client that starts tasks faster than their results expire makes the
+/// server forget its own oldest finished tasks past this, never grow.
+pub const DEFAULT_MAX_KEPT_PER_PRINCIPAL: u32 = 1000;
+
+/// The largest answer a task keeps by default: with the default bound on
+/// kept tasks, at most 1 GiB of results per principal in the worst case,
+/// and far less in practice (answers are mostly text of a few KiB).
+pub const DEFAULT_MAX_RESULT: usize = 1 << 20;
+
+/// The largest `max_result`: a task's answer is read whole from the store
+/// on every poll, and Redis values past a few tens of MiB stall it.
+const MAX_MAX_RESULT: u64 = 32 << 20;
+
 /// The shortest lease: renewals every third of it must stay well apart
 /// from the store's round trips.
 const MIN_LEASE: Duration = Duration::from_millis(300);
@@ -65,6 +81,12 @@ pub struct TasksConfig {
     pub lease: Option<String>,
     /// Tasks not yet finished one principal may have.
     pub max_per_principal: Option<u32>,
+    /// Tasks one principal may have kept, finished included; past it, its
+    /// oldest finished tasks are forgotten.
+    pub max_kept_per_principal: Option<u32>,
+    /// The largest answer a task keeps, e.g. `"1MiB"`; a larger one is
+    /// kept as an error saying so.
+    pub max_result: Option<crate::limits::ByteSize>,
 }
 
 impl fmt::Debug for TasksConfig {
@@ -76,6 +98,8 @@ impl fmt::Debug for TasksConfig {
             .field("ttl", &self.ttl)
             .field("lease", &self.lease)
             .field("max_per_principal", &self.max_per_principal)
+            .field("max_kept_per_principal", &self.max_kept_per_principal)
+            .field("max_result", &self.max_result)
             .finish()
     }
 }
@@ -129,6 +153,10 @@ pub struct TaskPolicy {
     pub(crate) ttl: Duration,
     pub(crate) lease: Duration,
     pub(crate) max_per_principal: NonZeroU32,
+    /// At least `max_per_principal`, so that forgetting finished tasks
+    /// always makes room.
+    pub(crate) max_kept_per_principal: NonZeroU32,
+    pub(crate) max_result: usize,
 }
 
 impl Default for TaskPolicy {
@@ -139,6 +167,9 @@ impl Default for TaskPolicy {
             lease: DEFAULT_LEASE,
             max_per_principal: NonZeroU32::new(DEFAULT_MAX_PER_PRINCIPAL)
                 .unwrap_or(NonZeroU32::MIN),
+            max_kept_per_principal: NonZeroU32::new(DEFAULT_MAX_KEPT_PER_PRINCIPAL)
+                .unwrap_or(NonZeroU32::MIN),
+            max_result: DEFAULT_MAX_RESULT,
         }
     }
 }
@@ -152,7 +183,8 @@ impl TasksConfig {
     /// The first key whose value cannot be used, with the fix: a URL that
     /// is no Redis URL, a prefix without `redis` or with spaces, a `ttl` or
     /// `lease` that is no duration or out of range, a `max_per_principal`
-    /// of 0.
+    /// of 0, a `max_kept_per_principal` below it, a `max_result` that is no
+    /// size or out of range.
     pub fn validate(&self, base: &std::path::Path) -> Result<TaskPolicy, InvalidTasks> {
         let defaults = TaskPolicy::default();
         let ttl = duration("ttl", self.ttl.as_deref())?.unwrap_or(defaults.ttl);
@@ -183,7 +215,47 @@ impl TasksConfig {
             ttl,
             lease,
             max_per_principal,
+            max_kept_per_principal: self.max_kept(max_per_principal)?,
+            max_result: self.max_result()?,
         })
+    }
+
+    /// `max_kept_per_principal`, at least `max_per_principal`.
+    fn max_kept(&self, max_per_principal: NonZeroU32) -> Result<NonZeroU32, InvalidTasks> {
+        let Some(kept) = self.max_kept_per_principal else {
+            let default =
+                NonZeroU32::new(DEFAULT_MAX_KEPT_PER_PRINCIPAL).unwrap_or(NonZeroU32::MIN);
+            return Ok(default.max(max_per_principal));
+        };
+        NonZeroU32::new(kept)
+            .filter(|kept| *kept >= max_per_principal)
+            .ok_or_else(|| {
+                InvalidTasks::new(
+                    "max_kept_per_principal",
+                    format!(
+                        "{kept} is below max_per_principal ({max_per_principal}): unfinished tasks \
+                         are kept too; write at least {max_per_principal} (default \
+                         {DEFAULT_MAX_KEPT_PER_PRINCIPAL})"
+                    ),
+                )
+            })
+    }
+
+    /// `max_result` in bytes, between 1 KiB and [`MAX_MAX_RESULT`].
+    fn max_result(&self) -> Result<usize, InvalidTasks> {
+        let Some(size) = &self.max_result else {
+            return Ok(DEFAULT_MAX_RESULT);
+        };
+        let bytes = size
+            .bytes()
+            .map_err(|e| InvalidTasks::new("max_result", e))?;
+        if !(1024..=MAX_MAX_RESULT).contains(&bytes) {
+            return Err(InvalidTasks::new(
+                "max_result",
+                "a task keeps answers of between 1KiB and 32MiB; write e.g. \"1MiB\"",
+            ));
+        }
+        Ok(usize::try_from(bytes).unwrap_or(usize::MAX))
     }
 
     fn store(&self, base: &std::path::Path) -> Result<TaskStore, InvalidTasks> {
@@ -273,6 +345,19 @@ mod tests {
         );
     }
 
+    /// A `max_per_principal` above the default kept bound raises the kept
+    /// bound with it, so that a configuration valid before stays valid.
+    #[test]
+    fn the_kept_bound_is_never_below_the_unfinished_bound() {
+        let policy = TasksConfig {
+            max_per_principal: Some(5000),
+            ..TasksConfig::default()
+        }
+        .validate(std::path::Path::new("/srv"))
+        .unwrap();
+        assert_eq!(policy.max_kept_per_principal.get(), 5000);
+    }
+
     #[test]
     fn bad_values_name_the_key_and_the_fix() {
         let ttl = invalid(TasksConfig {
@@ -293,6 +378,26 @@ mod tests {
             ..TasksConfig::default()
         });
         assert!(max.contains("write at least 1"), "{max}");
+        let kept = invalid(TasksConfig {
+            max_per_principal: Some(10),
+            max_kept_per_principal: Some(5),
+            ..TasksConfig::default()
+        });
+        assert!(
+            kept.starts_with("`serve.tasks.max_kept_per_principal`:")
+                && kept.contains("write at least 10"),
+            "{kept}"
+        );
+        let result = invalid(TasksConfig {
+            max_result: Some(crate::limits::ByteSize::Text("1GiB".into())),
+            ..TasksConfig::default()
+        });
+        assert!(result.contains("between 1KiB and 32MiB"), "{result}");
+        let result = invalid(TasksConfig {
+            max_result: Some(crate::limits::ByteSize::Text("lots".into())),
+            ..TasksConfig::default()
+        });
+        assert!(result.contains("is not a size"), "{result}");
         let prefix = invalid(TasksConfig {
             prefix: Some("p".into()),
             ..TasksConfig::default()

@@ -121,7 +121,7 @@ pub(crate) enum RawReady {
 }
 
 /// A size written as a number of bytes or a string like `"64MiB"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
 pub(crate) enum ByteSize {
     Bytes(u64),

@@ -40,8 +40,8 @@ fn describe(manifest: &Manifest) -> String {
         out += &format!("serve.tasks: {:?}\n", manifest.serve.tasks);
     }
     for c in &manifest.components {
-        if c.idempotent {
-            out += &format!("tool {}: idempotent\n", c.label());
+        if let Some(idempotent) = c.idempotent {
+            out += &format!("tool {}: idempotent = {idempotent}\n", c.label());
         }
         out += &format!(
             "tool {}: approval {:?}, cache {:?}, timeout {:?}, memory {}\n  hosts: {:?}\n  files: {:?}\n  env: {:?}\n  config: {:?}\n",

@@ -38,8 +38,7 @@ pub(super) struct RawTool {
     client_capabilities: BTreeSet<ClientCapability>,
     verify: Option<RawVerify>,
     scopes: Option<Vec<String>>,
-    #[serde(default)]
-    idempotent: bool,
+    idempotent: Option<bool>,
 }
 
 #[derive(Deserialize)]

@@ -42,6 +42,15 @@ struct LimitedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    /// `started`, `completed`, `failed`, `cancelled`, `taken_over`,
+    /// `rerun` or `fenced`.
+    event: &'static str,
+    /// `memory`, `redb` or `redis`.
+    store: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RejectLabels {
     front_end: &'static str,
     reason: &'static str,
@@ -63,6 +72,7 @@ pub struct Metrics {
     limited: Family<LimitedLabels, Counter>,
     limiter_outages: Counter,
     limiter_unchecked: Counter,
+    tasks: Family<TaskLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -104,6 +114,18 @@ fn register_limits(registry: &mut Registry) -> (Family<LimitedLabels, Counter>, 
         unchecked.clone(),
     );
     (limited, outages, unchecked)
+}
+
+/// Register the counter of durable tasks' events.
+fn register_tasks(registry: &mut Registry) -> Family<TaskLabels, Counter> {
+    let tasks = Family::<TaskLabels, Counter>::default();
+    registry.register(
+        "tasks",
+        "Durable tasks by event (started, completed, failed, cancelled, taken_over, rerun, fenced) \
+         and store (memory, redb, redis), as this replica saw them",
+        tasks.clone(),
+    );
+    tasks
 }
 
 impl Metrics {
@@ -175,7 +197,9 @@ impl Metrics {
             verify_failures.clone(),
         );
         let (limited, limiter_outages, limiter_unchecked) = register_limits(&mut registry);
+        let tasks = register_tasks(&mut registry);
         Self {
+            tasks,
             registry,
             limited,
             limiter_outages,
@@ -223,6 +247,11 @@ impl Metrics {
                 .get_or_create(&labels)
                 .inc_by(outcome.stats.fuel_used);
         }
+    }
+
+    /// Count one event of a durable task kept in `store`.
+    pub(crate) fn task(&self, event: &'static str, store: &'static str) {
+        self.tasks.get_or_create(&TaskLabels { event, store }).inc();
     }
 
     /// Count one request refused at the edge.

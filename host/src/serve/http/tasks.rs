@@ -78,17 +78,30 @@ fn task_json(record: &Record) -> Value {
     task
 }
 
-/// Start `calls` as tasks: 202 with them, in order, or the refusal.
+/// What a request asks to start as tasks.
+pub(super) struct Call<'a> {
+    pub(super) calls: Vec<ToolCall>,
+    pub(super) context: Option<Value>,
+    /// The answers' format, as `?format=` names it.
+    pub(super) format: &'a str,
+}
+
+/// Start `call`'s calls as tasks of `principal`, asked from `peer`: 202
+/// with them, in order, or the refusal.
 pub(super) async fn start(
     shared: &Shared,
     host: &ToolHost,
     principal: &Principal,
-    calls: Vec<ToolCall>,
-    context: Option<Value>,
-    format: &str,
+    peer: Option<std::net::IpAddr>,
+    call: Call<'_>,
 ) -> Response {
+    let Call {
+        calls,
+        context,
+        format,
+    } = call;
     let count = calls.len();
-    match tasks::start(shared, host, principal, calls, context, format).await {
+    match tasks::start_from(shared, host, principal, peer, calls, context, format).await {
         Ok(records) => {
             let body: Vec<Value> = records.iter().map(task_json).collect();
             (StatusCode::ACCEPTED, axum::Json(body)).into_response()
@@ -101,8 +114,13 @@ pub(super) async fn start(
                 format!(
                     "you have {unfinished} tasks not yet finished and this request would start \
                      {count} more; at most {max} may be unfinished at once ([serve.tasks] \
-                     max_per_principal). Wait for some to finish (GET /v1/tasks/ID) or cancel \
-                     them (DELETE /v1/tasks/ID); nothing of this request was started"
+                     max_per_principal{per_address}). Wait for some to finish (GET /v1/tasks/ID) \
+                     or cancel them (DELETE /v1/tasks/ID); nothing of this request was started",
+                    per_address = if shared.auth().is_some() {
+                        ""
+                    } else {
+                        ", counted per client address on a server without [serve.auth]"
+                    }
                 ),
             )
         }

@@ -94,6 +94,7 @@ fn missing_scope(
 pub(super) async fn tool_calls(
     State(shared): State<Shared>,
     principal: Option<Extension<Principal>>,
+    peer: Option<Extension<super::listen::Peer>>,
     query: Result<Query<FormatQuery>, QueryRejection>,
     headers: HeaderMap,
     // Read whole by `check_request`, within --max-body and its deadline.
@@ -134,7 +135,13 @@ pub(super) async fn tool_calls(
     };
     if asynchronous {
         let format = query.format_text();
-        return super::tasks::start(&shared, &host, &principal, calls, context, format).await;
+        let peer = peer.map(|Extension(super::listen::Peer(ip))| ip);
+        let call = super::tasks::Call {
+            calls,
+            context,
+            format,
+        };
+        return super::tasks::start(&shared, &host, &principal, peer, call).await;
     }
     let mut env = CallOptions::default().approver(shared.refuse());
     if let Some(context) = context {

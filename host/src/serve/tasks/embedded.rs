@@ -3,29 +3,32 @@
 //! (or run again) by the restarted server rather than lost. redb locks
 //! the file: one process serves it at a time.
 //!
-//! One table, id → the record's version (8 bytes, little-endian) and its
-//! JSON. Every change is one write transaction, so the compare-and-swap
-//! of [`Embedded::swap`] and the count-and-insert of [`Embedded::insert`]
-//! are atomic. Expired tasks are swept by inserts, at most once per
-//! [`SWEEP_EVERY_MS`].
+//! Three tables: `tasks`, id → the record's version (8 bytes,
+//! little-endian) and its JSON; `buckets`, (bucket, id) → (), each
+//! bucket's tasks; `expiries`, (expiry in ms, id) → (), every task by
+//! when it may be forgotten. Every change is one write transaction, so
+//! the compare-and-swap of [`Embedded::swap`] and the count-and-insert of
+//! [`Embedded::insert`] are atomic; an insert reads only its own bucket's
+//! tasks and sweeps only the expired ones. A file written before the
+//! indexes existed is indexed once, when opened.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
+    WriteTransaction,
+};
 
-use super::{Full, Record, StoreDown};
+use super::{Bounds, Full, Record, StoreDown};
 
 const TASKS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("tasks");
-
-/// How often expired tasks are swept: as in memory.
-const SWEEP_EVERY_MS: u64 = 1000;
+const BUCKETS: TableDefinition<'_, (&str, &str), ()> = TableDefinition::new("buckets");
+const EXPIRIES: TableDefinition<'_, (u64, &str), ()> = TableDefinition::new("expiries");
 
 pub(super) struct Embedded {
     db: Arc<Database>,
     path: PathBuf,
-    swept_ms: AtomicU64,
 }
 
 fn encode(record: &Record, version: u64) -> Result<Vec<u8>, serde_json::Error> {
@@ -43,14 +46,126 @@ fn decode(bytes: &[u8]) -> Option<Record> {
     Some(record)
 }
 
+/// The three tables, open in one write transaction.
+struct Tables<'t> {
+    tasks: Table<'t, &'static str, &'static [u8]>,
+    buckets: Table<'t, (&'static str, &'static str), ()>,
+    expiries: Table<'t, (u64, &'static str), ()>,
+}
+
+impl<'t> Tables<'t> {
+    fn open(txn: &'t WriteTransaction) -> Result<Self, redb::Error> {
+        Ok(Self {
+            tasks: txn.open_table(TASKS)?,
+            buckets: txn.open_table(BUCKETS)?,
+            expiries: txn.open_table(EXPIRIES)?,
+        })
+    }
+
+    fn read(&self, id: &str) -> Result<Option<Record>, redb::Error> {
+        Ok(self.tasks.get(id)?.and_then(|b| decode(b.value())))
+    }
+
+    /// Keep `record` as `bytes`, replacing `old` (the record as kept, if
+    /// any) in the indexes.
+    fn put(
+        &mut self,
+        record: &Record,
+        bytes: &[u8],
+        old: Option<&Record>,
+        ttl_ms: u64,
+    ) -> Result<(), redb::Error> {
+        if let Some(old) = old {
+            self.expiries
+                .remove((old.expires_ms(ttl_ms), old.id.as_str()))?;
+        }
+        self.tasks.insert(record.id.as_str(), bytes)?;
+        self.buckets
+            .insert((record.bucket(), record.id.as_str()), ())?;
+        self.expiries
+            .insert((record.expires_ms(ttl_ms), record.id.as_str()), ())?;
+        Ok(())
+    }
+
+    fn forget(&mut self, id: &str, ttl_ms: u64) -> Result<(), redb::Error> {
+        let Some(record) = self.read(id)? else {
+            self.tasks.remove(id)?;
+            return Ok(());
+        };
+        self.tasks.remove(id)?;
+        self.buckets.remove((record.bucket(), id))?;
+        self.expiries.remove((record.expires_ms(ttl_ms), id))?;
+        Ok(())
+    }
+
+    /// Forget the tasks expired at `now_ms`: only those are read.
+    fn sweep(&mut self, now_ms: u64, ttl_ms: u64) -> Result<(), redb::Error> {
+        let mut expired = Vec::new();
+        for entry in self.expiries.range(..(now_ms.saturating_add(1), ""))? {
+            let (key, _) = entry?;
+            let (expires, id) = key.value();
+            expired.push((expires, id.to_owned()));
+        }
+        for (expires, id) in expired {
+            // An entry that no longer matches its task is only dropped.
+            let current = self.read(&id)?.map(|r| r.expires_ms(ttl_ms));
+            if current.is_none_or(|at| at == expires) {
+                self.forget(&id, ttl_ms)?;
+            }
+            self.expiries.remove((expires, id.as_str()))?;
+        }
+        Ok(())
+    }
+
+    /// The tasks of `bucket`.
+    fn bucket(&self, bucket: &str) -> Result<Vec<Record>, redb::Error> {
+        let mut ids = Vec::new();
+        for entry in self.buckets.range((bucket, "")..)? {
+            let (key, _) = entry?;
+            let (of, id) = key.value();
+            if of != bucket {
+                break;
+            }
+            ids.push(id.to_owned());
+        }
+        let mut records = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(record) = self.read(&id)? {
+                records.push(record);
+            }
+        }
+        Ok(records)
+    }
+
+    /// Index every task of a file written before the indexes existed.
+    fn index_all(&mut self, ttl_ms: u64) -> Result<(), redb::Error> {
+        if !self.buckets.is_empty()? || self.tasks.is_empty()? {
+            return Ok(());
+        }
+        let mut records = Vec::new();
+        for entry in self.tasks.iter()? {
+            let (_, bytes) = entry?;
+            records.extend(decode(bytes.value()));
+        }
+        for record in records {
+            self.buckets
+                .insert((record.bucket(), record.id.as_str()), ())?;
+            self.expiries
+                .insert((record.expires_ms(ttl_ms), record.id.as_str()), ())?;
+        }
+        Ok(())
+    }
+}
+
 impl Embedded {
-    /// Open (or create) the file at `path`.
+    /// Open (or create) the file at `path`, whose tasks are kept `ttl_ms`
+    /// after they end.
     ///
     /// # Errors
     ///
     /// What is wrong, naming the file: another process holds it, or it
     /// cannot be opened or created.
-    pub(super) fn open(path: &Path) -> Result<Self, String> {
+    pub(super) fn open(path: &Path, ttl_ms: u64) -> Result<Self, String> {
         let db = Database::create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => format!(
                 "{}: another process holds this task file; give each server its own \
@@ -64,7 +179,7 @@ impl Embedded {
         })?;
         let prepare = || -> Result<(), redb::Error> {
             let txn = db.begin_write()?;
-            txn.open_table(TASKS)?;
+            Tables::open(&txn)?.index_all(ttl_ms)?;
             txn.commit()?;
             Ok(())
         };
@@ -73,7 +188,6 @@ impl Embedded {
         Ok(Self {
             db: Arc::new(db),
             path: path.to_owned(),
-            swept_ms: AtomicU64::new(0),
         })
     }
 
@@ -90,6 +204,21 @@ impl Embedded {
         }
     }
 
+    /// Run `op` on the tables in one write transaction, committed unless
+    /// `op` fails.
+    async fn write<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut Tables<'_>) -> Result<T, redb::Error> + Send + 'static,
+    ) -> Result<T, StoreDown> {
+        self.blocking(move |db| {
+            let txn = db.begin_write()?;
+            let value = op(&mut Tables::open(&txn)?)?;
+            txn.commit()?;
+            Ok(value)
+        })
+        .await
+    }
+
     fn down(&self, error: &dyn std::fmt::Display) -> StoreDown {
         tracing::warn!(path = %self.path.display(), %error, "the task file failed");
         StoreDown
@@ -98,59 +227,35 @@ impl Embedded {
     pub(super) async fn insert(
         &self,
         records: &[Record],
-        max: u32,
+        bounds: Bounds,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> Result<Result<(), Full>, StoreDown> {
-        let Some(owner) = records.first().map(|r| r.owner.clone()) else {
-            return Ok(Ok(()));
+    ) -> Result<Result<usize, Full>, StoreDown> {
+        let Some(bucket) = records.first().map(|r| r.bucket().to_owned()) else {
+            return Ok(Ok(0));
         };
         let mut encoded = Vec::with_capacity(records.len());
         for record in records {
-            encoded.push((
-                record.id.clone(),
-                encode(record, 1).map_err(|e| self.down(&e))?,
-            ));
+            let mut record = record.clone();
+            record.version = 1;
+            let bytes = encode(&record, 1).map_err(|e| self.down(&e))?;
+            encoded.push((record, bytes));
         }
-        let sweep = self.swept_ms.load(Ordering::Relaxed) + SWEEP_EVERY_MS <= now_ms;
-        if sweep {
-            self.swept_ms.store(now_ms, Ordering::Relaxed);
-        }
-        self.blocking(move |db| {
-            let txn = db.begin_write()?;
-            let full = {
-                let mut table = txn.open_table(TASKS)?;
-                let mut expired = Vec::new();
-                let mut unfinished = 0u32;
-                for entry in table.iter()? {
-                    let (id, bytes) = entry?;
-                    let Some(record) = decode(bytes.value()) else {
-                        continue;
-                    };
-                    if sweep && record.expires_ms(ttl_ms) <= now_ms {
-                        expired.push(id.value().to_owned());
-                    } else if record.owner == owner
-                        && !record.state.is_finished()
-                        && record.lease_until_ms > now_ms
-                    {
-                        unfinished = unfinished.saturating_add(1);
-                    }
-                }
-                for id in &expired {
-                    table.remove(id.as_str())?;
-                }
-                let wanted = u32::try_from(encoded.len()).unwrap_or(u32::MAX);
-                if unfinished.saturating_add(wanted) > max {
-                    Some(Full { unfinished })
-                } else {
-                    for (id, bytes) in &encoded {
-                        table.insert(id.as_str(), bytes.as_slice())?;
-                    }
-                    None
-                }
+        self.write(move |tables| {
+            tables.sweep(now_ms, ttl_ms)?;
+            let mine = tables.bucket(&bucket)?;
+            let mine: Vec<&Record> = mine.iter().collect();
+            let victims = match super::make_room(&mine, encoded.len(), bounds, now_ms) {
+                Ok(victims) => victims,
+                Err(full) => return Ok(Err(full)),
             };
-            txn.commit()?;
-            Ok(full.map_or(Ok(()), Err))
+            for id in &victims {
+                tables.forget(id, ttl_ms)?;
+            }
+            for (record, bytes) in &encoded {
+                tables.put(record, bytes, None, ttl_ms)?;
+            }
+            Ok(Ok(victims.len()))
         })
         .await
     }
@@ -172,43 +277,28 @@ impl Embedded {
         .await
     }
 
-    pub(super) async fn swap(&self, new: &Record) -> Result<bool, StoreDown> {
+    pub(super) async fn swap(&self, new: &Record, ttl_ms: u64) -> Result<bool, StoreDown> {
         let bytes = encode(new, new.version + 1).map_err(|e| self.down(&e))?;
-        let (id, version) = (new.id.clone(), new.version);
-        self.blocking(move |db| {
-            let txn = db.begin_write()?;
-            let swapped = {
-                let mut table = txn.open_table(TASKS)?;
-                let current = table
-                    .get(id.as_str())?
-                    .and_then(|b| decode(b.value()))
-                    .map(|r| r.version);
-                if current == Some(version) {
-                    table.insert(id.as_str(), bytes.as_slice())?;
-                    true
-                } else {
-                    false
-                }
+        let new = new.clone();
+        self.write(move |tables| {
+            let Some(current) = tables.read(&new.id)? else {
+                return Ok(false);
             };
-            if swapped {
-                txn.commit()?;
+            if current.version != new.version {
+                return Ok(false);
             }
-            Ok(swapped)
+            tables.put(&new, &bytes, Some(&current), ttl_ms)?;
+            Ok(true)
         })
         .await
     }
 
-    pub(super) async fn remove(&self, ids: &[String]) -> Result<(), StoreDown> {
+    pub(super) async fn remove(&self, ids: &[String], ttl_ms: u64) -> Result<(), StoreDown> {
         let ids = ids.to_vec();
-        self.blocking(move |db| {
-            let txn = db.begin_write()?;
-            {
-                let mut table = txn.open_table(TASKS)?;
-                for id in &ids {
-                    table.remove(id.as_str())?;
-                }
+        self.write(move |tables| {
+            for id in &ids {
+                tables.forget(id, ttl_ms)?;
             }
-            txn.commit()?;
             Ok(())
         })
         .await

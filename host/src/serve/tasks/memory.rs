@@ -1,17 +1,16 @@
 //! Tasks in this process's memory: the default, for one replica. They
-//! live as long as the process; what is kept is bounded as in Redis, by
-//! each task's expiry (see [`super::Record::expires_ms`]), swept at most
-//! once per [`SWEEP_EVERY`].
+//! live as long as the process; what is kept is bounded as in Redis: by
+//! each task's expiry (see [`super::Record::expires_ms`]), and per bucket
+//! (see [`super::Record::bucket`]) by the bounds of [`super::Bounds`].
+//!
+//! Three maps: the tasks by id, each bucket's ids, and the ids by expiry,
+//! so that an insert touches only its own bucket's tasks and the expired
+//! ones, never every task.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
-use super::{Full, Record};
-
-/// How often expired tasks are swept: often enough that expired tasks
-/// never pile up, rarely enough that a flood of requests does not make
-/// every one of them walk the whole map.
-const SWEEP_EVERY_MS: u64 = 1000;
+use super::{Bounds, Full, Record};
 
 #[derive(Default)]
 pub(super) struct Memory {
@@ -21,7 +20,59 @@ pub(super) struct Memory {
 #[derive(Default)]
 struct Inner {
     tasks: HashMap<String, Record>,
-    swept_ms: u64,
+    /// Each bucket's task ids.
+    buckets: HashMap<String, HashSet<String>>,
+    /// (expiry in ms, id) of every task, oldest first.
+    expiries: BTreeSet<(u64, String)>,
+}
+
+impl Inner {
+    fn put(&mut self, record: Record, ttl_ms: u64) {
+        if let Some(old) = self.tasks.get(&record.id) {
+            self.expiries
+                .remove(&(old.expires_ms(ttl_ms), old.id.clone()));
+        }
+        self.expiries
+            .insert((record.expires_ms(ttl_ms), record.id.clone()));
+        self.buckets
+            .entry(record.bucket().to_owned())
+            .or_default()
+            .insert(record.id.clone());
+        self.tasks.insert(record.id.clone(), record);
+    }
+
+    fn forget(&mut self, id: &str, ttl_ms: u64) {
+        let Some(record) = self.tasks.remove(id) else {
+            return;
+        };
+        self.expiries
+            .remove(&(record.expires_ms(ttl_ms), record.id.clone()));
+        if let Some(ids) = self.buckets.get_mut(record.bucket()) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.buckets.remove(record.bucket());
+            }
+        }
+    }
+
+    /// Forget every task expired at `now_ms`: only those are visited.
+    fn sweep(&mut self, now_ms: u64, ttl_ms: u64) {
+        while let Some((expires, id)) = self.expiries.first().cloned() {
+            if expires > now_ms {
+                break;
+            }
+            // An entry is stale only if `put` missed it; the task it names
+            // then lives on, and only the entry goes.
+            let stale = self
+                .tasks
+                .get(&id)
+                .is_some_and(|r| r.expires_ms(ttl_ms) != expires);
+            if !stale {
+                self.forget(&id, ttl_ms);
+            }
+            self.expiries.remove(&(expires, id));
+        }
+    }
 }
 
 impl Memory {
@@ -29,39 +80,39 @@ impl Memory {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Insert `records` (all of one owner) unless that owner would then
-    /// have more than `max` tasks not yet finished whose leases hold.
+    /// Insert `records` (all of one bucket) unless that bucket would then
+    /// have more than `bounds.unfinished` tasks not yet finished whose
+    /// leases hold; forget its oldest other tasks past `bounds.kept`. How
+    /// many were forgotten.
     pub(super) fn insert(
         &self,
         records: &[Record],
-        max: u32,
+        bounds: Bounds,
         now_ms: u64,
         ttl_ms: u64,
-    ) -> Result<(), Full> {
+    ) -> Result<usize, Full> {
         let mut inner = self.lock();
-        if now_ms >= inner.swept_ms + SWEEP_EVERY_MS {
-            inner.tasks.retain(|_, r| r.expires_ms(ttl_ms) > now_ms);
-            inner.swept_ms = now_ms;
-        }
-        let Some(owner) = records.first().map(|r| r.owner.as_str()) else {
-            return Ok(());
+        inner.sweep(now_ms, ttl_ms);
+        let Some(bucket) = records.first().map(|r| r.bucket().to_owned()) else {
+            return Ok(0);
         };
-        let unfinished = inner
-            .tasks
-            .values()
-            .filter(|r| r.owner == owner && !r.state.is_finished() && r.lease_until_ms > now_ms)
-            .count();
-        let unfinished = u32::try_from(unfinished).unwrap_or(u32::MAX);
-        let wanted = u32::try_from(records.len()).unwrap_or(u32::MAX);
-        if unfinished.saturating_add(wanted) > max {
-            return Err(Full { unfinished });
+        let mine: Vec<&Record> = inner
+            .buckets
+            .get(&bucket)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| inner.tasks.get(id))
+            .collect();
+        let victims = super::make_room(&mine, records.len(), bounds, now_ms)?;
+        for id in &victims {
+            inner.forget(id, ttl_ms);
         }
         for record in records {
             let mut record = record.clone();
             record.version = 1;
-            inner.tasks.insert(record.id.clone(), record);
+            inner.put(record, ttl_ms);
         }
-        Ok(())
+        Ok(victims.len())
     }
 
     pub(super) fn get(&self, id: &str, now_ms: u64, ttl_ms: u64) -> Option<Record> {
@@ -74,22 +125,29 @@ impl Memory {
 
     /// Replace the task `new` names by `new` if it is still at
     /// `new.version`; whether it was.
-    pub(super) fn swap(&self, new: &Record) -> bool {
+    pub(super) fn swap(&self, new: &Record, ttl_ms: u64) -> bool {
         let mut inner = self.lock();
-        match inner.tasks.get_mut(&new.id) {
+        match inner.tasks.get(&new.id) {
             Some(current) if current.version == new.version => {
-                *current = new.clone();
-                current.version += 1;
+                let mut new = new.clone();
+                new.version += 1;
+                inner.put(new, ttl_ms);
                 true
             }
             _ => false,
         }
     }
 
-    pub(super) fn remove(&self, ids: &[String]) {
+    pub(super) fn remove(&self, ids: &[String], ttl_ms: u64) {
         let mut inner = self.lock();
         for id in ids {
-            inner.tasks.remove(id);
+            inner.forget(id, ttl_ms);
         }
+    }
+
+    /// How many tasks are kept, for tests of the bounds.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.lock().tasks.len()
     }
 }

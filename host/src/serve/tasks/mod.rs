@@ -2,28 +2,47 @@
 //! (`POST /v1/tool_calls?async=1`, read with `GET /v1/tasks/ID`).
 //!
 //! A task is a [`Record`] in the store `[serve.tasks]` names: this
-//! process's memory (`memory.rs`) or Redis (`redis.rs`), shared by
-//! replicas. It belongs to the principal that started it: no one else can
+//! process's memory (`memory.rs`), a redb file (`embedded.rs`), or
+//! Redis (`redis.rs`), shared by replicas. It belongs to the principal that started it: no one else can
 //! read or cancel it, and to anyone else it does not exist.
 //!
-//! **Leases.** The replica running a task renews its lease every third of
-//! `lease` (`run.rs`). A replica that reads a task still working whose
+//! **Leases.** The replica running a task renews the leases of all its
+//! tasks in one tick every third of `lease` (`renew.rs`); a replica never
+//! takes over a task it still runs itself (`view.rs` renews it instead). A replica that reads a task still working whose
 //! lease ran out knows its replica stopped: it runs it again itself if
-//! the tool is idempotent (its hints, or `idempotent = true` on its
-//! `[[tool]]` entry) and the task has run fewer than [`MAX_RUNS`] times,
+//! the tool is idempotent (`idempotent` on its `[[tool]]` entry, else
+//! its own hint) and the task has run fewer than [`MAX_RUNS`] times,
 //! taking the task over by a compare-and-swap, so two replicas never both
-//! do; otherwise it marks it failed, saying to run it again. Clocks of
+//! do; otherwise it marks it failed, saying the call may or may not have
+//! taken effect. Clocks of
 //! replicas must agree to well within a lease (NTP does).
 //!
-//! **Bounds.** A principal may have `max_per_principal` tasks not yet
-//! finished (a dead replica's tasks stop counting when their leases run
-//! out); a finished task is kept `ttl`, and a task whose lease ran out
-//! unread is forgotten `ttl` after it did.
+//! **Fencing.** A replica stops a task's call itself once its last
+//! successful renewal is older than [`FENCE`] of the lease, before any
+//! other replica may find the lease run out, and keeps no answer for it:
+//! so a replica cut off from the store (a Redis outage longer than a
+//! lease, a stalled process) never runs a call that another replica has
+//! meanwhile failed or run again. Such a task fails, or runs again,
+//! wherever it is next read once the store is back.
+//!
+//! **Bounds.** Each bucket (a principal; on a server that tells no
+//! callers apart, a caller's address, see [`bucket_of`]) may have
+//! `max_per_principal` tasks not yet finished (a dead replica's tasks
+//! stop counting when their leases run out) and `max_kept_per_principal`
+//! kept, finished included: past that, its oldest finished tasks are
+//! forgotten to make room. A finished task keeps only its answer (its
+//! arguments and context are dropped), at most `max_result` bytes of it;
+//! it is kept `ttl`, and a task whose lease ran out unread is forgotten
+//! `ttl` after it did.
 
 mod embedded;
 mod memory;
 mod redis;
+mod renew;
 mod run;
+#[cfg(test)]
+mod tests;
+mod view;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,16 +52,29 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::durable_tasks::{TaskPolicy, TaskStore};
-pub(crate) use run::{Cancelled, Started, cancel, start, view};
+// `start` is the entry of front ends that know no peer address (MCP
+// tasks, being wired in); the HTTP API starts tasks with `start_from`.
+#[allow(unused_imports)]
+pub(crate) use run::start;
+pub(crate) use run::{Started, start_from};
+pub(crate) use view::{Cancelled, cancel, view};
 
 /// The most times a task runs, its first run included: a call that kills
 /// every replica it runs on (say, by exhausting its memory) must not take
 /// down the whole fleet one after the other.
 pub const MAX_RUNS: u32 = 3;
 
-/// What a failed task whose replica stopped says.
-pub const REPLICA_STOPPED: &str =
-    "the server running this task stopped before it finished; run it again";
+/// What a failed task whose replica stopped says, for a tool that is not
+/// idempotent: its call was cut short at some point, so what it did (a
+/// payment, a message sent) may or may not have happened.
+pub const REPLICA_STOPPED: &str = "the server running this task stopped before it finished; the call \
+     may or may not have taken effect: check before running it again";
+
+/// The part of a lease after the last successful renewal at which a
+/// replica stops the call itself (see the module's "Fencing"), as a
+/// fraction: the rest is the margin for the stop to take effect and for
+/// replicas' clocks to differ.
+pub const FENCE: (u32, u32) = (4, 5);
 
 /// Where a task is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +108,9 @@ pub(crate) enum StoredArguments {
     Text(String),
     Json(serde_json::Value),
     Malformed(String),
+    /// The task finished: it never runs again, so what it ran with is
+    /// not kept.
+    Dropped,
 }
 
 /// One task, as kept in the store.
@@ -85,6 +120,10 @@ pub(crate) struct Record {
     pub(crate) id: String,
     /// The principal that started it ([`crate::identity::Principal::id`]).
     pub(crate) owner: String,
+    /// Whose bounds it counts against, see [`bucket_of`]; empty in records
+    /// kept before buckets existed, which count against their owner.
+    #[serde(default)]
+    pub(crate) bucket: String,
     /// Its class, for the limiter when the task runs again.
     pub(crate) owner_class: String,
     pub(crate) tool: String,
@@ -116,6 +155,23 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// Whose bounds it counts against: its bucket, or its owner.
+    pub(crate) fn bucket(&self) -> &str {
+        if self.bucket.is_empty() {
+            &self.owner
+        } else {
+            &self.bucket
+        }
+    }
+
+    /// Drop what only running it again needs, once it has finished.
+    pub(crate) fn forget_call(&mut self) {
+        if self.state.is_finished() {
+            self.arguments = StoredArguments::Dropped;
+            self.context = None;
+        }
+    }
+
     /// When the store may forget it: `ttl` after it finished, or after its
     /// lease ran out.
     pub(crate) fn expires_ms(&self, ttl_ms: u64) -> u64 {
@@ -133,6 +189,70 @@ impl Record {
 pub(crate) struct Full {
     /// How many it has.
     pub(crate) unfinished: u32,
+}
+
+/// What one bucket may have: tasks not yet finished, and tasks kept.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    pub(crate) unfinished: u32,
+    /// At least `unfinished`.
+    pub(crate) kept: u32,
+}
+
+/// The bucket whose bounds a task of `principal`, asked from `peer`,
+/// counts against: the principal's id when the server tells callers
+/// apart; else the caller's address (its /64 for IPv6, which one host
+/// gets whole), so that one client of a server without `[serve.auth]`
+/// cannot take every task slot of all the others. Behind a proxy every
+/// caller is the proxy's address: tell callers apart there.
+pub(crate) fn bucket_of(
+    principal: &crate::identity::Principal,
+    authenticated: bool,
+    peer: Option<std::net::IpAddr>,
+) -> String {
+    match (authenticated, peer) {
+        (false, Some(std::net::IpAddr::V4(v4))) => format!("{}@{v4}", principal.id()),
+        (false, Some(std::net::IpAddr::V6(v6))) => match v6.to_ipv4_mapped() {
+            Some(v4) => format!("{}@{v4}", principal.id()),
+            None => {
+                let net = u128::from(v6) & !((1u128 << 64) - 1);
+                format!("{}@{}/64", principal.id(), std::net::Ipv6Addr::from(net))
+            }
+        },
+        _ => principal.id().to_owned(),
+    }
+}
+
+/// What to forget of a bucket's tasks `mine` for `wanted` more to fit
+/// `bounds` at `now_ms`: none while it has room, else its oldest tasks
+/// that are finished or whose leases ran out, oldest first; or [`Full`]
+/// when it has too many unfinished. Forgetting always suffices, since
+/// `bounds.kept` is at least `bounds.unfinished`.
+pub(crate) fn make_room(
+    mine: &[&Record],
+    wanted: usize,
+    bounds: Bounds,
+    now_ms: u64,
+) -> Result<Vec<String>, Full> {
+    let live = |r: &Record| !r.state.is_finished() && r.lease_until_ms > now_ms;
+    let unfinished = mine.iter().filter(|r| live(r)).count();
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    if count(unfinished).saturating_add(count(wanted)) > bounds.unfinished {
+        return Err(Full {
+            unfinished: count(unfinished),
+        });
+    }
+    let excess = mine
+        .len()
+        .saturating_add(wanted)
+        .saturating_sub(bounds.kept as usize);
+    let mut others: Vec<&Record> = mine.iter().copied().filter(|r| !live(r)).collect();
+    others.sort_by(|a, b| (a.expires_ms(0), &a.id).cmp(&(b.expires_ms(0), &b.id)));
+    Ok(others
+        .into_iter()
+        .take(excess)
+        .map(|r| r.id.clone())
+        .collect())
 }
 
 /// The store cannot be reached or failed (logged where it happened).
@@ -159,8 +279,9 @@ struct Inner {
     policy: TaskPolicy,
     /// This replica's random id.
     replica: String,
-    /// The tasks this replica runs, and what stops each.
-    running: Mutex<HashMap<String, CancellationToken>>,
+    /// The tasks this replica runs, by id and run (a task this replica
+    /// runs again is a new entry, the first run's stop kept apart).
+    running: Mutex<HashMap<(String, u32), Arc<Running>>>,
     /// Whether the lease renewal task was started.
     renewing: std::sync::OnceLock<()>,
 }
@@ -171,6 +292,35 @@ impl std::fmt::Debug for Tasks {
             .field("policy", &self.inner.policy)
             .field("replica", &self.inner.replica)
             .finish_non_exhaustive()
+    }
+}
+
+/// One run of a task on this replica.
+#[derive(Debug)]
+pub(crate) struct Running {
+    /// Stops the call.
+    pub(crate) stop: CancellationToken,
+    /// When the last renewal that succeeded began (the lease it wrote
+    /// ends a lease after): the fence counts from it.
+    pub(crate) renewed: Mutex<tokio::time::Instant>,
+}
+
+impl Running {
+    /// A run whose lease was written at `leased`.
+    fn new(leased: tokio::time::Instant) -> Arc<Self> {
+        Arc::new(Self {
+            stop: CancellationToken::new(),
+            renewed: Mutex::new(leased),
+        })
+    }
+
+    pub(crate) fn renewed_at(&self, at: tokio::time::Instant) {
+        let mut renewed = self.renewed.lock().unwrap_or_else(PoisonError::into_inner);
+        *renewed = (*renewed).max(at);
+    }
+
+    pub(crate) fn last_renewed(&self) -> tokio::time::Instant {
+        *self.renewed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -209,7 +359,9 @@ impl Tasks {
     pub(crate) fn new(policy: TaskPolicy) -> Result<Self, String> {
         let store = match &policy.store {
             TaskStore::Memory => Store::Memory(memory::Memory::default()),
-            TaskStore::Embedded { path } => Store::Embedded(embedded::Embedded::open(path)?),
+            TaskStore::Embedded { path } => {
+                Store::Embedded(embedded::Embedded::open(path, millis(policy.ttl))?)
+            }
             TaskStore::Redis { url, prefix } => {
                 Store::Redis(Box::new(redis::Remote::new(url, prefix)))
             }
@@ -245,8 +397,24 @@ impl Tasks {
         &self.inner.replica
     }
 
+    /// The store's kind, for `/metrics`: `memory`, `redb` or `redis`.
+    pub(crate) fn store_label(&self) -> &'static str {
+        match &self.inner.store {
+            Store::Memory(_) => "memory",
+            Store::Embedded(_) => "redb",
+            Store::Redis(_) => "redis",
+        }
+    }
+
     fn ttl_ms(&self) -> u64 {
         millis(self.inner.policy.ttl)
+    }
+
+    fn times(&self) -> redis::Times {
+        redis::Times {
+            ttl_ms: self.ttl_ms(),
+            lease_ms: millis(self.inner.policy.lease),
+        }
     }
 
     /// The end of a lease taken now.
@@ -254,16 +422,25 @@ impl Tasks {
         now_ms().saturating_add(millis(self.inner.policy.lease))
     }
 
-    /// Keep `records` (all of one owner), unless it would then have more
-    /// unfinished tasks than `max_per_principal`.
+    /// Keep `records` (all of one bucket), unless it would then have more
+    /// unfinished tasks than `max_per_principal`; past
+    /// `max_kept_per_principal`, forget its oldest finished tasks first.
     pub(crate) async fn insert(&self, records: &[Record]) -> Result<Result<(), Full>, StoreDown> {
-        let max = self.inner.policy.max_per_principal.get();
+        let bounds = Bounds {
+            unfinished: self.inner.policy.max_per_principal.get(),
+            kept: self.inner.policy.max_kept_per_principal.get(),
+        };
         let (now, ttl) = (now_ms(), self.ttl_ms());
-        match &self.inner.store {
-            Store::Memory(memory) => Ok(memory.insert(records, max, now, ttl)),
-            Store::Embedded(file) => file.insert(records, max, now, ttl).await,
-            Store::Redis(remote) => remote.insert(records, max, now, ttl).await,
-        }
+        let inserted = match &self.inner.store {
+            Store::Memory(memory) => Ok(memory.insert(records, bounds, now, ttl)),
+            Store::Embedded(file) => file.insert(records, bounds, now, ttl).await,
+            Store::Redis(remote) => remote.insert(records, bounds, now, self.times()).await,
+        }?;
+        Ok(inserted.map(|forgotten| {
+            if forgotten > 0 {
+                tracing::debug!(forgotten, "finished tasks forgotten to make room");
+            }
+        }))
     }
 
     /// The task `id`, whoever owns it.
@@ -276,24 +453,35 @@ impl Tasks {
     }
 
     /// Replace the task by `new` if the store still has it at
-    /// `new.version`; whether it did.
+    /// `new.version`; whether it did. A finished task is kept without
+    /// its arguments and context (see [`Record::forget_call`]).
     pub(crate) async fn swap(&self, new: &Record) -> Result<bool, StoreDown> {
+        let stripped;
+        let new = if new.state.is_finished() && !matches!(new.arguments, StoredArguments::Dropped) {
+            let mut record = new.clone();
+            record.forget_call();
+            stripped = record;
+            &stripped
+        } else {
+            new
+        };
         match &self.inner.store {
-            Store::Memory(memory) => Ok(memory.swap(new)),
-            Store::Embedded(file) => file.swap(new).await,
-            Store::Redis(remote) => remote.swap(new, now_ms(), self.ttl_ms()).await,
+            Store::Memory(memory) => Ok(memory.swap(new, self.ttl_ms())),
+            Store::Embedded(file) => file.swap(new, self.ttl_ms()).await,
+            Store::Redis(remote) => remote.swap(new, now_ms(), self.times()).await,
         }
     }
 
-    /// Forget tasks just inserted that will not run after all.
-    pub(crate) async fn remove(&self, owner: &str, ids: &[String]) -> Result<(), StoreDown> {
+    /// Forget tasks of `bucket` just inserted that will not run after
+    /// all.
+    pub(crate) async fn remove(&self, bucket: &str, ids: &[String]) -> Result<(), StoreDown> {
         match &self.inner.store {
             Store::Memory(memory) => {
-                memory.remove(ids);
+                memory.remove(ids, self.ttl_ms());
                 Ok(())
             }
-            Store::Embedded(file) => file.remove(ids).await,
-            Store::Redis(remote) => remote.remove(owner, ids).await,
+            Store::Embedded(file) => file.remove(ids, self.ttl_ms()).await,
+            Store::Redis(remote) => remote.remove(bucket, ids).await,
         }
     }
 
@@ -316,6 +504,7 @@ impl Tasks {
                 return Ok(None);
             }
             record.updated_ms = now_ms();
+            record.forget_call();
             if self.swap(&record).await? {
                 record.version += 1;
                 return Ok(Some(record));
@@ -324,17 +513,32 @@ impl Tasks {
         Ok(None)
     }
 
-    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u32), Arc<Running>>> {
         self.inner
             .running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Stop the task `id` if this replica runs it.
+    /// Whether this replica runs run `run` of the task `id`.
+    pub(crate) fn runs_here(&self, id: &str, run: u32) -> Option<Arc<Running>> {
+        self.running().get(&(id.to_owned(), run)).cloned()
+    }
+
+    /// Stop every run of the task `id` this replica runs.
     pub(crate) fn stop_local(&self, id: &str) {
-        if let Some(token) = self.running().remove(id) {
-            token.cancel();
+        self.running().retain(|(of, _), running| {
+            if of == id {
+                running.stop.cancel();
+            }
+            of != id
+        });
+    }
+
+    /// Stop run `run` of the task `id` if this replica runs it.
+    pub(crate) fn stop_run(&self, id: &str, run: u32) {
+        if let Some(running) = self.running().remove(&(id.to_owned(), run)) {
+            running.stop.cancel();
         }
     }
 }

@@ -4,17 +4,23 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `PREFIX:t:ID` | hash `{v, rec}`, expires with the task | the record as JSON and its version |
-//! | `PREFIX:o:OWNER` | sorted set | the owner's tasks not yet finished, scored by lease expiry (ms) |
+//! | `PREFIX:o:BUCKET` | sorted set | the bucket's tasks not yet finished, scored by lease expiry (ms) |
+//! | `PREFIX:f:BUCKET` | sorted set | the bucket's other kept tasks (finished, or whose lease ran out), scored by when their `ttl` began (ms) |
 //!
+//! A bucket is whose bounds a task counts against ([`super::Record::bucket`]).
 //! Names are escaped as the limiter's keys are (`serve::fair`), so an
 //! owner id with `:` never meets another key. Every change is one script,
-//! atomic against every replica: [`INSERT`] counts the owner's unfinished
-//! tasks whose leases hold and inserts all or none; [`SWAP`] replaces a
-//! record only at the version it was read at (compare and swap), so two
-//! replicas that both find a lease expired never both take the task over.
-//! Each task key expires with the task (its result's `ttl` after it
-//! finished, or `ttl` after its lease ran out), so Redis keeps no more
-//! than that whoever reads it.
+//! atomic against every replica: [`INSERT`] moves the bucket's tasks
+//! whose leases ran out from `o` to `f`, counts those left, inserts all
+//! or none, and forgets the oldest of `f` past the bound on kept tasks;
+//! [`SWAP`] replaces a record only at the version it was read at (compare
+//! and swap), so two replicas that both find a lease expired never both
+//! take the task over, and moves it between `o` and `f`. Each task key
+//! expires with the task (its result's `ttl` after it finished, or `ttl`
+//! after its lease ran out), so Redis keeps no more than that whoever
+//! reads it; each set expires `lease + ttl` after its last write, which
+//! every member's own expiry falls within, and members whose task expired
+//! are trimmed by the next insert.
 
 use std::time::Duration;
 
@@ -22,47 +28,67 @@ use ::redis::Script;
 use ::redis::aio::ConnectionManager;
 use tokio::sync::OnceCell;
 
-use super::{Full, Record, StoreDown};
+use super::{Bounds, Full, Record, StoreDown};
 use crate::grants::store::redacted;
 use crate::serve::fair::redis_key as key;
 
 /// The longest one operation may wait on Redis, connecting included.
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Insert tasks of one owner unless it would then have more than its
-/// most unfinished. KEYS[1]: the owner's set; KEYS[2..]: the tasks.
-/// ARGV: now (ms), the most, the keys' life (ms), the lease's end (ms),
-/// then the ids, then the records. Returns -1 when inserted, else the
-/// count of unfinished tasks.
+/// Insert tasks of one bucket unless it would then have more than its
+/// most unfinished; forget its oldest other tasks past its most kept.
+/// KEYS[1], KEYS[2]: the bucket's `o` and `f` sets; KEYS[3..]: the tasks.
+/// ARGV: now (ms), the most unfinished, the most kept, `ttl` (ms), the
+/// sets' life (ms), the lease's end (ms), the task keys' prefix, then the
+/// ids, then the records. Returns {1, forgotten} when inserted, else {0,
+/// the count of unfinished tasks}.
 const INSERT: &str = r"
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-local n = redis.call('ZCARD', KEYS[1])
-local new = #KEYS - 1
-if n + new > tonumber(ARGV[2]) then return n end
-for i = 1, new do
-  redis.call('HSET', KEYS[i + 1], 'v', '1', 'rec', ARGV[4 + new + i])
-  redis.call('PEXPIRE', KEYS[i + 1], ARGV[3])
-  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[4 + i])
+local now = tonumber(ARGV[1])
+local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')
+for i = 1, #dead, 2 do
+  redis.call('ZADD', KEYS[2], dead[i + 1], dead[i])
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return -1
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[4]))
+local n = redis.call('ZCARD', KEYS[1])
+local new = #KEYS - 2
+if n + new > tonumber(ARGV[2]) then return {0, n} end
+local excess = n + redis.call('ZCARD', KEYS[2]) + new - tonumber(ARGV[3])
+local forgotten = 0
+if excess > 0 then
+  local victims = redis.call('ZRANGE', KEYS[2], 0, excess - 1)
+  for _, id in ipairs(victims) do
+    redis.call('DEL', ARGV[7] .. id:gsub('%%', '%%25'):gsub(':', '%%3A'))
+  end
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, excess - 1)
+  forgotten = #victims
+end
+for i = 1, new do
+  redis.call('HSET', KEYS[i + 2], 'v', '1', 'rec', ARGV[7 + new + i])
+  redis.call('PEXPIRE', KEYS[i + 2], ARGV[5])
+  redis.call('ZADD', KEYS[1], ARGV[6], ARGV[7 + i])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return {1, forgotten}
 ";
 
 /// Replace a record read at version ARGV[1] by ARGV[2]. KEYS[1]: the
-/// task; KEYS[2]: its owner's set. ARGV[3]: the key's life (ms);
-/// ARGV[4]: the id; ARGV[5]: its lease's end while unfinished, or empty
-/// once finished (it leaves the owner's set). Returns 1 if swapped.
+/// task; KEYS[2], KEYS[3]: its bucket's `o` and `f` sets. ARGV[3]: the
+/// key's life (ms); ARGV[4]: the id; ARGV[5]: `o` while unfinished, else
+/// `f`; ARGV[6]: its score there; ARGV[7]: the sets' life (ms). Returns 1
+/// if swapped.
 const SWAP: &str = r"
 local v = redis.call('HGET', KEYS[1], 'v')
 if v ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'v', tostring(tonumber(v) + 1), 'rec', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-if ARGV[5] == '' then
-  redis.call('ZREM', KEYS[2], ARGV[4])
-else
-  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
-end
+local into, from = KEYS[2], KEYS[3]
+if ARGV[5] == 'f' then into, from = KEYS[3], KEYS[2] end
+redis.call('ZREM', from, ARGV[4])
+redis.call('ZADD', into, ARGV[6], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[7])
+redis.call('PEXPIRE', KEYS[3], ARGV[7])
 return 1
 ";
 
@@ -105,41 +131,54 @@ impl Remote {
         key(&self.prefix, "t", id)
     }
 
-    fn owner_key(&self, owner: &str) -> String {
-        key(&self.prefix, "o", owner)
+    /// The bucket's sets: its unfinished tasks, and the others.
+    fn bucket_keys(&self, bucket: &str) -> (String, String) {
+        (
+            key(&self.prefix, "o", bucket),
+            key(&self.prefix, "f", bucket),
+        )
     }
 
     pub(super) async fn insert(
         &self,
         records: &[Record],
-        max: u32,
+        bounds: Bounds,
         now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<Result<(), Full>, StoreDown> {
+        times: Times,
+    ) -> Result<Result<usize, Full>, StoreDown> {
         let Some(first) = records.first() else {
-            return Ok(Ok(()));
+            return Ok(Ok(0));
         };
         let mut connection = self.connection().await?;
         let mut invocation = self.insert.prepare_invoke();
+        let (live, others) = self.bucket_keys(first.bucket());
         invocation
-            .key(self.owner_key(&first.owner))
+            .key(live)
+            .key(others)
             .arg(now_ms)
-            .arg(max)
-            .arg(first.expires_ms(ttl_ms).saturating_sub(now_ms).max(1))
-            .arg(first.lease_until_ms);
+            .arg(bounds.unfinished)
+            .arg(bounds.kept)
+            .arg(times.ttl_ms)
+            .arg(times.sets_life_ms())
+            .arg(first.lease_until_ms)
+            .arg(key(&self.prefix, "t", ""));
         for record in records {
             invocation.key(self.task_key(&record.id)).arg(&record.id);
         }
         for record in records {
-            invocation.arg(serde_json::to_string(record).map_err(|e| self.down(&e))?);
+            let mut record = record.clone();
+            record.version = 1;
+            invocation.arg(serde_json::to_string(&record).map_err(|e| self.down(&e))?);
         }
-        let answer: i64 = invocation
+        let answer: (i64, i64) = invocation
             .invoke_async(&mut connection)
             .await
             .map_err(|e| self.down(&e))?;
-        Ok(match u32::try_from(answer) {
-            Ok(unfinished) => Err(Full { unfinished }),
-            Err(_) => Ok(()),
+        Ok(match answer {
+            (1, forgotten) => Ok(usize::try_from(forgotten).unwrap_or(0)),
+            (_, unfinished) => Err(Full {
+                unfinished: u32::try_from(unfinished).unwrap_or(u32::MAX),
+            }),
         })
     }
 
@@ -164,39 +203,56 @@ impl Remote {
         &self,
         new: &Record,
         now_ms: u64,
-        ttl_ms: u64,
+        times: Times,
     ) -> Result<bool, StoreDown> {
         let mut connection = self.connection().await?;
-        let lease = if new.state.is_finished() {
-            String::new()
-        } else {
-            new.lease_until_ms.to_string()
-        };
+        let set = if new.state.is_finished() { "f" } else { "o" };
+        let (live, others) = self.bucket_keys(new.bucket());
         let swapped: i64 = self
             .swap
             .key(self.task_key(&new.id))
-            .key(self.owner_key(&new.owner))
+            .key(live)
+            .key(others)
             .arg(new.version)
             .arg(serde_json::to_string(new).map_err(|e| self.down(&e))?)
-            .arg(new.expires_ms(ttl_ms).saturating_sub(now_ms).max(1))
+            .arg(new.expires_ms(times.ttl_ms).saturating_sub(now_ms).max(1))
             .arg(&new.id)
-            .arg(lease)
+            .arg(set)
+            .arg(new.expires_ms(0))
+            .arg(times.sets_life_ms())
             .invoke_async(&mut connection)
             .await
             .map_err(|e| self.down(&e))?;
         Ok(swapped == 1)
     }
 
-    pub(super) async fn remove(&self, owner: &str, ids: &[String]) -> Result<(), StoreDown> {
+    pub(super) async fn remove(&self, bucket: &str, ids: &[String]) -> Result<(), StoreDown> {
         let mut connection = self.connection().await?;
+        let (live, others) = self.bucket_keys(bucket);
         let mut pipe = ::redis::pipe();
         pipe.atomic();
         for id in ids {
             pipe.del(self.task_key(id)).ignore();
-            pipe.zrem(self.owner_key(owner), id).ignore();
+            pipe.zrem(&live, id).ignore();
+            pipe.zrem(&others, id).ignore();
         }
         pipe.query_async::<()>(&mut connection)
             .await
             .map_err(|e| self.down(&e))
+    }
+}
+
+/// How long a task's key and its bucket's sets live.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Times {
+    pub(super) ttl_ms: u64,
+    pub(super) lease_ms: u64,
+}
+
+impl Times {
+    /// A set outlives every member: a member's task expires at most a
+    /// lease and a `ttl` after the write that last put it there.
+    fn sets_life_ms(self) -> u64 {
+        self.ttl_ms.saturating_add(self.lease_ms).max(1)
     }
 }

@@ -1,22 +1,31 @@
-//! Starting tasks, running them on this replica while renewing their
-//! leases, and reading them back: where a task whose replica stopped is
-//! taken over or marked failed.
+//! Starting tasks and running them on this replica: each run fenced by
+//! its lease (see `renew.rs`), its answer kept within `max_result`, the
+//! store retried a few times when it fails for a moment.
 
-use std::sync::{Arc, Weak};
+use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
+use tokio::time::Instant;
 
 use super::{
-    Full, Inner, MAX_RUNS, REPLICA_STOPPED, Record, State, StoreDown, StoredArguments, Tasks,
-    now_ms, random_id,
+    Full, Record, Running, State, StoreDown, StoredArguments, bucket_of, now_ms, random_id,
 };
 use crate::identity::Principal;
+use crate::outcome::{CallError, ErrorType, Outcome};
 use crate::serve::Shared;
-use crate::serve::fair::{Caller, Permit, Refusal};
+use crate::serve::fair::{Permit, Refusal};
 use crate::tool_call::{Arguments, ToolCall};
-use crate::tool_host::{CallOptions, ToolHost};
+use crate::tool_host::{CallOptions, CallResult, ToolHost};
 use crate::wire;
+
+/// How many times a run tries to keep its answer when the store fails:
+/// a store that is back within a few seconds loses no answer.
+const KEEP_ATTEMPTS: u32 = 4;
+
+/// The wait before the first retry of keeping an answer, doubled for each
+/// one after (0.2 s, 0.4 s, 0.8 s).
+const KEEP_BACKOFF: Duration = Duration::from_millis(200);
 
 /// Why tasks were not started; nothing of the request was kept or run.
 #[derive(Debug)]
@@ -29,9 +38,11 @@ pub(crate) enum Started {
     Down(StoreDown),
 }
 
-/// Start one task per call of `principal`, all or none: kept in the store
-/// (within the principal's bound), admitted by `[serve.limits]`, then run
-/// on this replica. The records, in the calls' order.
+/// [`start_from`] a caller whose address is not known (its tasks count
+/// against its principal alone).
+// The entry of front ends that know no peer address (MCP tasks, being
+// wired in meanwhile); the HTTP API uses `start_from`.
+#[allow(dead_code)]
 pub(crate) async fn start(
     shared: &Shared,
     host: &ToolHost,
@@ -40,13 +51,32 @@ pub(crate) async fn start(
     context: Option<serde_json::Value>,
     format: &str,
 ) -> Result<Vec<Record>, Started> {
+    start_from(shared, host, principal, None, calls, context, format).await
+}
+
+/// Start one task per call of `principal` (asking from `peer`), all or
+/// none: kept in the store (within its bucket's bounds, see
+/// [`bucket_of`]), admitted by `[serve.limits]`, then run on this
+/// replica. The records, in the calls' order.
+pub(crate) async fn start_from(
+    shared: &Shared,
+    host: &ToolHost,
+    principal: &Principal,
+    peer: Option<IpAddr>,
+    calls: Vec<ToolCall>,
+    context: Option<serde_json::Value>,
+    format: &str,
+) -> Result<Vec<Record>, Started> {
     let tasks = shared.tasks();
+    let bucket = bucket_of(principal, shared.auth().is_some(), peer);
+    let leased = Instant::now();
     let now = now_ms();
     let records: Vec<Record> = calls
         .into_iter()
         .map(|call| Record {
             id: random_id(),
             owner: principal.id().to_owned(),
+            bucket: bucket.clone(),
             owner_class: principal.class().to_owned(),
             tool: call.name,
             state: State::Working,
@@ -78,16 +108,13 @@ pub(crate) async fn start(
         Ok(permits) => permits,
         Err(refusal) => {
             let ids: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
-            tasks
-                .remove(principal.id(), &ids)
-                .await
-                .map_err(Started::Down)?;
+            tasks.remove(&bucket, &ids).await.map_err(Started::Down)?;
             return Err(Started::Refused(refusal));
         }
     };
     let mut permits = permits.into_iter();
     for record in &records {
-        run_here(shared, host.clone(), record.clone(), permits.next());
+        run_here(shared, host.clone(), record.clone(), permits.next(), leased);
     }
     Ok(records)
 }
@@ -98,6 +125,8 @@ fn call_of(record: &Record) -> ToolCall {
         StoredArguments::Text(text) => Arguments::Text(text.clone()),
         StoredArguments::Json(value) => Arguments::Json(value.clone()),
         StoredArguments::Malformed(message) => Arguments::Malformed(message.clone()),
+        // A finished task is never run; were it, its call has no arguments.
+        StoredArguments::Dropped => Arguments::Json(serde_json::Value::Object(Default::default())),
     };
     ToolCall {
         id: record.call_id.clone(),
@@ -116,234 +145,147 @@ fn env_of(shared: &Shared, record: &Record) -> CallOptions {
     }
 }
 
-/// Run `record`'s call on this replica, renewing its lease, and keep its
-/// answer. The drain waits for it like a request; a task stopped when
-/// the drain time is up keeps no answer and is left to its lease.
-fn run_here(shared: &Shared, host: ToolHost, record: Record, permit: Option<Permit>) {
+/// Run `record`'s call on this replica (its lease written at `leased`),
+/// renewing its lease, and keep its answer. The drain waits for it like a
+/// request; a task stopped when the drain time is up, or fenced, keeps no
+/// answer and is left to its lease.
+pub(super) fn run_here(
+    shared: &Shared,
+    host: ToolHost,
+    record: Record,
+    permit: Option<Permit>,
+    leased: Instant,
+) {
     let tasks = shared.tasks().clone();
-    let stop = CancellationToken::new();
-    tasks.running().insert(record.id.clone(), stop.clone());
+    let running = Running::new(leased);
+    let key = (record.id.clone(), record.runs);
+    tasks.running().insert(key.clone(), running.clone());
     tasks.start_renewing();
+    let event = if record.runs > 1 { "rerun" } else { "started" };
+    shared.metrics().task(event, tasks.store_label());
     let shared = shared.clone();
     let in_flight = shared.drain().track();
     tokio::spawn(async move {
         let _in_flight = in_flight;
         let _permit = permit;
-        let env = env_of(&shared, &record);
-        let call = shared.call_batch(&host, vec![call_of(&record)], env, "http");
-        let results = tokio::select! {
-            results = call => results,
-            () = stop.cancelled() => return,
-        };
-        tasks.running().remove(&record.id);
-        if shared.drain().stop_calls().is_cancelled() {
-            return;
+        let results = run_fenced(&shared, &host, &record, &running).await;
+        {
+            let mut all = tasks.running();
+            if all.get(&key).is_some_and(|r| Arc::ptr_eq(r, &running)) {
+                all.remove(&key);
+            }
         }
-        let format = record.format.parse().unwrap_or_default();
-        let mut answers = wire::results::Answers::new(format);
-        let Some(result) = results.first() else {
-            return;
-        };
-        let answer = answers.answer(&result.outcome, result.spec.as_deref());
-        let follow_up = answers.finish();
-        let replica = tasks.replica().to_owned();
+        if let Some(result) = results.as_ref().and_then(|r| r.first()) {
+            keep_answer(&shared, &record, result).await;
+        }
+    });
+}
+
+/// The call's results, or `None` when it was stopped (cancelled, taken
+/// over, drained) or fenced.
+async fn run_fenced(
+    shared: &Shared,
+    host: &ToolHost,
+    record: &Record,
+    running: &Running,
+) -> Option<Vec<CallResult>> {
+    let tasks = shared.tasks();
+    let env = env_of(shared, record);
+    let call = shared.call_batch(host, vec![call_of(record)], env, "http");
+    tokio::select! {
+        results = call => (!shared.drain().stop_calls().is_cancelled()).then_some(results),
+        () = running.stop.cancelled() => None,
+        () = super::renew::fenced(running, tasks.fence_after()) => {
+            tracing::warn!(
+                task = %record.id,
+                "a task's lease could not be renewed in time (the task store is unreachable or \
+                 slow); its call was stopped so that no other server runs it twice"
+            );
+            shared.metrics().task("fenced", tasks.store_label());
+            None
+        }
+    }
+}
+
+/// Keep `result` as the answer of run `record.runs` of the task, unless it
+/// was cancelled or taken over meanwhile; retried a few times when the
+/// store fails.
+async fn keep_answer(shared: &Shared, record: &Record, result: &CallResult) {
+    let tasks = shared.tasks();
+    let format = record.format.parse().unwrap_or_default();
+    let (answer, follow_up) = answer_within(format, result, tasks.policy().max_result);
+    let (replica, run) = (tasks.replica().to_owned(), record.runs);
+    let mut wait = KEEP_BACKOFF;
+    for attempt in 1..=KEEP_ATTEMPTS {
         let kept = tasks
             .update(&record.id, |r| {
-                if r.state.is_finished() || r.replica != replica {
+                if r.state.is_finished() || r.replica != replica || r.runs != run {
                     return false;
                 }
                 r.state = State::Completed;
                 r.result = Some(answer.clone());
                 r.follow_up.clone_from(&follow_up);
-                r.updated_ms = now_ms();
                 true
             })
             .await;
-        if let Err(StoreDown) = kept {
-            tracing::warn!(task = %record.id, "a task's answer could not be kept");
-        }
-    });
-}
-
-impl Tasks {
-    /// Start the task that renews the leases of the tasks this replica
-    /// runs, once.
-    fn start_renewing(&self) {
-        self.inner.renewing.get_or_init(|| {
-            let every = self.inner.policy.lease / 3;
-            tokio::spawn(renew(Arc::downgrade(&self.inner), every));
-        });
-    }
-}
-
-/// Every `every`, renew the lease of each task this replica runs; stop
-/// those another replica cancelled or took over. Ends with the tasks.
-async fn renew(inner: Weak<Inner>, every: Duration) {
-    loop {
-        tokio::time::sleep(every).await;
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        let tasks = Tasks { inner };
-        let ids: Vec<String> = tasks.running().keys().cloned().collect();
-        for id in ids {
-            let replica = tasks.replica().to_owned();
-            let lease = tasks.lease_from_now();
-            let renewed = tasks
-                .update(&id, |r| {
-                    let ours = !r.state.is_finished() && r.replica == replica;
-                    r.lease_until_ms = lease;
-                    ours
-                })
-                .await;
-            // A store that cannot be reached now may be back before the
-            // lease runs out: keep running.
-            if let Ok(None) = renewed {
-                tasks.stop_local(&id);
+        match kept {
+            Ok(Some(_)) => {
+                shared.metrics().task("completed", tasks.store_label());
+                return;
             }
+            Ok(None) => return,
+            Err(StoreDown) if attempt < KEEP_ATTEMPTS => {
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            Err(StoreDown) => {}
         }
     }
+    tracing::warn!(task = %record.id, "a task's answer could not be kept: the task store failed");
 }
 
-/// The task `id` as `principal` may see it: `None` when there is none or
-/// it is another's. A task whose replica stopped is taken over (run again
-/// here) or marked failed first.
-pub(crate) async fn view(
-    shared: &Shared,
-    principal: &Principal,
-    id: &str,
-) -> Result<Option<Record>, StoreDown> {
-    let tasks = shared.tasks();
-    let Some(record) = tasks.get(id).await? else {
-        return Ok(None);
-    };
-    if record.owner != principal.id() {
-        return Ok(None);
+/// The answer to keep for `result` in `format`, and what follows it: the
+/// answer itself when it fits `max` bytes (as JSON, the follow-up
+/// included), else an error saying it was too large and what to do.
+fn answer_within(
+    format: wire::results::Format,
+    result: &CallResult,
+    max: usize,
+) -> (serde_json::Value, Option<serde_json::Value>) {
+    let mut answers = wire::results::Answers::new(format);
+    let answer = answers.answer(&result.outcome, result.spec.as_deref());
+    let follow_up = answers.finish();
+    let size = json_len(&answer) + follow_up.as_ref().map_or(0, json_len);
+    if size <= max {
+        return (answer, follow_up);
     }
-    if record.state.is_finished() || record.lease_until_ms > now_ms() {
-        return Ok(Some(record));
-    }
-    let host = shared.host();
-    let rerun = is_idempotent(&host, &record.tool) && !shared.drain().is_draining();
-    let replica = tasks.replica().to_owned();
-    let lease = tasks.lease_from_now();
-    let taken = tasks
-        .update(id, |r| take_over(r, rerun, &replica, lease))
-        .await?;
-    if let Some(taken) = taken.filter(|r| r.state == State::Working) {
-        rerun_here(shared, host, taken).await;
-    }
-    tasks.get(id).await
+    let error = CallError::new(
+        ErrorType::MemoryExhausted,
+        format!(
+            "the answer was {size} bytes, more than the {max} a task keeps ([serve.tasks] \
+             max_result); ask the tool for less, or make the call without ?async=1"
+        ),
+    );
+    let outcome = Outcome::error(&result.outcome.call_id, &result.outcome.tool, error);
+    let mut answers = wire::results::Answers::new(format);
+    let answer = answers.answer(&outcome, result.spec.as_deref());
+    (answer, answers.finish())
 }
 
-/// Change a task whose lease ran out: this replica's to run again, or
-/// failed. `false` when it no longer needs it.
-fn take_over(r: &mut Record, rerun: bool, replica: &str, lease: u64) -> bool {
-    let now = now_ms();
-    if r.state.is_finished() || r.lease_until_ms > now {
-        return false;
-    }
-    if rerun && r.runs < MAX_RUNS {
-        r.replica = replica.to_owned();
-        r.lease_until_ms = lease;
-        r.runs += 1;
-    } else {
-        r.state = State::Failed;
-        r.reason = Some(if rerun {
-            format!(
-                "the servers running this task stopped {} times before it finished; it is not \
-                 run again automatically (run it again if you must)",
-                r.runs
-            )
-        } else {
-            REPLICA_STOPPED.to_owned()
-        });
-    }
-    r.updated_ms = now;
-    true
-}
-
-/// Run again here a task this replica took over, once `[serve.limits]`
-/// admits it; failed, with the refusal, if it does not.
-async fn rerun_here(shared: &Shared, host: ToolHost, record: Record) {
-    let caller = Caller {
-        id: &record.owner,
-        class: &record.owner_class,
-    };
-    match shared.admit_as(caller, &[record.tool.as_str()]).await {
-        Ok(mut permits) => run_here(shared, host, record, permits.pop()),
-        Err(refusal) => {
-            let replica = shared.tasks().replica().to_owned();
-            let failed = shared
-                .tasks()
-                .update(&record.id, |r| {
-                    if r.state.is_finished() || r.replica != replica {
-                        return false;
-                    }
-                    r.state = State::Failed;
-                    r.reason = Some(format!(
-                        "the server running this task stopped, and running it again was refused: {refusal}"
-                    ));
-                    r.updated_ms = now_ms();
-                    true
-                })
-                .await;
-            if failed.is_err() {
-                tracing::warn!(task = %record.id, "a task could not be marked failed");
-            }
+/// The length of `value` as JSON, counted without writing it anywhere.
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
         }
     }
-}
-
-/// Whether running `tool` twice does no harm: its hints say so, or its
-/// `[[tool]]` entry does.
-fn is_idempotent(host: &ToolHost, tool: &str) -> bool {
-    host.spec(tool).is_some_and(|spec| spec.hints.idempotent)
-        || host.component_of(tool).is_some_and(|c| c.idempotent)
-}
-
-/// What cancelling a task did.
-#[derive(Debug)]
-pub(crate) enum Cancelled {
-    /// It was cancelled; the record as it is now.
-    Now(Record),
-    /// It had already finished; nothing changed.
-    AlreadyFinished(Record),
-    /// No task of the principal has that id.
-    NotFound,
-}
-
-/// Cancel `principal`'s task `id`, stopping its call wherever it runs
-/// (here at once; on another replica at its next renewal).
-pub(crate) async fn cancel(
-    shared: &Shared,
-    principal: &Principal,
-    id: &str,
-) -> Result<Cancelled, StoreDown> {
-    let Some(record) = view(shared, principal, id).await? else {
-        return Ok(Cancelled::NotFound);
-    };
-    if record.state.is_finished() {
-        return Ok(Cancelled::AlreadyFinished(record));
-    }
-    let tasks = shared.tasks();
-    let cancelled = tasks
-        .update(id, |r| {
-            if r.state.is_finished() {
-                return false;
-            }
-            r.state = State::Cancelled;
-            r.reason = Some("cancelled by its caller".into());
-            r.updated_ms = now_ms();
-            true
-        })
-        .await?;
-    tasks.stop_local(id);
-    match cancelled {
-        Some(record) => Ok(Cancelled::Now(record)),
-        None => Ok(tasks
-            .get(id)
-            .await?
-            .map_or(Cancelled::NotFound, Cancelled::AlreadyFinished)),
-    }
+    let mut count = Count(0);
+    // Writing a Value to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }

@@ -179,8 +179,25 @@ async fn a_task_started_completes_and_is_read_back_in_its_format() {
     let done = wait_for_task(&server, None, &id, state_is("completed")).await;
     assert_eq!(done["result"]["type"], "tool_result", "{done}");
     assert_eq!(done["result"]["content"], "4", "{done}");
-    // Tasks' calls are counted like any call.
+    // Tasks' calls are counted like any call, and tasks by event.
     let metrics = server.metrics().await;
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"toolhost_tasks_total{event="started",store="memory"}"#
+        ),
+        Some(3.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"toolhost_tasks_total{event="completed",store="memory"}"#
+        ),
+        // A tool's error is an answer kept: completed too.
+        Some(3.0),
+        "{metrics}"
+    );
     assert_eq!(
         metric(
             &metrics,
@@ -380,7 +397,8 @@ async fn a_killed_replicas_task_fails_on_another_after_its_lease() {
     assert_eq!(failed["error"]["type"], "task_failed", "{failed}");
     assert_eq!(
         failed["error"]["message"],
-        "the server running this task stopped before it finished; run it again",
+        "the server running this task stopped before it finished; the call may or may not have \
+         taken effect: check before running it again",
         "{failed}"
     );
     // Not idempotent: never run again.
@@ -526,4 +544,216 @@ async fn tasks_in_a_file_outlive_their_server_and_a_task_it_was_running_fails_af
     assert_eq!(kept["result"]["content"], "42", "{kept}");
     let failed = wait_for_task(&second, None, &id, |t| t["state"] != "working").await;
     assert_eq!(failed["state"], "failed", "{failed}");
+}
+
+#[tokio::test]
+async fn an_answer_over_max_result_is_kept_as_an_error_saying_so() {
+    let server = Server::start(
+        &tasks_manifest(false, "[serve.tasks]\nmax_result = \"1KiB\"\n"),
+        &[],
+    );
+    let big = json!({"id": "big", "name": "output", "args": {"n": 4000}});
+    let small = json!({"id": "small", "name": "output", "args": {"n": 10}});
+    let (status, started) = start_tasks(&server, None, &json!([big, small])).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let big = started[0]["id"].as_str().unwrap();
+    let small = started[1]["id"].as_str().unwrap();
+    let done = wait_for_task(&server, None, big, state_is("completed")).await;
+    assert_eq!(done["result"]["is_error"], true, "{done}");
+    assert_eq!(
+        done["result"]["error"]["type"], "memory_exhausted",
+        "{done}"
+    );
+    let message = done["result"]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("more than the 1024 a task keeps") && message.contains("max_result"),
+        "{message}"
+    );
+    let done = wait_for_task(&server, None, small, state_is("completed")).await;
+    assert_eq!(done["result"]["content"], "xxxxxxxxxx", "{done}");
+}
+
+#[tokio::test]
+async fn without_auth_one_address_cannot_take_every_task_slot() {
+    let server = Server::start(
+        &tasks_manifest(false, "[serve.tasks]\nmax_per_principal = 1\n"),
+        &[],
+    );
+    start_one(&server, None, sleep_call("a", 60_000)).await;
+    let (status, body) = start_tasks(&server, None, &json!([sleep_call("b", 60_000)])).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("counted per client address"), "{message}");
+    // Another address of the loopback network is another client: its
+    // slot is its own.
+    let other = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let response = other
+        .post(server.url("/v1/tool_calls?async=1"))
+        .json(&json!([calc("c", "1+1")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+}
+
+/// Pause every client of `redis` (commands wait, as on a stalled server)
+/// for `ms`.
+async fn pause_redis(url: &str, ms: u64) {
+    let client = ::redis::Client::open(url).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let () = ::redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_replica_cut_off_from_redis_past_its_lease_stops_its_call_before_another_fails_it() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let env = [("TASKS_REDIS", url.as_str())];
+    let text = tasks_manifest(false, &on_redis("lease = \"1s\"\n"));
+    let one = Server::start_with_env(&text, &[], &env);
+    let two = Server::start_with_env(&text, &[], &env);
+    let id = start_one(&one, None, sleep_call("s", 60_000)).await;
+    let running = one
+        .wait_for_metric("toolhost_instances_in_flight", 1.0, WAIT)
+        .await;
+    assert!(running.is_some(), "{}", one.stderr());
+    // Three leases without a renewal: the replica stops the call itself.
+    pause_redis(&url, 3_000).await;
+    let fenced = one
+        .wait_for_metric(
+            r#"toolhost_tasks_total{event="fenced",store="redis"}"#,
+            1.0,
+            WAIT,
+        )
+        .await;
+    assert!(fenced.is_some(), "{}", one.stderr());
+    let stopped = one
+        .wait_for_metric("toolhost_instances_in_flight", 0.0, WAIT)
+        .await;
+    assert!(stopped.is_some(), "the fenced call kept running");
+    // Once Redis answers (503 until then), the task is failed wherever it
+    // is read, saying the call may have taken effect; nothing runs it
+    // twice.
+    let answered = eventually(WAIT, || async {
+        let (status, task) = get_task(&two, None, &id).await;
+        status == StatusCode::OK && task["state"] != "working"
+    })
+    .await;
+    assert!(answered, "{}", two.stderr());
+    let (_, failed) = get_task(&two, None, &id).await;
+    assert_eq!(failed["state"], "failed", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("may or may not have taken effect"),
+        "{message}"
+    );
+    let (_, again) = get_task(&one, None, &id).await;
+    assert_eq!(again["state"], "failed", "{again}");
+}
+
+#[tokio::test]
+async fn cancelling_a_dead_replicas_idempotent_task_does_not_run_it_again() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let env = [("TASKS_REDIS", url.as_str())];
+    let text = tasks_manifest(true, &on_redis("lease = \"1s\"\n"));
+    let mut one = Server::start_with_env(&text, &[], &env);
+    let two = Server::start_with_env(&text, &[], &env);
+    let id = killed_mid_task(&mut one, 60_000).await;
+    // Past the lease, without reading it first.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let (status, task) = task_request(&two, reqwest::Method::DELETE, None, &id).await;
+    assert_eq!(status, StatusCode::OK, "{task}");
+    assert_eq!(task["state"], "cancelled", "{task}");
+    let metrics = two.metrics().await;
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"toolhost_tasks_total{event="rerun",store="redis"}"#
+        ),
+        None,
+        "{metrics}"
+    );
+    assert_eq!(metric(&metrics, "toolhost_instances_in_flight"), Some(0.0));
+}
+
+#[tokio::test]
+async fn a_rerun_is_refused_when_its_owner_no_longer_holds_the_tools_scope() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let tasks = on_redis("lease = \"1s\"\n");
+    let env = [
+        ("TASKS_REDIS", url.as_str()),
+        TOKENS[0],
+        TOKENS[1],
+        TOKENS[2],
+    ];
+    let mut one = Server::start_with_env(
+        &tasks_manifest(true, &format!("{TWO_PRINCIPALS}{tasks}")),
+        &[],
+        &env,
+    );
+    // The second replica runs a newer configuration: alice may call calc
+    // only.
+    let narrowed = TWO_PRINCIPALS.replace(
+        "env = \"ALICE_TOKEN\"\n",
+        "env = \"ALICE_TOKEN\"\nscopes = [\"tools:calc\"]\n",
+    );
+    let two = Server::start_with_env(
+        &tasks_manifest(true, &format!("{narrowed}{tasks}")),
+        &[],
+        &env,
+    );
+    let id = start_one(&one, Some(ALICE), sleep_call("s", 2_000)).await;
+    let running = wait_for_metric_as_ops(&one, "toolhost_instances_in_flight", 1.0).await;
+    assert!(running, "{}", one.stderr());
+    one.child.kill().unwrap();
+    one.child.wait().unwrap();
+    let failed = wait_for_task(&two, Some(ALICE), &id, |t| t["state"] != "working").await;
+    assert_eq!(failed["state"], "failed", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("running it again was refused") && message.contains("tools:sleep"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn idempotent_false_on_the_entry_overrides_the_tools_hint() {
+    // A listener that never answers: the fetch waits until killed.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let env = [("TASKS_REDIS", url.as_str())];
+    let text = format!(
+        "[[tool]]\ncomponent = '{}'\nallow_hosts = [\"http://127.0.0.1:{port}\"]\n\
+         limits = {SLEEPY_PROBE}\nidempotent = false\n\n{}",
+        component("probe").display(),
+        on_redis("lease = \"1s\"\n"),
+    );
+    let mut one = Server::start_with_env(&text, &[], &env);
+    let two = Server::start_with_env(&text, &[], &env);
+    let call = json!({"id": "f", "name": "fetch_cacheable",
+                      "args": {"name": format!("http://127.0.0.1:{port}/")}});
+    let id = start_one(&one, None, call).await;
+    let running = one
+        .wait_for_metric("toolhost_instances_in_flight", 1.0, WAIT)
+        .await;
+    assert!(running.is_some(), "{}", one.stderr());
+    one.child.kill().unwrap();
+    one.child.wait().unwrap();
+    // Hinted idempotent, but the operator said no: failed, not run again.
+    let failed = wait_for_task(&two, None, &id, |t| t["state"] != "working").await;
+    assert_eq!(failed["state"], "failed", "{failed}");
+    drop(silent);
 }
