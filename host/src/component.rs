@@ -44,6 +44,9 @@ pub struct ComponentConfig {
     /// runs again a durable task whose replica died, instead of marking
     /// it failed.
     pub idempotent: bool,
+    /// Whether a call of its tools becomes a durable task for an MCP client
+    /// that declared the tasks extension (default: never).
+    pub task_support: TaskSupport,
 }
 
 impl ComponentConfig {
@@ -73,6 +76,7 @@ impl ComponentConfig {
             client_capabilities: BTreeSet::new(),
             scopes: None,
             idempotent: false,
+            task_support: TaskSupport::Forbidden,
         }
     }
 
@@ -101,6 +105,12 @@ impl ComponentConfig {
     /// [`ComponentConfig::idempotent`]).
     pub fn idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = idempotent;
+        self
+    }
+
+    /// Let calls of its tools become durable tasks (see [`TaskSupport`]).
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
         self
     }
 
@@ -225,6 +235,25 @@ pub enum Approval {
     Always,
     /// Ask for tools whose spec carries the `destructive` hint.
     Destructive,
+}
+
+/// Whether calls of a component's tools from MCP clients become durable
+/// tasks (the `io.modelcontextprotocol/tasks` extension): the manifest's
+/// `task_support`, named as MCP names a tool's `execution.taskSupport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum TaskSupport {
+    /// Calls answer in their request. The default.
+    #[default]
+    Forbidden,
+    /// A call from a client that declared the tasks extension becomes a
+    /// task; other clients' calls answer in their request.
+    Optional,
+    /// Calls must be tasks: a client that did not declare the tasks
+    /// extension is refused the call (−32021), rather than holding a
+    /// request open for as long as the call runs.
+    Required,
 }
 
 /// Something an MCP client declares it can do (its `capabilities` at

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::registry::RawVerify;
 use super::{KeyError, ManifestError, RawValue};
-use crate::component::{Approval, ClientCapability, ComponentConfig, ComponentSource};
+use crate::component::{Approval, ClientCapability, ComponentConfig, ComponentSource, TaskSupport};
 use crate::grants::{FileMode, Grants};
 use crate::limits::{ByteSize, Limits, RawLimits};
 use crate::registry::verify::Policy;
@@ -40,6 +40,8 @@ pub(super) struct RawTool {
     scopes: Option<Vec<String>>,
     #[serde(default)]
     idempotent: bool,
+    #[serde(default)]
+    task_support: TaskSupport,
 }
 
 #[derive(Deserialize)]
@@ -124,6 +126,7 @@ impl RawTool {
             client_capabilities: self.client_capabilities,
             scopes: self.scopes,
             idempotent: self.idempotent,
+            task_support: self.task_support,
         })
     }
 }

@@ -34,6 +34,13 @@ impl McpServer {
         // the whole answer (HTTP 400 for a 2026-07-28 request).
         let principal = self.principal(&context)?;
         let tool = self.callable(&host, &request.name, &context, &principal)?;
+        if super::tasks::as_task(tool, &context)? {
+            let injected = self.injected_context(&context, &principal)?;
+            let arguments = Value::Object(request.arguments.unwrap_or_default());
+            return self
+                .start_task(&host, &principal, tool, arguments, injected)
+                .await;
+        }
         // Held until the call has answered.
         let _permit = self
             .shared
@@ -126,26 +133,8 @@ impl McpServer {
         principal: &Principal,
     ) -> Result<(CallOptions, Option<JoinHandle<()>>), ErrorData> {
         let mut env = CallOptions::default().approver(self.shared.refuse());
-        let requested = match context.meta.get(CONTEXT_META_KEY) {
-            None | Some(Value::Null) => None,
-            Some(injected @ Value::Object(_)) => Some(injected.clone()),
-            Some(_) => {
-                self.shared.metrics().reject("mcp", "bad_context");
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "_meta[\"{CONTEXT_META_KEY}\"] must be a JSON object, e.g. {{\"user\":\"ada\"}}"
-                    ),
-                    None,
-                ));
-            }
-        };
-        match principal.context(self.shared.bindings(), requested) {
-            Ok(Some(injected)) => env = env.context(injected),
-            Ok(None) => {}
-            Err(e) => {
-                self.shared.metrics().reject("mcp", "bad_context");
-                return Err(ErrorData::invalid_params(e.to_string(), None));
-            }
+        if let Some(injected) = self.injected_context(context, principal)? {
+            env = env.context(injected);
         }
         let minimum = self.log_level(context);
         let progress_token = context.meta.get_progress_token();
@@ -166,6 +155,36 @@ impl McpServer {
             env = env.approver(client.clone()).asker(client);
         }
         Ok((env, forwarding))
+    }
+}
+
+impl McpServer {
+    /// The context the call runs with: the request's `_meta` (never the
+    /// model's arguments), as the principal's bindings allow it.
+    pub(super) fn injected_context(
+        &self,
+        context: &RequestContext<RoleServer>,
+        principal: &Principal,
+    ) -> Result<Option<Value>, ErrorData> {
+        let requested = match context.meta.get(CONTEXT_META_KEY) {
+            None | Some(Value::Null) => None,
+            Some(injected @ Value::Object(_)) => Some(injected.clone()),
+            Some(_) => {
+                self.shared.metrics().reject("mcp", "bad_context");
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "_meta[\"{CONTEXT_META_KEY}\"] must be a JSON object, e.g. {{\"user\":\"ada\"}}"
+                    ),
+                    None,
+                ));
+            }
+        };
+        principal
+            .context(self.shared.bindings(), requested)
+            .map_err(|e| {
+                self.shared.metrics().reject("mcp", "bad_context");
+                ErrorData::invalid_params(e.to_string(), None)
+            })
     }
 }
 
@@ -205,7 +224,7 @@ pub const RATE_LIMITED: i32 = -32029;
 /// budget and the fix in the message, and `data.retryAfter` (whole
 /// seconds, as HTTP's `Retry-After`) and `data.reason` (the budget that
 /// refused, as `/metrics` counts it) for a client to act on.
-fn rate_limited(refusal: &crate::serve::fair::Refusal) -> ErrorData {
+pub(super) fn rate_limited(refusal: &crate::serve::fair::Refusal) -> ErrorData {
     ErrorData::new(
         rmcp::model::ErrorCode(RATE_LIMITED),
         refusal.to_string(),

@@ -21,6 +21,7 @@
 //! unread is forgotten `ttl` after it did.
 
 mod embedded;
+pub(crate) mod input;
 mod memory;
 mod redis;
 mod run;
@@ -110,6 +111,10 @@ pub(crate) struct Record {
     pub(crate) lease_until_ms: u64,
     /// How many times it was started.
     pub(crate) runs: u32,
+    /// The question its call waits on (MCP tasks only), and the answer
+    /// once given. Missing from records an older server kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) input: Option<input::Pending>,
     /// The store's version of the record, for compare-and-swap.
     #[serde(skip)]
     pub(crate) version: u64,

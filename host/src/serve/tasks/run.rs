@@ -66,6 +66,7 @@ pub(crate) async fn start(
             replica: tasks.replica().to_owned(),
             lease_until_ms: tasks.lease_from_now(),
             runs: 1,
+            input: None,
             version: 1,
         })
         .collect();
@@ -107,13 +108,26 @@ fn call_of(record: &Record) -> ToolCall {
 }
 
 /// What a task's call runs with: the approver of a client that cannot be
-/// asked, and its context.
+/// asked, its context, and for an MCP task the asker that puts its
+/// questions in the task's record.
 fn env_of(shared: &Shared, record: &Record) -> CallOptions {
-    let env = CallOptions::default().approver(shared.refuse());
-    match &record.context {
-        Some(context) => env.context(context.clone()),
-        None => env,
+    let mut env = CallOptions::default().approver(shared.refuse());
+    if let Some(context) = &record.context {
+        env = env.context(context.clone());
     }
+    if is_mcp(record) {
+        env = env.asker(super::input::TaskAsker::new(
+            shared.tasks().clone(),
+            record.id.clone(),
+        ));
+    }
+    env
+}
+
+/// Whether an MCP client started the task: its answer is a
+/// `CallToolResult`, and it can answer the task's questions.
+fn is_mcp(record: &Record) -> bool {
+    record.format == "mcp"
 }
 
 /// Run `record`'s call on this replica, renewing its lease, and keep its
@@ -130,7 +144,8 @@ fn run_here(shared: &Shared, host: ToolHost, record: Record, permit: Option<Perm
         let _in_flight = in_flight;
         let _permit = permit;
         let env = env_of(&shared, &record);
-        let call = shared.call_batch(&host, vec![call_of(&record)], env, "http");
+        let front_end = if is_mcp(&record) { "mcp" } else { "http" };
+        let call = shared.call_batch(&host, vec![call_of(&record)], env, front_end);
         let results = tokio::select! {
             results = call => results,
             () = stop.cancelled() => return,
@@ -153,6 +168,7 @@ fn run_here(shared: &Shared, host: ToolHost, record: Record, permit: Option<Perm
                     return false;
                 }
                 r.state = State::Completed;
+                r.input = None;
                 r.result = Some(answer.clone());
                 r.follow_up.clone_from(&follow_up);
                 r.updated_ms = now_ms();
