@@ -12,10 +12,11 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::ask::AskTheClient;
-use super::capabilities::{can_ask, missing_capabilities, stateless};
+use super::capabilities::{can_ask, can_ask_in_results, missing_capabilities, stateless};
 use super::forward::CallForwarder;
 use super::{CONTEXT_META_KEY, McpServer, NOTIFY_TIMEOUT};
 use crate::identity::Principal;
+use crate::tool_call::{Arguments, ToolCall};
 use crate::tool_host::{CallOptions, CallResult, Tool, ToolHost};
 use crate::wire;
 
@@ -34,6 +35,14 @@ impl McpServer {
         // the whole answer (HTTP 400 for a 2026-07-28 request).
         let principal = self.principal(&context)?;
         let tool = self.callable(&host, &request.name, &context, &principal)?;
+        if let Some(state) = request.request_state.as_deref() {
+            let name = &tool.spec().name;
+            let responses = request.input_responses.as_ref();
+            let running = self
+                .parking
+                .resume(principal.id(), name, state, responses)?;
+            return self.wait_on(running, &principal, name, &context).await;
+        }
         if super::tasks::as_task(tool, &context)? {
             let injected = self.injected_context(&context, &principal)?;
             let arguments = Value::Object(request.arguments.unwrap_or_default());
@@ -42,13 +51,31 @@ impl McpServer {
                 .await;
         }
         // Held until the call has answered.
-        let _permit = self
+        let permit = self
             .shared
             .admit(&principal, &[tool.spec().name.as_str()])
             .await
             .map_err(|refusal| rate_limited(&refusal))?;
         let (env, forwarding) = self.call_env(tool, &context, &principal)?;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        if stateless(&context) {
+            // Its questions answer the request with input-required results.
+            let call = ToolCall {
+                id: context.id.to_string(),
+                name: tool.spec().name.clone(),
+                arguments: Arguments::Json(arguments),
+            };
+            let asks = can_ask_in_results(&context);
+            let running = self.spawn_call(&host, call, env, permit, asks);
+            let answer = self
+                .wait_on(running, &principal, &tool.spec().name, &context)
+                .await;
+            if let Some(forwarding) = forwarding {
+                flush(forwarding, &tool.spec().name).await;
+            }
+            return answer;
+        }
+        let _permit = permit;
         let run = self
             .shared
             .call_tool(tool, context.id.to_string(), arguments, env, "mcp");
@@ -113,7 +140,6 @@ impl McpServer {
             &tool.spec().name,
             tool.component(),
             context.client_capabilities(),
-            stateless(context),
         ) {
             self.shared.metrics().reject("mcp", "client_capability");
             return Err(missing);
@@ -202,7 +228,7 @@ async fn flush(mut forwarding: JoinHandle<()>, tool: &str) {
 
 /// The call's outcome as rmcp types it, shaped by the one MCP mapping in
 /// [`wire::results`] after the spec the call resolved to.
-fn call_tool_result(result: &CallResult) -> Result<CallToolResponse, ErrorData> {
+pub(super) fn call_tool_result(result: &CallResult) -> Result<CallToolResponse, ErrorData> {
     let rendered = wire::results::render(
         &result.outcome,
         result.spec.as_deref(),

@@ -47,6 +47,7 @@ mod call;
 mod capabilities;
 mod forward;
 mod listeners;
+mod mrtr;
 mod tasks;
 mod transport;
 
@@ -90,6 +91,9 @@ set and its typed error (type, message, retryable) in _meta[\"toolhost/error\"].
 pub struct McpServer {
     shared: Shared,
     listeners: Arc<Listeners>,
+    /// The 2026-07-28 calls waiting for answers to their questions, shared
+    /// by every handler of one server.
+    parking: Arc<mrtr::Parking>,
     /// The level this client asked for with `logging/setLevel`; none until
     /// it asks, and then no tool's lines are sent.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
@@ -121,12 +125,14 @@ impl McpServer {
 }
 
 impl McpServer {
-    /// A handler serving `shared`'s tools; `listeners` is shared by every
-    /// handler of one server, so that a reload reaches every client.
-    fn new(shared: Shared, listeners: Arc<Listeners>) -> Self {
+    /// A handler serving `shared`'s tools; `listeners` and `parking` are
+    /// shared by every handler of one server, so that a reload reaches
+    /// every client and an answer reaches the call that asked.
+    fn new(shared: Shared, listeners: Arc<Listeners>, parking: Arc<mrtr::Parking>) -> Self {
         Self {
             shared,
             listeners,
+            parking,
             log_level: Arc::default(),
         }
     }

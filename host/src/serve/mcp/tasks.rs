@@ -279,7 +279,7 @@ fn input_requests(record: &Record) -> Result<InputRequests, ErrorData> {
 }
 
 /// The client's answer to the question `key`, an elicitation result.
-fn reply_of(key: &str, value: &Value) -> Result<Reply, ErrorData> {
+pub(super) fn reply_of(key: &str, value: &Value) -> Result<Reply, ErrorData> {
     let result: rmcp::model::ElicitResult = serde_json::from_value(value.clone()).map_err(|e| {
         ErrorData::invalid_params(
             format!(

@@ -34,18 +34,25 @@ fn start() -> Server {
 
 /// A 2026-07-28 request as the holder of `token`, declaring the tasks
 /// extension when `tasks` says so.
-async fn request(
+async fn request(server: &Server, token: &str, tasks: bool, method: &str, params: Value) -> Value {
+    let capabilities = if tasks {
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({})
+    };
+    request_declaring(server, token, capabilities, method, params).await
+}
+
+/// A 2026-07-28 request as the holder of `token`, declaring `capabilities`.
+async fn request_declaring(
     server: &Server,
     token: &str,
-    tasks: bool,
+    capabilities: Value,
     method: &str,
     mut params: Value,
 ) -> Value {
     let mut meta = meta_2026();
-    if tasks {
-        meta["io.modelcontextprotocol/clientCapabilities"] =
-            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
-    }
+    meta["io.modelcontextprotocol/clientCapabilities"] = capabilities;
     params["_meta"] = meta;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     let authorization = format!("Bearer {token}");
@@ -263,4 +270,84 @@ async fn mcp_2026_a_declined_question_inside_a_task_reaches_the_tool_as_declined
     assert_eq!(task["result"]["isError"], true, "{task}");
     let text = task["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("declined"), "{task}");
+}
+
+/// A `tools/call` of `ask_confirm` as the holder of `token`, declaring
+/// elicitation, with `extra` params (an answer and its `requestState`).
+async fn ask_confirm(server: &Server, token: &str, extra: Value) -> Value {
+    let mut params = json!({"name": "ask_confirm", "arguments": {"question": "Ship it?"}});
+    for (key, value) in extra.as_object().unwrap() {
+        params[key] = value.clone();
+    }
+    let capabilities = json!({"elicitation": {}});
+    request_declaring(server, token, capabilities, "tools/call", params).await
+}
+
+#[tokio::test]
+async fn mcp_2026_a_question_in_a_plain_call_is_input_required_and_answered_by_calling_again() {
+    let server = start();
+    let reply = ask_confirm(&server, ALICE, json!({})).await;
+    let result = &reply["result"];
+    assert_eq!(result["resultType"], "input_required", "{reply}");
+    let asked = &result["inputRequests"]["q1"];
+    assert_eq!(asked["method"], "elicitation/create", "{reply}");
+    let message = asked["params"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("The tool 'ask_confirm' asks: Ship it?"),
+        "{reply}"
+    );
+    let state = result["requestState"].as_str().expect("a requestState");
+    assert_eq!(state.len(), 32, "128 random bits: {state}");
+    let answer = json!({
+        "requestState": state,
+        "inputResponses": {"q1": {"action": "accept", "content": {"confirm": true}}},
+    });
+    let reply = ask_confirm(&server, ALICE, answer.clone()).await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "confirm=true",
+        "{reply}"
+    );
+    // A requestState is good once.
+    let again = ask_confirm(&server, ALICE, answer).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+}
+
+#[tokio::test]
+async fn mcp_2026_a_request_state_is_its_principals_only_and_a_forged_one_is_refused() {
+    let server = start();
+    let reply = ask_confirm(&server, ALICE, json!({})).await;
+    let state = reply["result"]["requestState"].as_str().unwrap().to_owned();
+    let answer = |state: &str| {
+        json!({
+            "requestState": state,
+            "inputResponses": {"q1": {"action": "accept", "content": {"confirm": true}}},
+        })
+    };
+    let theirs = ask_confirm(&server, BOB, answer(&state)).await;
+    let forged = ask_confirm(&server, BOB, answer("0123456789abcdef0123456789abcdef")).await;
+    assert_eq!(theirs["error"]["code"], -32602, "{theirs}");
+    // Exactly the answer a made-up state gets: nothing revealed.
+    assert_eq!(theirs, forged);
+    // Bob's try took nothing: alice's answer still reaches her call.
+    let reply = ask_confirm(&server, ALICE, answer(&state)).await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "confirm=true",
+        "{reply}"
+    );
+}
+
+#[tokio::test]
+async fn mcp_2026_a_client_that_declares_no_elicitation_gets_a_plain_result_when_a_tool_asks() {
+    let server = start();
+    let reply = request(
+        &server,
+        ALICE,
+        false,
+        "tools/call",
+        json!({"name": "ask_confirm", "arguments": {"question": "Ship it?"}}),
+    )
+    .await;
+    let result = &reply["result"];
+    assert!(result.get("requestState").is_none(), "{reply}");
+    assert_eq!(result["isError"], true, "nobody could be asked: {reply}");
 }
