@@ -188,9 +188,11 @@ impl Parking {
         responses: Option<&InputResponses>,
     ) -> Result<Running, ErrorData> {
         let mut parked = self.parked();
+        let now = Instant::now();
+        parked.retain(|_, p| p.until > now);
         let ours = parked
             .get(handle)
-            .is_some_and(|p| p.owner == owner && p.tool == tool && p.until > Instant::now());
+            .is_some_and(|p| p.owner == owner && p.tool == tool);
         // Someone else's handle leaves the call where it is.
         let Some(call) = ours.then(|| parked.remove(handle)).flatten() else {
             return Err(unknown_state());
@@ -317,4 +319,49 @@ fn unknown_state() -> ErrorData {
          answer). Call the tool again without requestState",
         None,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question() -> Question {
+        Question {
+            tool: "t".into(),
+            call_id: "c".into(),
+            message: "Go?".into(),
+            schema: serde_json::json!({"type": "object", "properties": {}}),
+        }
+    }
+
+    /// A call that never ends, and a question it asked.
+    fn waiting() -> (Running, Asked, oneshot::Receiver<Answer>) {
+        let (_, questions) = mpsc::channel(1);
+        let call = tokio::spawn(std::future::pending());
+        let (answer, answered) = oneshot::channel();
+        let asked = Asked {
+            question: question(),
+            answer,
+        };
+        (Running { call, questions }, asked, answered)
+    }
+
+    /// Regression: calls that wait for answers are bounded; past the
+    /// bound the question is answered as unavailable and the call goes
+    /// on, rather than the server keeping paused instances without end.
+    #[tokio::test]
+    async fn parking_past_max_parked_answers_the_question_unavailable() {
+        let parking = Parking::default();
+        for _ in 0..MAX_PARKED {
+            let (running, asked, _) = waiting();
+            assert!(parking.park("alice", "t", asked, running).is_ok());
+        }
+        let (running, asked, answered) = waiting();
+        let refused = parking.park("alice", "t", asked, running);
+        assert!(refused.is_err(), "the bound held");
+        match answered.await {
+            Ok(Answer::Unavailable(why)) => assert!(why.contains("1024"), "{why}"),
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+    }
 }
