@@ -45,6 +45,9 @@ pub struct ComponentConfig {
     /// marking it failed; `Some(false)`, it never does, whatever the hints
     /// say; `None`, each tool's `idempotent` hint decides.
     pub idempotent: Option<bool>,
+    /// Whether a call of its tools becomes a durable task for an MCP client
+    /// that declared the tasks extension (default: never).
+    pub task_support: TaskSupport,
 }
 
 impl ComponentConfig {
@@ -74,6 +77,7 @@ impl ComponentConfig {
             client_capabilities: BTreeSet::new(),
             scopes: None,
             idempotent: None,
+            task_support: TaskSupport::Forbidden,
         }
     }
 
@@ -102,6 +106,12 @@ impl ComponentConfig {
     /// hints say (see [`ComponentConfig::idempotent`]).
     pub fn idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = Some(idempotent);
+        self
+    }
+
+    /// Let calls of its tools become durable tasks (see [`TaskSupport`]).
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
         self
     }
 
@@ -226,6 +236,25 @@ pub enum Approval {
     Always,
     /// Ask for tools whose spec carries the `destructive` hint.
     Destructive,
+}
+
+/// Whether calls of a component's tools from MCP clients become durable
+/// tasks (the `io.modelcontextprotocol/tasks` extension): the manifest's
+/// `task_support`, named as MCP names a tool's `execution.taskSupport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum TaskSupport {
+    /// Calls answer in their request. The default.
+    #[default]
+    Forbidden,
+    /// A call from a client that declared the tasks extension becomes a
+    /// task; other clients' calls answer in their request.
+    Optional,
+    /// Calls must be tasks: a client that did not declare the tasks
+    /// extension is refused the call (−32021), rather than holding a
+    /// request open for as long as the call runs.
+    Required,
 }
 
 /// Something an MCP client declares it can do (its `capabilities` at

@@ -71,7 +71,7 @@ mod tool_host;
 pub mod wire;
 
 pub use component::{
-    Approval, ClientCapability, ComponentConfig, ComponentSource, PinnedComponent,
+    Approval, ClientCapability, ComponentConfig, ComponentSource, PinnedComponent, TaskSupport,
 };
 pub use fixes::Fixes;
 pub use grants::{

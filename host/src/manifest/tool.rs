@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::registry::RawVerify;
 use super::{KeyError, ManifestError, RawValue};
-use crate::component::{Approval, ClientCapability, ComponentConfig, ComponentSource};
+use crate::component::{Approval, ClientCapability, ComponentConfig, ComponentSource, TaskSupport};
 use crate::grants::{FileMode, Grants};
 use crate::limits::{ByteSize, Limits, RawLimits};
 use crate::registry::verify::Policy;
@@ -39,6 +39,8 @@ pub(super) struct RawTool {
     verify: Option<RawVerify>,
     scopes: Option<Vec<String>>,
     idempotent: Option<bool>,
+    #[serde(default)]
+    task_support: TaskSupport,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +125,7 @@ impl RawTool {
             client_capabilities: self.client_capabilities,
             scopes: self.scopes,
             idempotent: self.idempotent,
+            task_support: self.task_support,
         })
     }
 }

@@ -179,7 +179,7 @@ async fn turn_away(mut tcp: tokio::net::TcpStream) {
 
 /// The address a request came from, for the limits kept per address.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Peer(pub(super) std::net::IpAddr);
+pub(in crate::serve) struct Peer(pub(in crate::serve) std::net::IpAddr);
 
 /// Serve one connection until it closes, it is shed to make room for
 /// another, or the server stops (then it finishes the request in flight).

@@ -61,7 +61,7 @@ use super::edge::{Guard, Refusal};
 use super::sessions::Sessions;
 use super::{ServeConfig, Shared};
 use checks::check_request;
-pub(super) use listen::{serve, shutdown_signal};
+pub(super) use listen::{Peer, serve, shutdown_signal};
 use routes::{healthz, method_not_allowed, metrics, not_found, protected_resource, tools};
 pub use tool_calls::CONTEXT_HEADER;
 use tool_calls::tool_calls;

@@ -144,6 +144,27 @@ impl Approver for AskTheClient {
     }
 }
 
+/// The elicitation form that puts the tool's question to the person:
+/// `message` and `schema` as the sandbox made them safe to show, said to
+/// be the tool's words. One shape for every way a question reaches an MCP
+/// client (a request of its own, a task's input request, an
+/// input-required result).
+pub(super) fn question_params(
+    tool: &str,
+    message: &str,
+    schema: &Value,
+) -> Result<ElicitRequestParams, serde_json::Error> {
+    let message = format!(
+        "The tool '{}' asks: {message}",
+        crate::outcome::clip(tool, 64)
+    );
+    serde_json::from_value(serde_json::json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": schema,
+    }))
+}
+
 /// How long a person has to answer a tool's question (the sandbox bounds
 /// it too, with what is left of the call's [`crate::sandbox::ASK_WAIT`]).
 const ASK_TIMEOUT: std::time::Duration = crate::sandbox::ASK_WAIT;
@@ -153,16 +174,8 @@ impl Asker for AskTheClient {
     /// (masked, printable, only the keywords of an elicitation form).
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
-            let message = format!(
-                "The tool '{}' asks: {}",
-                crate::outcome::clip(&question.tool, 64),
-                question.message
-            );
-            let params = match serde_json::from_value(serde_json::json!({
-                "mode": "form",
-                "message": message,
-                "requestedSchema": question.schema,
-            })) {
+            let params = match question_params(&question.tool, &question.message, &question.schema)
+            {
                 Ok(params) => params,
                 Err(e) => {
                     return Answer::Unavailable(format!(

@@ -12,10 +12,11 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::ask::AskTheClient;
-use super::capabilities::{can_ask, missing_capabilities, stateless};
+use super::capabilities::{can_ask, can_ask_in_results, missing_capabilities, stateless};
 use super::forward::CallForwarder;
 use super::{CONTEXT_META_KEY, McpServer, NOTIFY_TIMEOUT};
 use crate::identity::Principal;
+use crate::tool_call::{Arguments, ToolCall};
 use crate::tool_host::{CallOptions, CallResult, Tool, ToolHost};
 use crate::wire;
 
@@ -34,14 +35,54 @@ impl McpServer {
         // the whole answer (HTTP 400 for a 2026-07-28 request).
         let principal = self.principal(&context)?;
         let tool = self.callable(&host, &request.name, &context, &principal)?;
+        if let Some(state) = request.request_state.as_deref() {
+            let name = &tool.spec().name;
+            let responses = request.input_responses.as_ref();
+            let running = self
+                .parking
+                .resume(principal.id(), name, state, responses)?;
+            return self.wait_on(running, &principal, name, &context).await;
+        }
+        if super::tasks::as_task(tool, &context)? {
+            let injected = self.injected_context(&context, &principal)?;
+            let arguments = Value::Object(request.arguments.unwrap_or_default());
+            return self
+                .start_task(
+                    &host,
+                    &principal,
+                    Self::peer(&context),
+                    tool,
+                    arguments,
+                    injected,
+                )
+                .await;
+        }
         // Held until the call has answered.
-        let _permit = self
+        let permit = self
             .shared
             .admit(&principal, &[tool.spec().name.as_str()])
             .await
             .map_err(|refusal| rate_limited(&refusal))?;
         let (env, forwarding) = self.call_env(tool, &context, &principal)?;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        if stateless(&context) {
+            // Its questions answer the request with input-required results.
+            let call = ToolCall {
+                id: context.id.to_string(),
+                name: tool.spec().name.clone(),
+                arguments: Arguments::Json(arguments),
+            };
+            let asks = can_ask_in_results(&context);
+            let running = self.spawn_call(&host, call, env, permit, asks);
+            let answer = self
+                .wait_on(running, &principal, &tool.spec().name, &context)
+                .await;
+            if let Some(forwarding) = forwarding {
+                flush(forwarding, &tool.spec().name).await;
+            }
+            return answer;
+        }
+        let _permit = permit;
         let run = self
             .shared
             .call_tool(tool, context.id.to_string(), arguments, env, "mcp");
@@ -106,7 +147,6 @@ impl McpServer {
             &tool.spec().name,
             tool.component(),
             context.client_capabilities(),
-            stateless(context),
         ) {
             self.shared.metrics().reject("mcp", "client_capability");
             return Err(missing);
@@ -126,26 +166,8 @@ impl McpServer {
         principal: &Principal,
     ) -> Result<(CallOptions, Option<JoinHandle<()>>), ErrorData> {
         let mut env = CallOptions::default().approver(self.shared.refuse());
-        let requested = match context.meta.get(CONTEXT_META_KEY) {
-            None | Some(Value::Null) => None,
-            Some(injected @ Value::Object(_)) => Some(injected.clone()),
-            Some(_) => {
-                self.shared.metrics().reject("mcp", "bad_context");
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "_meta[\"{CONTEXT_META_KEY}\"] must be a JSON object, e.g. {{\"user\":\"ada\"}}"
-                    ),
-                    None,
-                ));
-            }
-        };
-        match principal.context(self.shared.bindings(), requested) {
-            Ok(Some(injected)) => env = env.context(injected),
-            Ok(None) => {}
-            Err(e) => {
-                self.shared.metrics().reject("mcp", "bad_context");
-                return Err(ErrorData::invalid_params(e.to_string(), None));
-            }
+        if let Some(injected) = self.injected_context(context, principal)? {
+            env = env.context(injected);
         }
         let minimum = self.log_level(context);
         let progress_token = context.meta.get_progress_token();
@@ -169,6 +191,36 @@ impl McpServer {
     }
 }
 
+impl McpServer {
+    /// The context the call runs with: the request's `_meta` (never the
+    /// model's arguments), as the principal's bindings allow it.
+    pub(super) fn injected_context(
+        &self,
+        context: &RequestContext<RoleServer>,
+        principal: &Principal,
+    ) -> Result<Option<Value>, ErrorData> {
+        let requested = match context.meta.get(CONTEXT_META_KEY) {
+            None | Some(Value::Null) => None,
+            Some(injected @ Value::Object(_)) => Some(injected.clone()),
+            Some(_) => {
+                self.shared.metrics().reject("mcp", "bad_context");
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "_meta[\"{CONTEXT_META_KEY}\"] must be a JSON object, e.g. {{\"user\":\"ada\"}}"
+                    ),
+                    None,
+                ));
+            }
+        };
+        principal
+            .context(self.shared.bindings(), requested)
+            .map_err(|e| {
+                self.shared.metrics().reject("mcp", "bad_context");
+                ErrorData::invalid_params(e.to_string(), None)
+            })
+    }
+}
+
 /// Let the call's log lines and progress go out before its result, unless
 /// the client does not read them: then they are dropped, never the result.
 async fn flush(mut forwarding: JoinHandle<()>, tool: &str) {
@@ -183,7 +235,7 @@ async fn flush(mut forwarding: JoinHandle<()>, tool: &str) {
 
 /// The call's outcome as rmcp types it, shaped by the one MCP mapping in
 /// [`wire::results`] after the spec the call resolved to.
-fn call_tool_result(result: &CallResult) -> Result<CallToolResponse, ErrorData> {
+pub(super) fn call_tool_result(result: &CallResult) -> Result<CallToolResponse, ErrorData> {
     let rendered = wire::results::render(
         &result.outcome,
         result.spec.as_deref(),
@@ -205,7 +257,7 @@ pub const RATE_LIMITED: i32 = -32029;
 /// budget and the fix in the message, and `data.retryAfter` (whole
 /// seconds, as HTTP's `Retry-After`) and `data.reason` (the budget that
 /// refused, as `/metrics` counts it) for a client to act on.
-fn rate_limited(refusal: &crate::serve::fair::Refusal) -> ErrorData {
+pub(super) fn rate_limited(refusal: &crate::serve::fair::Refusal) -> ErrorData {
     ErrorData::new(
         rmcp::model::ErrorCode(RATE_LIMITED),
         refusal.to_string(),

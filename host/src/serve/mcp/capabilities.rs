@@ -17,38 +17,46 @@ pub(super) fn stateless(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
-/// Whether the client can be asked: it declared elicitation, and it speaks
-/// a revision that lets the server send it requests (before 2026-07-28).
+/// Whether the client declared elicitation (at `initialize`, or in a
+/// 2026-07-28 request's `_meta`).
+fn declares_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some())
+}
+
+/// Whether the client can be asked with requests of the server's own
+/// (`elicitation/create`): it declared elicitation, and it speaks a
+/// revision that lets the server send it requests (before 2026-07-28).
 pub(super) fn can_ask(context: &RequestContext<RoleServer>) -> bool {
-    !stateless(context)
-        && context
-            .client_capabilities()
-            .is_some_and(|c| c.elicitation.is_some())
+    !stateless(context) && declares_elicitation(context)
+}
+
+/// Whether the client can be asked through input-required results
+/// (SEP-2322): a 2026-07-28 request that declared elicitation.
+pub(super) fn can_ask_in_results(context: &RequestContext<RoleServer>) -> bool {
+    stateless(context) && declares_elicitation(context)
 }
 
 /// The error for a call of `tool` by a client that did not declare every
 /// capability its component requires (`client_capabilities` in the
 /// manifest): MCP's `MissingRequiredClientCapability` (−32021), naming
-/// what is missing in `data.requiredCapabilities`. Over the stateless
-/// revision the server cannot put questions to the client yet (it would
-/// take input-required results), so `elicitation` counts as missing there
-/// whatever the client declared: the tool would otherwise fail halfway.
+/// what is missing in `data.requiredCapabilities`. (Questions reach a
+/// 2025-11-25 session as `elicitation/create` requests, and a 2026-07-28
+/// request through input-required results or its task's input requests.)
 pub(super) fn missing_capabilities(
     tool: &str,
     config: &ComponentConfig,
     declared: Option<rmcp::model::ClientCapabilities>,
-    stateless: bool,
 ) -> Option<ErrorData> {
     if config.client_capabilities.is_empty() {
         return None;
     }
     let declared = serde_json::to_value(declared.unwrap_or_default()).unwrap_or_default();
     let usable = |capability: &ClientCapability| {
-        let unusable = stateless && *capability == ClientCapability::Elicitation;
-        !unusable
-            && declared
-                .get(capability.name())
-                .is_some_and(|v| !v.is_null())
+        declared
+            .get(capability.name())
+            .is_some_and(|v| !v.is_null())
     };
     let missing: serde_json::Map<String, Value> = config
         .client_capabilities
@@ -69,8 +77,7 @@ pub(super) fn missing_capabilities(
         rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
         format!(
             "tool '{}' needs a client that declares {}; this client did not (declare it in the \
-             client's capabilities, or use a client that supports it; questions reach \
-             2025-11-25 sessions only)",
+             client's capabilities, or use a client that supports it)",
             crate::outcome::clip(tool, 64),
             names.join(" and ")
         ),

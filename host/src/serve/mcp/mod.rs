@@ -47,17 +47,20 @@ mod call;
 mod capabilities;
 mod forward;
 mod listeners;
+mod mrtr;
+mod tasks;
 mod transport;
 
 use std::sync::{Arc, Mutex};
 
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams,
-    CompleteResult, ErrorData, Implementation, ListPromptsRequestMethod, ListPromptsResult,
-    ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod,
-    ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestMethod,
+    CompleteRequestParams, CompleteResult, ErrorData, GetTaskParams, GetTaskResult, Implementation,
+    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod,
+    ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult, ListToolsResult,
+    LoggingLevel, PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscriptionFilter, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 
@@ -88,12 +91,25 @@ set and its typed error (type, message, retryable) in _meta[\"toolhost/error\"].
 pub struct McpServer {
     shared: Shared,
     listeners: Arc<Listeners>,
+    /// The 2026-07-28 calls waiting for answers to their questions, shared
+    /// by every handler of one server.
+    parking: Arc<mrtr::Parking>,
     /// The level this client asked for with `logging/setLevel`; none until
     /// it asks, and then no tool's lines are sent.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
 impl McpServer {
+    /// The address the request of `context` came from (the client's, behind
+    /// a `--proxy-protocol` balancer); `None` over stdio.
+    pub(super) fn peer(context: &RequestContext<RoleServer>) -> Option<std::net::IpAddr> {
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<super::http::Peer>())
+            .map(|peer| peer.0)
+    }
+
     /// Who sent the request of `context`: the principal the HTTP edge
     /// found (in the request's parts, which rmcp hands over); the launching
     /// user over stdio. A server that tells callers apart refuses a
@@ -119,12 +135,14 @@ impl McpServer {
 }
 
 impl McpServer {
-    /// A handler serving `shared`'s tools; `listeners` is shared by every
-    /// handler of one server, so that a reload reaches every client.
-    fn new(shared: Shared, listeners: Arc<Listeners>) -> Self {
+    /// A handler serving `shared`'s tools; `listeners` and `parking` are
+    /// shared by every handler of one server, so that a reload reaches
+    /// every client and an answer reaches the call that asked.
+    fn new(shared: Shared, listeners: Arc<Listeners>, parking: Arc<mrtr::Parking>) -> Self {
         Self {
             shared,
             listeners,
+            parking,
             log_level: Arc::default(),
         }
     }
@@ -160,6 +178,7 @@ impl ServerHandler for McpServer {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
@@ -197,6 +216,30 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.call(request, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.get_task_of(request, context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.update_task_of(request, context).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task_of(request, context).await
     }
 
     async fn set_level(

@@ -34,7 +34,7 @@ pub(in crate::serve) async fn serve_stdio(
         Intake::Here,
         Some(drain.clone()),
     );
-    let serving = McpServer::new(shared, listeners.clone()).serve(transport);
+    let serving = McpServer::new(shared, listeners.clone(), Arc::default()).serve(transport);
     // A signal before the client's first request stops the server too.
     let server = tokio::select! {
         server = serving => server
@@ -117,10 +117,17 @@ pub(in crate::serve) fn http_service(
     // state in the store and restores it on a replica that lacks it.
     http.session_store = sessions.store();
     let listeners = Arc::new(Listeners::default());
+    let parking = Arc::new(super::mrtr::Parking::default());
     // Ends with the runtime; the server lives as long as the process.
     drop(listeners.spawn_notifier(&shared));
     StreamableHttpService::new(
-        move || Ok(McpServer::new(shared.clone(), listeners.clone())),
+        move || {
+            Ok(McpServer::new(
+                shared.clone(),
+                listeners.clone(),
+                parking.clone(),
+            ))
+        },
         sessions,
         http,
     )

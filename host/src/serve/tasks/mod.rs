@@ -36,6 +36,7 @@
 //! `ttl` after it did.
 
 mod embedded;
+pub(crate) mod input;
 mod memory;
 mod redis;
 mod renew;
@@ -54,8 +55,6 @@ use tokio_util::sync::CancellationToken;
 use crate::durable_tasks::{TaskPolicy, TaskStore};
 // `start` is the entry of front ends that know no peer address (MCP
 // tasks, being wired in); the HTTP API starts tasks with `start_from`.
-#[allow(unused_imports)]
-pub(crate) use run::start;
 pub(crate) use run::{Started, start_from};
 pub(crate) use view::{Cancelled, cancel, view};
 
@@ -149,6 +148,10 @@ pub(crate) struct Record {
     pub(crate) lease_until_ms: u64,
     /// How many times it was started.
     pub(crate) runs: u32,
+    /// The question its call waits on (MCP tasks only), and the answer
+    /// once given. Missing from records an older server kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) input: Option<input::Pending>,
     /// The store's version of the record, for compare-and-swap.
     #[serde(skip)]
     pub(crate) version: u64,

@@ -38,22 +38,6 @@ pub(crate) enum Started {
     Down(StoreDown),
 }
 
-/// [`start_from`] a caller whose address is not known (its tasks count
-/// against its principal alone).
-// The entry of front ends that know no peer address (MCP tasks, being
-// wired in meanwhile); the HTTP API uses `start_from`.
-#[allow(dead_code)]
-pub(crate) async fn start(
-    shared: &Shared,
-    host: &ToolHost,
-    principal: &Principal,
-    calls: Vec<ToolCall>,
-    context: Option<serde_json::Value>,
-    format: &str,
-) -> Result<Vec<Record>, Started> {
-    start_from(shared, host, principal, None, calls, context, format).await
-}
-
 /// Start one task per call of `principal` (asking from `peer`), all or
 /// none: kept in the store (within its bucket's bounds, see
 /// [`bucket_of`]), admitted by `[serve.limits]`, then run on this
@@ -96,6 +80,7 @@ pub(crate) async fn start_from(
             replica: tasks.replica().to_owned(),
             lease_until_ms: tasks.lease_from_now(),
             runs: 1,
+            input: None,
             version: 1,
         })
         .collect();
@@ -136,13 +121,26 @@ fn call_of(record: &Record) -> ToolCall {
 }
 
 /// What a task's call runs with: the approver of a client that cannot be
-/// asked, and its context.
+/// asked, its context, and for an MCP task the asker that puts its
+/// questions in the task's record.
 fn env_of(shared: &Shared, record: &Record) -> CallOptions {
-    let env = CallOptions::default().approver(shared.refuse());
-    match &record.context {
-        Some(context) => env.context(context.clone()),
-        None => env,
+    let mut env = CallOptions::default().approver(shared.refuse());
+    if let Some(context) = &record.context {
+        env = env.context(context.clone());
     }
+    if is_mcp(record) {
+        env = env.asker(super::input::TaskAsker::new(
+            shared.tasks().clone(),
+            record.id.clone(),
+        ));
+    }
+    env
+}
+
+/// Whether an MCP client started the task: its answer is a
+/// `CallToolResult`, and it can answer the task's questions.
+fn is_mcp(record: &Record) -> bool {
+    record.format == "mcp"
 }
 
 /// Run `record`'s call on this replica (its lease written at `leased`),
@@ -191,7 +189,8 @@ async fn run_fenced(
 ) -> Option<Vec<CallResult>> {
     let tasks = shared.tasks();
     let env = env_of(shared, record);
-    let call = shared.call_batch(host, vec![call_of(record)], env, "http");
+    let front_end = if is_mcp(record) { "mcp" } else { "http" };
+    let call = shared.call_batch(host, vec![call_of(record)], env, front_end);
     tokio::select! {
         results = call => (!shared.drain().stop_calls().is_cancelled()).then_some(results),
         () = running.stop.cancelled() => None,
@@ -223,6 +222,7 @@ async fn keep_answer(shared: &Shared, record: &Record, result: &CallResult) {
                     return false;
                 }
                 r.state = State::Completed;
+                r.input = None;
                 r.result = Some(answer.clone());
                 r.follow_up.clone_from(&follow_up);
                 true

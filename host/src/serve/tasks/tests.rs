@@ -43,6 +43,7 @@ fn record(bucket: &str, n: u64) -> Record {
         replica: "r".into(),
         lease_until_ms: now + 60_000,
         runs: 1,
+        input: None,
         version: 1,
     }
 }

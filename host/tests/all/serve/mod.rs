@@ -23,6 +23,7 @@ mod auth;
 mod fair;
 mod hostile;
 mod library;
+mod mcp_tasks;
 mod replicas;
 mod tasks;
 

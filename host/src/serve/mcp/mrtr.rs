@@ -1,0 +1,367 @@
+//! A tool's question in a 2026-07-28 `tools/call` that is no task: the
+//! request is answered with an input-required result (SEP-2322), and the
+//! client calls again with its answer (`inputResponses`) and the
+//! `requestState` it was given.
+//!
+//! The call goes on waiting meanwhile, on this server: its instance
+//! paused, its clock stopped, within the call's time to wait for answers
+//! ([`crate::sandbox::ASK_WAIT`]), and its `[serve.limits]` permit held, so
+//! calls that wait count against the caller's concurrency. The
+//! `requestState` is untrusted: it is only an unguessable handle (128
+//! random bits) to the waiting call, kept here, good for its principal and
+//! tool only (anyone else's handle is answered as an unknown one), for
+//! as long as the call may wait, and at most [`MAX_PARKED`] at once.
+//! An answer must reach the server that asked: one that reaches another
+//! replica is told so (clients that declare the tasks extension get
+//! tasks, which any replica answers).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::future::BoxFuture;
+use rmcp::model::{
+    ElicitRequest, ErrorData, InputRequest, InputRequests, InputRequiredResult, InputResponses,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use rmcp::model::CallToolResponse;
+use rmcp::service::{RequestContext, RoleServer};
+
+use super::McpServer;
+use crate::identity::Principal;
+use crate::observe::{Answer, Asker, Question};
+use crate::serve::fair::Permit;
+use crate::serve::tasks::input::Reply;
+use crate::tool_call::ToolCall;
+use crate::tool_host::{CallOptions, CallResult, ToolHost};
+
+/// The most calls that may wait for answers at once on one server: each
+/// holds a paused instance, so they are bounded beside the permits.
+pub(super) const MAX_PARKED: usize = 1024;
+
+/// How long a waiting call is kept for its answer: as long as a call may
+/// wait for answers, and a minute more for its last steps; past it, the
+/// call is stopped.
+const KEPT: std::time::Duration =
+    crate::sandbox::ASK_WAIT.saturating_add(std::time::Duration::from_secs(60));
+
+/// A question the call asked, and where its answer goes.
+pub(super) struct Asked {
+    question: Question,
+    answer: oneshot::Sender<Answer>,
+}
+
+/// Puts a call's questions to the request waiting on the call.
+pub(super) struct AskTheRequest {
+    questions: mpsc::Sender<Asked>,
+}
+
+impl AskTheRequest {
+    /// An asker, and where its questions arrive.
+    pub(super) fn new() -> (Arc<Self>, mpsc::Receiver<Asked>) {
+        let (questions, asked) = mpsc::channel(1);
+        (Arc::new(Self { questions }), asked)
+    }
+}
+
+impl Asker for AskTheRequest {
+    fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
+        Box::pin(async move {
+            let (answer, answered) = oneshot::channel();
+            let asked = Asked {
+                question: question.clone(),
+                answer,
+            };
+            if self.questions.send(asked).await.is_err() {
+                return Answer::Unavailable("nobody waits for this call's questions".into());
+            }
+            answered.await.unwrap_or_else(|_| {
+                Answer::Unavailable("the client did not answer the question".into())
+            })
+        })
+    }
+}
+
+/// A call running on its own task; stopped when dropped.
+pub(super) struct Running {
+    pub(super) call: JoinHandle<Result<CallResult, ()>>,
+    pub(super) questions: mpsc::Receiver<Asked>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.call.abort();
+    }
+}
+
+/// A call waiting for the answer to its question.
+pub(super) struct Parked {
+    owner: String,
+    tool: String,
+    key: String,
+    answer: oneshot::Sender<Answer>,
+    running: Running,
+    until: Instant,
+}
+
+/// The calls waiting for answers on this server, by handle.
+#[derive(Default)]
+pub(super) struct Parking {
+    parked: Mutex<HashMap<String, Parked>>,
+}
+
+impl std::fmt::Debug for Parking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parking").finish_non_exhaustive()
+    }
+}
+
+impl Parking {
+    fn parked(&self) -> std::sync::MutexGuard<'_, HashMap<String, Parked>> {
+        self.parked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keep `running`, which asked `asked`, for `owner`'s answer: the
+    /// input-required result, or the call back when too many calls wait
+    /// already (then the question is answered as unavailable, and the call
+    /// goes on).
+    pub(super) fn park(
+        &self,
+        owner: &str,
+        tool: &str,
+        asked: Asked,
+        running: Running,
+    ) -> Result<InputRequiredResult, Running> {
+        let now = Instant::now();
+        let mut parked = self.parked();
+        // Calls nobody came back for are stopped (dropping them aborts them).
+        parked.retain(|_, p| p.until > now);
+        if parked.len() >= MAX_PARKED {
+            drop(parked);
+            let _ = asked.answer.send(Answer::Unavailable(format!(
+                "the server has {MAX_PARKED} calls waiting for answers already"
+            )));
+            return Err(running);
+        }
+        let handle = crate::serve::tasks::random_id();
+        let key = "q1".to_owned();
+        let params = super::ask::question_params(
+            &asked.question.tool,
+            &asked.question.message,
+            &asked.question.schema,
+        );
+        let Ok(params) = params else {
+            drop(parked);
+            let _ = asked.answer.send(Answer::Unavailable(
+                "the question cannot be sent to the client".into(),
+            ));
+            return Err(running);
+        };
+        let mut requests = InputRequests::new();
+        requests.insert(
+            key.clone(),
+            InputRequest::Elicitation(ElicitRequest::new(params)),
+        );
+        parked.insert(
+            handle.clone(),
+            Parked {
+                owner: owner.to_owned(),
+                tool: tool.to_owned(),
+                key,
+                answer: asked.answer,
+                running,
+                until: now + KEPT,
+            },
+        );
+        Ok(InputRequiredResult::new(Some(requests), Some(handle)))
+    }
+
+    /// Give the call `handle` names (`owner`'s call of `tool`) its answer
+    /// from `responses`: the call, to wait on again.
+    pub(super) fn resume(
+        &self,
+        owner: &str,
+        tool: &str,
+        handle: &str,
+        responses: Option<&InputResponses>,
+    ) -> Result<Running, ErrorData> {
+        let mut parked = self.parked();
+        let now = Instant::now();
+        parked.retain(|_, p| p.until > now);
+        let ours = parked
+            .get(handle)
+            .is_some_and(|p| p.owner == owner && p.tool == tool);
+        // Someone else's handle leaves the call where it is.
+        let Some(call) = ours.then(|| parked.remove(handle)).flatten() else {
+            return Err(unknown_state());
+        };
+        drop(parked);
+        let answer = match responses.and_then(|r| r.get(&call.key)) {
+            None => Answer::Cancelled,
+            Some(value) => match super::tasks::reply_of(&call.key, value) {
+                Ok(Reply::Accepted(content)) => Answer::Accepted(content),
+                Ok(Reply::Declined) => Answer::Declined,
+                Ok(Reply::Cancelled) => Answer::Cancelled,
+                Err(e) => {
+                    // Put back: the client may send a well-formed answer.
+                    self.parked().insert(handle.to_owned(), call);
+                    return Err(e);
+                }
+            },
+        };
+        // A call whose wait timed out meanwhile has gone on without it.
+        let _ = call.answer.send(answer);
+        Ok(call.running)
+    }
+}
+
+/// What became of a call the request waited on.
+enum Waited {
+    /// It answered.
+    Done(CallResult),
+    /// It asks.
+    Asks(Asked, Running),
+    /// Its task ended without an answer (it panicked).
+    Lost,
+}
+
+/// Wait on `running` until it answers or asks.
+async fn wait(mut running: Running) -> Waited {
+    let asked = tokio::select! {
+        result = &mut running.call => return done(result),
+        asked = running.questions.recv() => asked,
+    };
+    match asked {
+        Some(asked) => Waited::Asks(asked, running),
+        // The asker is gone with the call's environment: the call ends.
+        None => done((&mut running.call).await),
+    }
+}
+
+/// What a call's task ended with.
+fn done(ended: Result<Result<CallResult, ()>, tokio::task::JoinError>) -> Waited {
+    match ended {
+        Ok(Ok(result)) => Waited::Done(result),
+        _ => Waited::Lost,
+    }
+}
+
+impl McpServer {
+    /// Run `call` on `host` on a task of its own, holding `permit`, in
+    /// `env`, asking its questions of the request that waits on it when
+    /// the client can be `asked` (it declared elicitation).
+    pub(super) fn spawn_call(
+        &self,
+        host: &ToolHost,
+        call: ToolCall,
+        env: CallOptions,
+        permit: Vec<Permit>,
+        asked: bool,
+    ) -> Running {
+        let (asker, questions) = AskTheRequest::new();
+        let env = if asked { env.asker(asker) } else { env };
+        let (shared, host) = (self.shared.clone(), host.clone());
+        let call = tokio::spawn(async move {
+            let _permit = permit;
+            let mut results = shared.call_batch(&host, vec![call], env, "mcp").await;
+            results.pop().ok_or(())
+        });
+        Running { call, questions }
+    }
+
+    /// Wait on `running` for the request of `context`: the call's result,
+    /// or, when it asks, the input-required result that parks it for
+    /// `principal`'s answer. A cancelled request stops the call.
+    pub(super) async fn wait_on(
+        &self,
+        mut running: Running,
+        principal: &Principal,
+        tool: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        loop {
+            let waited = tokio::select! {
+                waited = wait(running) => waited,
+                () = context.ct.cancelled() => {
+                    tracing::info!(tool = %tool, "call cancelled by the client");
+                    return Err(ErrorData::internal_error("the request was cancelled", None));
+                }
+            };
+            match waited {
+                Waited::Done(result) => return super::call::call_tool_result(&result),
+                Waited::Lost => {
+                    return Err(ErrorData::internal_error(
+                        "the call ended without an answer",
+                        None,
+                    ));
+                }
+                Waited::Asks(asked, call) => {
+                    match self.parking.park(principal.id(), tool, asked, call) {
+                        Ok(input_required) => return Ok(input_required.into()),
+                        Err(call) => running = call,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The answer to a `requestState` that names no call of this caller
+/// waiting here, whoever's it is.
+fn unknown_state() -> ErrorData {
+    ErrorData::invalid_params(
+        "requestState names no call of yours waiting for an answer on this server: it expired \
+         (a call waits for answers a few minutes at most), was answered already, or was issued \
+         by another server of this service (an answer must reach the server that asked; \
+         declare the io.modelcontextprotocol/tasks extension for calls that any server can \
+         answer). Call the tool again without requestState",
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question() -> Question {
+        Question {
+            tool: "t".into(),
+            call_id: "c".into(),
+            message: "Go?".into(),
+            schema: serde_json::json!({"type": "object", "properties": {}}),
+        }
+    }
+
+    /// A call that never ends, and a question it asked.
+    fn waiting() -> (Running, Asked, oneshot::Receiver<Answer>) {
+        let (_, questions) = mpsc::channel(1);
+        let call = tokio::spawn(std::future::pending());
+        let (answer, answered) = oneshot::channel();
+        let asked = Asked {
+            question: question(),
+            answer,
+        };
+        (Running { call, questions }, asked, answered)
+    }
+
+    /// Regression: calls that wait for answers are bounded; past the
+    /// bound the question is answered as unavailable and the call goes
+    /// on, rather than the server keeping paused instances without end.
+    #[tokio::test]
+    async fn parking_past_max_parked_answers_the_question_unavailable() {
+        let parking = Parking::default();
+        for _ in 0..MAX_PARKED {
+            let (running, asked, _) = waiting();
+            assert!(parking.park("alice", "t", asked, running).is_ok());
+        }
+        let (running, asked, answered) = waiting();
+        let refused = parking.park("alice", "t", asked, running);
+        assert!(refused.is_err(), "the bound held");
+        match answered.await {
+            Ok(Answer::Unavailable(why)) => assert!(why.contains("1024"), "{why}"),
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+    }
+}

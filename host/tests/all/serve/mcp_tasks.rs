@@ -1,0 +1,353 @@
+//! MCP tasks on a real server's `/mcp` (the `io.modelcontextprotocol/tasks`
+//! extension on 2026-07-28): a call answered with a task handle, read back
+//! with `tasks/get` (and on the HTTP API: one store), cancelled, kept to its
+//! principal, and a tool's question inside a task answered with
+//! `tasks/update`.
+
+use super::*;
+
+/// Tokens of two static-token principals.
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789ab";
+
+const PRINCIPALS: &str = "[[serve.auth.token]]\nprincipal = \"alice\"\nenv = \"ALICE_TOKEN\"\n\
+                          [[serve.auth.token]]\nprincipal = \"bob\"\nenv = \"BOB_TOKEN\"\n";
+
+const TOKENS: [(&str, &str); 2] = [("ALICE_TOKEN", ALICE), ("BOB_TOKEN", BOB)];
+
+/// How long a test waits for a task to reach a state on a loaded machine.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The probe, whose calls may become tasks, and calc, whose calls must.
+fn manifest() -> String {
+    format!(
+        "[[tool]]\ncomponent = '{}'\nlimits = {{ timeout = \"120s\" }}\ntask_support = \"optional\"\n\n\
+         [[tool]]\ncomponent = '{}'\ntask_support = \"required\"\n\n{PRINCIPALS}",
+        component("probe").display(),
+        component("calc").display(),
+    )
+}
+
+fn start() -> Server {
+    Server::start_with_env(&manifest(), &[], &TOKENS)
+}
+
+/// A 2026-07-28 request as the holder of `token`, declaring the tasks
+/// extension when `tasks` says so.
+async fn request(server: &Server, token: &str, tasks: bool, method: &str, params: Value) -> Value {
+    let capabilities = if tasks {
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({})
+    };
+    request_declaring(server, token, capabilities, method, params).await
+}
+
+/// A 2026-07-28 request as the holder of `token`, declaring `capabilities`.
+async fn request_declaring(
+    server: &Server,
+    token: &str,
+    capabilities: Value,
+    method: &str,
+    mut params: Value,
+) -> Value {
+    let mut meta = meta_2026();
+    meta["io.modelcontextprotocol/clientCapabilities"] = capabilities;
+    params["_meta"] = meta;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let authorization = format!("Bearer {token}");
+    let mut headers = vec![
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method),
+        ("authorization", authorization.as_str()),
+    ];
+    let name = params["name"]
+        .as_str()
+        .or(params["taskId"].as_str())
+        .map(str::to_owned);
+    if let Some(name) = &name {
+        headers.push(("Mcp-Name", name.as_str()));
+    }
+    let response = server.mcp(&body, &headers).await;
+    response.reply(1).clone()
+}
+
+/// Call `name` with `arguments` as alice, declaring tasks: the task's id.
+async fn start_task(server: &Server, name: &str, arguments: Value) -> String {
+    let reply = request(
+        server,
+        ALICE,
+        true,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
+    .await;
+    let result = &reply["result"];
+    assert_eq!(result["resultType"], "task", "{reply}");
+    assert_eq!(result["status"], "working", "{reply}");
+    assert!(result["pollIntervalMs"].as_u64().is_some(), "{reply}");
+    result["taskId"].as_str().expect("a task id").to_owned()
+}
+
+/// `tasks/get` as `token`: the JSON-RPC reply.
+async fn get(server: &Server, token: &str, id: &str) -> Value {
+    request(server, token, true, "tasks/get", json!({"taskId": id})).await
+}
+
+/// Poll the task as alice until its status is `status`: the task then.
+async fn wait_for(server: &Server, id: &str, status: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let reply = get(server, ALICE, id).await;
+        let task = &reply["result"];
+        assert!(task.is_object(), "{reply}");
+        if task["status"] == status {
+            return task.clone();
+        }
+        assert!(
+            !task["status"].as_str().is_some_and(|s| {
+                ["completed", "failed", "cancelled"].contains(&s) && s != status
+            }),
+            "the task ended otherwise: {task}"
+        );
+        assert!(
+            start.elapsed() < WAIT,
+            "the task stayed {task}\nstderr:\n{}",
+            server.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn mcp_2026_a_task_completes_with_its_result_inline_and_is_the_http_apis_task_too() {
+    let server = start();
+    let id = start_task(&server, "sleep", json!({"n": 100})).await;
+    let task = wait_for(&server, &id, "completed").await;
+    assert_eq!(task["taskId"], id.as_str(), "{task}");
+    assert_eq!(task["result"]["content"][0]["text"], "awake", "{task}");
+    assert_eq!(task["result"]["isError"], false, "{task}");
+    // One store: the HTTP API reads the same task for the same principal.
+    let response = server
+        .http
+        .get(server.url(&format!("/v1/tasks/{id}")))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let http: Value = response.json().await.unwrap();
+    assert_eq!(http["state"], "completed", "{http}");
+}
+
+#[tokio::test]
+async fn mcp_2026_a_client_without_the_tasks_extension_gets_a_plain_result() {
+    let server = start();
+    let reply = request(
+        &server,
+        ALICE,
+        false,
+        "tools/call",
+        json!({"name": "sleep", "arguments": {"n": 10}}),
+    )
+    .await;
+    assert_eq!(reply["result"]["content"][0]["text"], "awake", "{reply}");
+    assert!(reply["result"].get("taskId").is_none(), "{reply}");
+    // Without the extension, tasks/* are refused as the extension asks.
+    let reply = request(
+        &server,
+        ALICE,
+        false,
+        "tasks/get",
+        json!({"taskId": "0123456789abcdef0123456789abcdef"}),
+    )
+    .await;
+    assert_eq!(reply["error"]["code"], -32021, "{reply}");
+}
+
+#[tokio::test]
+async fn mcp_2026_a_tool_that_requires_tasks_refuses_a_client_without_them() {
+    let server = start();
+    let call = json!({"name": "calc", "arguments": {"expression": "1+2"}});
+    let reply = request(&server, ALICE, false, "tools/call", call.clone()).await;
+    assert_eq!(reply["error"]["code"], -32021, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(message.contains("io.modelcontextprotocol/tasks"), "{reply}");
+    let id = start_task(&server, "calc", call["arguments"].clone()).await;
+    let task = wait_for(&server, &id, "completed").await;
+    assert_eq!(task["result"]["isError"], false, "{task}");
+}
+
+#[tokio::test]
+async fn mcp_2026_another_principals_task_is_refused_like_an_unknown_id() {
+    let server = start();
+    let id = start_task(&server, "sleep", json!({"n": 60_000})).await;
+    let unknown = "0123456789abcdef0123456789abcdef";
+    let answers = json!({"q1": {"action": "accept", "content": {"confirm": true}}});
+    for (method, params) in [
+        ("tasks/get", json!({})),
+        ("tasks/cancel", json!({})),
+        ("tasks/update", json!({"inputResponses": answers})),
+    ] {
+        let ask = |task: &str| {
+            let mut params = params.clone();
+            params["taskId"] = json!(task);
+            request(&server, BOB, true, method, params)
+        };
+        let theirs = ask(&id).await;
+        let none = ask(unknown).await;
+        assert!(theirs.get("error").is_some(), "{method}: {theirs}");
+        // Exactly the answer an id that does not exist gets.
+        assert_eq!(theirs, none, "{method}");
+    }
+    let task = wait_for(&server, &id, "working").await;
+    assert!(task.get("result").is_none(), "bob changed nothing: {task}");
+}
+
+#[tokio::test]
+async fn mcp_2026_tasks_cancel_stops_the_call_and_a_finished_task_cannot_be_cancelled() {
+    let server = start();
+    let id = start_task(&server, "sleep", json!({"n": 60_000})).await;
+    let reply = request(&server, ALICE, true, "tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(reply["result"]["resultType"], "complete", "{reply}");
+    let task = wait_for(&server, &id, "cancelled").await;
+    assert!(task.get("result").is_none(), "{task}");
+    let reply = request(&server, ALICE, true, "tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already finished"),
+        "{reply}"
+    );
+}
+
+#[tokio::test]
+async fn mcp_2026_a_question_inside_a_task_is_input_required_and_tasks_update_answers_it() {
+    let server = start();
+    let secretless = "Go ahead with the deploy?";
+    let id = start_task(&server, "ask_confirm", json!({"question": secretless})).await;
+    let task = wait_for(&server, &id, "input_required").await;
+    let request_of = &task["inputRequests"]["q1"];
+    assert_eq!(request_of["method"], "elicitation/create", "{task}");
+    let message = request_of["params"]["message"].as_str().unwrap();
+    assert!(message.contains("The tool 'ask_confirm' asks"), "{task}");
+    assert!(message.contains(secretless), "{task}");
+    assert_eq!(
+        request_of["params"]["requestedSchema"]["properties"]["confirm"]["type"], "boolean",
+        "{task}"
+    );
+    // An answer to a question never asked is ignored; a malformed one is refused.
+    let bad = json!({"taskId": id, "inputResponses": {"q1": {"action": "maybe"}}});
+    let reply = request(&server, ALICE, true, "tasks/update", bad).await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    let answer = json!({
+        "taskId": id,
+        "inputResponses": {
+            "q9": {"action": "accept", "content": {"confirm": false}},
+            "q1": {"action": "accept", "content": {"confirm": true}},
+        }
+    });
+    let reply = request(&server, ALICE, true, "tasks/update", answer).await;
+    assert_eq!(reply["result"]["resultType"], "complete", "{reply}");
+    let task = wait_for(&server, &id, "completed").await;
+    assert_eq!(
+        task["result"]["content"][0]["text"], "confirm=true",
+        "{task}"
+    );
+}
+
+#[tokio::test]
+async fn mcp_2026_a_declined_question_inside_a_task_reaches_the_tool_as_declined() {
+    let server = start();
+    let id = start_task(&server, "ask_confirm", json!({"question": "Proceed?"})).await;
+    wait_for(&server, &id, "input_required").await;
+    let decline = json!({"taskId": id, "inputResponses": {"q1": {"action": "decline"}}});
+    let reply = request(&server, ALICE, true, "tasks/update", decline).await;
+    assert!(reply.get("error").is_none(), "{reply}");
+    let task = wait_for(&server, &id, "completed").await;
+    assert_eq!(task["result"]["isError"], true, "{task}");
+    let text = task["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("declined"), "{task}");
+}
+
+/// A `tools/call` of `ask_confirm` as the holder of `token`, declaring
+/// elicitation, with `extra` params (an answer and its `requestState`).
+async fn ask_confirm(server: &Server, token: &str, extra: Value) -> Value {
+    let mut params = json!({"name": "ask_confirm", "arguments": {"question": "Ship it?"}});
+    for (key, value) in extra.as_object().unwrap() {
+        params[key] = value.clone();
+    }
+    let capabilities = json!({"elicitation": {}});
+    request_declaring(server, token, capabilities, "tools/call", params).await
+}
+
+#[tokio::test]
+async fn mcp_2026_a_question_in_a_plain_call_is_input_required_and_answered_by_calling_again() {
+    let server = start();
+    let reply = ask_confirm(&server, ALICE, json!({})).await;
+    let result = &reply["result"];
+    assert_eq!(result["resultType"], "input_required", "{reply}");
+    let asked = &result["inputRequests"]["q1"];
+    assert_eq!(asked["method"], "elicitation/create", "{reply}");
+    let message = asked["params"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("The tool 'ask_confirm' asks: Ship it?"),
+        "{reply}"
+    );
+    let state = result["requestState"].as_str().expect("a requestState");
+    assert_eq!(state.len(), 32, "128 random bits: {state}");
+    let answer = json!({
+        "requestState": state,
+        "inputResponses": {"q1": {"action": "accept", "content": {"confirm": true}}},
+    });
+    let reply = ask_confirm(&server, ALICE, answer.clone()).await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "confirm=true",
+        "{reply}"
+    );
+    // A requestState is good once.
+    let again = ask_confirm(&server, ALICE, answer).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+}
+
+#[tokio::test]
+async fn mcp_2026_a_request_state_is_its_principals_only_and_a_forged_one_is_refused() {
+    let server = start();
+    let reply = ask_confirm(&server, ALICE, json!({})).await;
+    let state = reply["result"]["requestState"].as_str().unwrap().to_owned();
+    let answer = |state: &str| {
+        json!({
+            "requestState": state,
+            "inputResponses": {"q1": {"action": "accept", "content": {"confirm": true}}},
+        })
+    };
+    let theirs = ask_confirm(&server, BOB, answer(&state)).await;
+    let forged = ask_confirm(&server, BOB, answer("0123456789abcdef0123456789abcdef")).await;
+    assert_eq!(theirs["error"]["code"], -32602, "{theirs}");
+    // Exactly the answer a made-up state gets: nothing revealed.
+    assert_eq!(theirs, forged);
+    // Bob's try took nothing: alice's answer still reaches her call.
+    let reply = ask_confirm(&server, ALICE, answer(&state)).await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "confirm=true",
+        "{reply}"
+    );
+}
+
+#[tokio::test]
+async fn mcp_2026_a_client_that_declares_no_elicitation_gets_a_plain_result_when_a_tool_asks() {
+    let server = start();
+    let reply = request(
+        &server,
+        ALICE,
+        false,
+        "tools/call",
+        json!({"name": "ask_confirm", "arguments": {"question": "Ship it?"}}),
+    )
+    .await;
+    let result = &reply["result"];
+    assert!(result.get("requestState").is_none(), "{reply}");
+    assert_eq!(result["isError"], true, "nobody could be asked: {reply}");
+}
