@@ -65,47 +65,25 @@ pub(in crate::serve) async fn serve(
         );
         shared.drain().finish().await
     });
+    let serving = || Serving {
+        app: app.clone(),
+        connections: connections.clone(),
+        hard_stop: hard_stop.clone(),
+        shared: shared.clone(),
+    };
     // Connections are still taken while the server drains: a client may
     // need a new one to cancel a call or answer a question.
     let stopped = loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (tcp, peer) = match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        // Out of descriptors, most likely: wait rather than spin.
-                        tracing::warn!(error = %e, "cannot accept a connection");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
+                let Some((tcp, peer)) = accepted_or_wait(accepted).await else {
+                    continue;
                 };
-                let serving = Serving {
-                    app: app.clone(),
-                    connections: connections.clone(),
-                    hard_stop: hard_stop.clone(),
-                    shared: shared.clone(),
-                };
+                let serving = serving();
                 // (An IPv4 balancer reaches a dual-stack listener as
                 // `::ffff:a.b.c.d`.)
                 if config.proxy_protocol.iter().any(|range| range.contains(&peer.ip().to_canonical())) {
-                    // The header is read on the connection's own task: a
-                    // slow balancer must not hold up the accept loop.
-                    let Ok(reading) = headers_pending.clone().try_acquire_owned() else {
-                        shared.metrics().reject("http", "proxy_protocol_pending");
-                        tracing::warn!(balancer = %peer, "closed a connection from a --proxy-protocol address: {MAX_PENDING_HEADERS} connections are already waiting for their PROXY header");
-                        continue;
-                    };
-                    tokio::spawn(async move {
-                        let _reading = reading;
-                        let mut tcp = tcp;
-                        match proxy_protocol::client_of(&mut tcp, peer).await {
-                            Ok(client) => serving.admit(tcp, client),
-                            Err(e) => {
-                                serving.shared.metrics().reject("http", "proxy_protocol");
-                                tracing::warn!(balancer = %peer, error = %e, "closed a connection from a --proxy-protocol address: send a PROXY header (HAProxy: send-proxy-v2), or drop the address from --proxy-protocol");
-                            }
-                        }
-                    });
+                    serving.behind_proxy(tcp, peer, &headers_pending);
                 } else {
                     serving.admit(tcp, peer.ip());
                 }
@@ -130,6 +108,21 @@ pub(in crate::serve) async fn serve(
     Ok(())
 }
 
+/// The connection accepted, or, when accepting failed (out of
+/// descriptors, most likely), `None` after a short wait rather than a spin.
+async fn accepted_or_wait(
+    accepted: std::io::Result<(tokio::net::TcpStream, SocketAddr)>,
+) -> Option<(tokio::net::TcpStream, SocketAddr)> {
+    match accepted {
+        Ok(accepted) => Some(accepted),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot accept a connection");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            None
+        }
+    }
+}
+
 /// What serving a connection needs.
 struct Serving {
     app: Router,
@@ -139,6 +132,36 @@ struct Serving {
 }
 
 impl Serving {
+    /// Serve `tcp`, from a trusted balancer at `balancer`, for the client
+    /// its PROXY header names, or close it: when the header is missing or
+    /// bad, or when `pending` has no room for another connection waiting
+    /// for its header. The header is read on the connection's own task: a
+    /// slow balancer must not hold up the accept loop.
+    fn behind_proxy(
+        self,
+        mut tcp: tokio::net::TcpStream,
+        balancer: SocketAddr,
+        pending: &Arc<tokio::sync::Semaphore>,
+    ) {
+        let Ok(reading) = pending.clone().try_acquire_owned() else {
+            self.shared
+                .metrics()
+                .reject("http", "proxy_protocol_pending");
+            tracing::warn!(%balancer, "closed a connection from a --proxy-protocol address: {MAX_PENDING_HEADERS} connections are already waiting for their PROXY header");
+            return;
+        };
+        tokio::spawn(async move {
+            let _reading = reading;
+            match proxy_protocol::client_of(&mut tcp, balancer).await {
+                Ok(client) => self.admit(tcp, client),
+                Err(e) => {
+                    self.shared.metrics().reject("http", "proxy_protocol");
+                    tracing::warn!(%balancer, error = %e, "closed a connection from a --proxy-protocol address: send a PROXY header (HAProxy: send-proxy-v2), or drop the address from --proxy-protocol");
+                }
+            }
+        });
+    }
+
     /// Serve `tcp`, from `client`, within the connections allowed per
     /// address and in all, or turn it away.
     fn admit(self, tcp: tokio::net::TcpStream, client: std::net::IpAddr) {

@@ -101,7 +101,20 @@ pub(super) async fn start(
         format,
     } = call;
     let count = calls.len();
-    match tasks::start_from(shared, host, principal, peer, calls, context, format).await {
+    match tasks::start_from(
+        shared,
+        host,
+        principal,
+        peer,
+        calls,
+        context,
+        tasks::Front {
+            format,
+            asks: false,
+        },
+    )
+    .await
+    {
         Ok(records) => {
             let body: Vec<Value> = records.iter().map(task_json).collect();
             (StatusCode::ACCEPTED, axum::Json(body)).into_response()

@@ -47,14 +47,7 @@ impl McpServer {
             let injected = self.injected_context(&context, &principal)?;
             let arguments = Value::Object(request.arguments.unwrap_or_default());
             return self
-                .start_task(
-                    &host,
-                    &principal,
-                    Self::peer(&context),
-                    tool,
-                    arguments,
-                    injected,
-                )
+                .start_task(&host, &principal, &context, tool, arguments, injected)
                 .await;
         }
         // Held until the call has answered.
@@ -78,7 +71,13 @@ impl McpServer {
                 .wait_on(running, &principal, &tool.spec().name, &context)
                 .await;
             if let Some(forwarding) = forwarding {
-                flush(forwarding, &tool.spec().name).await;
+                if matches!(answer, Ok(CallToolResponse::InputRequired(_))) {
+                    // The call waits on, holding the forwarder open: this
+                    // request's stream has nothing more of it to carry.
+                    forwarding.abort();
+                } else {
+                    flush(forwarding, &tool.spec().name).await;
+                }
             }
             return answer;
         }

@@ -41,6 +41,10 @@ use crate::tool_host::{CallOptions, CallResult, ToolHost};
 /// holds a paused instance, so they are bounded beside the permits.
 pub(super) const MAX_PARKED: usize = 1024;
 
+/// The most of those one principal may have waiting: a quarter, so that
+/// one caller cannot leave nobody else room to be asked.
+const MAX_PARKED_PER_OWNER: usize = MAX_PARKED / 4;
+
 /// How long a waiting call is kept for its answer: as long as a call may
 /// wait for answers, and a minute more for its last steps; past it, the
 /// call is stopped.
@@ -138,10 +142,12 @@ impl Parking {
         let mut parked = self.parked();
         // Calls nobody came back for are stopped (dropping them aborts them).
         parked.retain(|_, p| p.until > now);
-        if parked.len() >= MAX_PARKED {
+        let theirs = parked.values().filter(|p| p.owner == owner).count();
+        if parked.len() >= MAX_PARKED || theirs >= MAX_PARKED_PER_OWNER {
             drop(parked);
             let _ = asked.answer.send(Answer::Unavailable(format!(
-                "the server has {MAX_PARKED} calls waiting for answers already"
+                "too many calls wait for answers already (at most {MAX_PARKED_PER_OWNER} of one \
+                 caller's, {MAX_PARKED} in all); answer those first"
             )));
             return Err(running);
         }
@@ -346,22 +352,34 @@ mod tests {
         (Running { call, questions }, asked, answered)
     }
 
-    /// Regression: calls that wait for answers are bounded; past the
-    /// bound the question is answered as unavailable and the call goes
-    /// on, rather than the server keeping paused instances without end.
+    /// Regression: calls that wait for answers are bounded, per caller
+    /// and in all; past a bound the question is answered as unavailable
+    /// and the call goes on, rather than the server keeping paused
+    /// instances without end or one caller taking every place.
     #[tokio::test]
-    async fn parking_past_max_parked_answers_the_question_unavailable() {
+    async fn parking_past_its_bounds_answers_the_question_unavailable() {
         let parking = Parking::default();
-        for _ in 0..MAX_PARKED {
+        let refused = |owner: &'static str| {
+            let (running, asked, answered) = waiting();
+            let refused = parking.park(owner, "t", asked, running).is_err();
+            async move {
+                match answered.await {
+                    Ok(Answer::Unavailable(why)) if refused => why,
+                    other => panic!("expected a refusal, got {other:?}"),
+                }
+            }
+        };
+        for _ in 0..MAX_PARKED_PER_OWNER {
             let (running, asked, _) = waiting();
             assert!(parking.park("alice", "t", asked, running).is_ok());
         }
-        let (running, asked, answered) = waiting();
-        let refused = parking.park("alice", "t", asked, running);
-        assert!(refused.is_err(), "the bound held");
-        match answered.await {
-            Ok(Answer::Unavailable(why)) => assert!(why.contains("1024"), "{why}"),
-            other => panic!("expected unavailable, got {other:?}"),
+        assert!(refused("alice").await.contains("256"));
+        // Others still have room, until the server's bound.
+        for i in MAX_PARKED_PER_OWNER..MAX_PARKED {
+            let owner = ["bob", "carol", "dave"][i % 3];
+            let (running, asked, _) = waiting();
+            assert!(parking.park(owner, "t", asked, running).is_ok(), "{i}");
         }
+        assert!(refused("erin").await.contains("1024"));
     }
 }

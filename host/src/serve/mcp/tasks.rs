@@ -114,13 +114,13 @@ impl McpServer {
         task
     }
 
-    /// Start the call of `tool` as a task of `principal` (asking from
-    /// `peer`): its handle, or the refusal (nothing started).
+    /// Start the call of `tool` as a task of `principal`, who sent
+    /// `request`: its handle, or the refusal (nothing started).
     pub(super) async fn start_task(
         &self,
         host: &ToolHost,
         principal: &Principal,
-        peer: Option<std::net::IpAddr>,
+        request: &RequestContext<RoleServer>,
         tool: Tool<'_>,
         arguments: Value,
         context: Option<Value>,
@@ -134,10 +134,13 @@ impl McpServer {
             &self.shared,
             host,
             principal,
-            peer,
+            Self::peer(request),
             vec![call],
             context,
-            "mcp",
+            tasks::Front {
+                format: "mcp",
+                asks: super::capabilities::can_ask_in_results(request),
+            },
         );
         match started.await {
             Ok(records) => {
@@ -217,26 +220,25 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let principal = self.principal(&context)?;
-        let replies = request
-            .input_responses
-            .iter()
-            .map(|(key, value)| reply_of(key, value).map(|reply| (key, reply)))
-            .collect::<Result<Vec<_>, _>>()?;
-        if replies.is_empty() {
-            // Still the caller's task, or the same answer as an unknown id.
-            tasks::view(&self.shared, &principal, &request.task_id)
-                .await
-                .map_err(store_down)?
-                .ok_or_else(not_found)?;
-        }
-        for (key, reply) in replies {
-            let answered =
-                tasks::input::answer(&self.shared, &principal, &request.task_id, key, reply)
-                    .await
-                    .map_err(store_down)?;
-            if let Answered::NotFound = answered {
-                return Err(not_found());
-            }
+        // One read: the caller's task (or the answer an unknown id gets),
+        // and the one question it waits on. Other keys are ignored without
+        // touching the store, however many a request carries.
+        let record = tasks::view(&self.shared, &principal, &request.task_id)
+            .await
+            .map_err(store_down)?
+            .ok_or_else(not_found)?;
+        let Some(waiting) = record.input.as_ref().map(|p| p.key.as_str()) else {
+            return Ok(());
+        };
+        let Some((key, value)) = request.input_responses.get_key_value(waiting) else {
+            return Ok(());
+        };
+        let reply = reply_of(key, value)?;
+        let answered = tasks::input::answer(&self.shared, &principal, &request.task_id, key, reply)
+            .await
+            .map_err(store_down)?;
+        if let Answered::NotFound = answered {
+            return Err(not_found());
         }
         Ok(())
     }
@@ -290,6 +292,18 @@ fn input_requests(record: &Record) -> Result<InputRequests, ErrorData> {
 
 /// The client's answer to the question `key`, an elicitation result.
 pub(super) fn reply_of(key: &str, value: &Value) -> Result<Reply, ErrorData> {
+    // Kept in the task's record until the call takes it: no larger than
+    // the sandbox takes an answer (64 KiB), with room for the envelope.
+    const MAX_REPLY: usize = 80 * 1024;
+    if serde_json::to_vec(value).map_or(true, |bytes| bytes.len() > MAX_REPLY) {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "inputResponses[{:?}] is over {MAX_REPLY} bytes; a tool takes answers of at most 64 KiB",
+                crate::outcome::clip(key, 64)
+            ),
+            None,
+        ));
+    }
     let result: rmcp::model::ElicitResult = serde_json::from_value(value.clone()).map_err(|e| {
         ErrorData::invalid_params(
             format!(

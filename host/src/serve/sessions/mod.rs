@@ -29,9 +29,7 @@
 //!   still bound to its principal.
 
 use std::collections::{HashMap, HashSet};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
@@ -52,7 +50,13 @@ pub(super) use crate::manifest::MAX_SESSIONS;
 use crate::manifest::SessionSettings;
 pub(crate) use shared::SharedSessions;
 
+mod places;
 mod shared;
+mod watch;
+
+use places::RESTORING;
+pub(super) use places::{Full, Reservation};
+use watch::{Watch, Watched};
 
 /// How often idle sessions are looked for.
 const REAP_EVERY: Duration = Duration::from_secs(10);
@@ -82,72 +86,6 @@ pub(super) struct Sessions {
     /// yet), by principal: they count against the cap and the share, so
     /// that concurrent `initialize`s cannot overshoot either.
     opening: Mutex<HashMap<String, usize>>,
-}
-
-/// Why a session cannot be opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Full {
-    /// The principal holds its share (`per_principal`), on this replica
-    /// or, when sessions are shared, on all of them.
-    Share,
-    /// This replica holds [`MAX_SESSIONS`].
-    Server,
-}
-
-/// A place held for a session being opened, from its `initialize`'s
-/// admission to its answer: claimed by the session the answer names, or
-/// given back when it is dropped unclaimed.
-#[derive(Debug)]
-pub(super) struct Reservation {
-    sessions: Arc<Sessions>,
-    /// Whose: a principal's id, or [`RESTORING`].
-    principal: String,
-    /// Whether the session counts against its principal's share (callers
-    /// are told apart).
-    counted: bool,
-    /// The place in the principal's share on every replica, when sessions
-    /// are shared and the store could be reached.
-    place: Option<shared::Place>,
-}
-
-/// Whose places sessions being restored hold: room on this replica, in
-/// no principal's share (a restored session is already counted in its
-/// owner's, on every replica).
-const RESTORING: &str = "";
-
-impl Reservation {
-    /// Record that the principal holding this place opened session `id`,
-    /// here and, when sessions are shared, for every replica. The client
-    /// learns the id only once this returns, so no replica sees it
-    /// unclaimed.
-    pub(super) async fn claim(mut self, id: &str) {
-        let claimed = self
-            .sessions
-            .claim(id, &self.principal, self.place.as_ref(), self.counted)
-            .await;
-        if claimed {
-            // The place is the session's now: not to be given back.
-            self.place = None;
-        }
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        self.sessions.opened(&self.principal);
-        let (Some(place), Some(shared)) = (self.place.take(), self.sessions.shared.clone()) else {
-            return;
-        };
-        // Unclaimed: the opening failed. The place would lapse by itself
-        // (`PLACE_HELD`); giving it back frees it now.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                if let Err(e) = shared.release(&place).await {
-                    tracing::debug!(error = %e, "cannot give back an unused MCP session place");
-                }
-            });
-        }
-    }
 }
 
 /// What a request naming a session may do with it.
@@ -224,141 +162,6 @@ impl Sessions {
     /// The most sessions one principal may hold open.
     pub(super) fn per_principal(&self) -> usize {
         self.per_principal
-    }
-
-    /// Hold a place for a session `principal` opens: within
-    /// [`MAX_SESSIONS`] here, counting those being opened, and, when
-    /// `share` (callers are told apart), within its share, here and, when
-    /// sessions are shared, on every replica.
-    pub(super) async fn reserve(
-        self: &Arc<Self>,
-        principal: &str,
-        share: bool,
-    ) -> Result<Reservation, Full> {
-        // Shared sessions are counted in Redis, on every replica: this
-        // replica's own count decides only when Redis cannot be reached.
-        let counted_here = share && self.shared.is_none();
-        let mut reservation = self.hold(principal, counted_here)?;
-        reservation.counted = share;
-        let (true, Some(shared)) = (share, &self.shared) else {
-            return Ok(reservation);
-        };
-        match shared.reserve(principal, self.per_principal).await {
-            Ok(Some(place)) => {
-                reservation.place = Some(place);
-                Ok(reservation)
-            }
-            Ok(None) => Err(Full::Share),
-            Err(e) => {
-                // The session will work here only; this replica's own
-                // count bounds the principal meanwhile.
-                tracing::warn!(error = %e, "cannot count a principal's MCP sessions across replicas");
-                if self.beyond_share(principal) {
-                    return Err(Full::Share);
-                }
-                Ok(reservation)
-            }
-        }
-    }
-
-    /// A place here for a session `principal` opens (or, for
-    /// [`RESTORING`], one restored here): within [`MAX_SESSIONS`], counting
-    /// those being opened, and, when `share`, within the principal's share
-    /// as this replica counts it.
-    fn hold(self: &Arc<Self>, principal: &str, share: bool) -> Result<Reservation, Full> {
-        let mut opening = self.lock_opening();
-        let being_opened: usize = opening.values().sum();
-        if self.open_now() + being_opened >= MAX_SESSIONS {
-            return Err(Full::Server);
-        }
-        let theirs = opening.get(principal).copied().unwrap_or(0);
-        if share && self.owned_by(principal) + theirs >= self.per_principal {
-            return Err(Full::Share);
-        }
-        *opening.entry(principal.to_owned()).or_default() += 1;
-        Ok(Reservation {
-            sessions: self.clone(),
-            principal: principal.to_owned(),
-            counted: false,
-            place: None,
-        })
-    }
-
-    /// Whether `principal` holds more than its share here, counting the
-    /// sessions it is opening (the caller's among them).
-    fn beyond_share(&self, principal: &str) -> bool {
-        let theirs = self.lock_opening().get(principal).copied().unwrap_or(0);
-        self.owned_by(principal) + theirs > self.per_principal
-    }
-
-    fn lock_opening(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.opening
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// A session `principal` was opening is open, or failed to open.
-    fn opened(&self, principal: &str) {
-        let mut opening = self.lock_opening();
-        if let Some(count) = opening.get_mut(principal) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                opening.remove(principal);
-            }
-        }
-    }
-
-    /// How many sessions here `principal` opened (or had restored here).
-    fn owned_by(&self, principal: &str) -> usize {
-        self.sessions
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .filter(|session| session.owner.get().is_some_and(|owner| owner == principal))
-            .count()
-    }
-
-    /// How many sessions are open here, as this manager counts them (rmcp
-    /// counts the same ones, less those it has ended by itself and this
-    /// manager not yet reaped).
-    fn open_now(&self) -> usize {
-        self.sessions
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .len()
-    }
-
-    /// Record that principal `owner` opened session `id`, here and, when
-    /// sessions are shared, for every replica (in `place`, when one was
-    /// held for it; in the principal's count when `counted`). Whether the
-    /// store recorded it (always, when sessions are not shared).
-    async fn claim(
-        &self,
-        id: &str,
-        owner: &str,
-        place: Option<&shared::Place>,
-        counted: bool,
-    ) -> bool {
-        let Some(session) = self.session_named(id) else {
-            return false;
-        };
-        let Some(shared) = &self.shared else {
-            let _ = session.owner.set(owner.to_owned());
-            return true;
-        };
-        // Known to be the owner's here only once the store knows it too:
-        // the reaper takes a session the store does not know for ended.
-        let claimed = shared.claim(id, owner, place, counted).await;
-        let _ = session.owner.set(owner.to_owned());
-        match claimed {
-            Ok(()) => true,
-            Err(e) => {
-                // Redis does not know the session: it ends at its next
-                // request here (404), and the client starts another.
-                tracing::warn!(error = %e, "an MCP session could not be shared with other replicas");
-                false
-            }
-        }
     }
 
     /// What `principal` may do with session `id`: use it if it opened it.
@@ -679,68 +482,6 @@ impl SessionManager for Sessions {
             RestoreOutcome::AlreadyPresent => RestoreOutcome::AlreadyPresent,
             _ => RestoreOutcome::NotSupported,
         })
-    }
-}
-
-/// A request's answer stream, watched: if the client drops it before the
-/// answer went out, and does not resume it within [`RESUME_GRACE`], the
-/// request is cancelled.
-struct Watched<S> {
-    inner: S,
-    /// `None` once the answer has gone out (or for a message that is no
-    /// request).
-    watch: Option<Watch>,
-}
-
-struct Watch {
-    session: Arc<Session>,
-    id: RequestId,
-    /// rmcp's number for this stream, from its events' ids.
-    stream: Option<String>,
-}
-
-impl<S: Stream<Item = ServerSseMessage> + Unpin> Stream for Watched<S> {
-    type Item = ServerSseMessage;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let polled = Pin::new(&mut self.inner).poll_next(cx);
-        if let (Poll::Ready(Some(event)), Some(watch)) = (&polled, &mut self.watch) {
-            if let Some((_, stream)) = event.event_id.as_deref().and_then(|e| e.split_once('/')) {
-                watch.stream = Some(stream.to_owned());
-            }
-            let answered = match event.message.as_deref() {
-                Some(JsonRpcMessage::Response(response)) => response.id == watch.id,
-                Some(JsonRpcMessage::Error(error)) => error.id.as_ref() == Some(&watch.id),
-                _ => false,
-            };
-            if answered {
-                self.watch = None;
-            }
-        }
-        polled
-    }
-}
-
-impl<S> Drop for Watched<S> {
-    fn drop(&mut self) {
-        let Some(watch) = self.watch.take() else {
-            return;
-        };
-        // Dropped with no runtime (the process is ending): nothing to stop.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
-            tokio::time::sleep(RESUME_GRACE).await;
-            let resumed = watch
-                .stream
-                .as_deref()
-                .is_some_and(|stream| watch.session.resumed(stream));
-            if !resumed && watch.session.requests.is_running(&watch.id) {
-                tracing::debug!(id = %watch.id, "stopping a call whose client dropped its stream");
-                watch.session.requests.abandon(watch.id);
-            }
-        });
     }
 }
 

@@ -30,8 +30,8 @@ const POLL: Duration = Duration::from_millis(200);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Pending {
     /// Its key among the task's input requests: unique over the task's
-    /// life (`q1`, `q2`, …), so an answer to an earlier question is never
-    /// taken for this one's.
+    /// life (`r1q1`, `r1q2`, … for run 1; a run again starts `r2q1`), so
+    /// an answer to an earlier question is never taken for this one's.
     pub(crate) key: String,
     /// The tool asking.
     pub(crate) tool: String,
@@ -58,16 +58,19 @@ pub(crate) enum Reply {
 pub(crate) struct TaskAsker {
     tasks: Tasks,
     id: String,
+    /// The run asking: only its questions are its own.
+    run: u32,
     /// Questions asked so far, for their keys.
     asked: AtomicU32,
 }
 
 impl TaskAsker {
-    /// The asker of the task `id`.
-    pub(crate) fn new(tasks: Tasks, id: String) -> Arc<Self> {
+    /// The asker of run `run` of the task `id`.
+    pub(crate) fn new(tasks: Tasks, id: String, run: u32) -> Arc<Self> {
         Arc::new(Self {
             tasks,
             id,
+            run,
             asked: AtomicU32::new(0),
         })
     }
@@ -79,7 +82,7 @@ impl TaskAsker {
         let kept = self
             .tasks
             .update(&self.id, |r| {
-                if r.state.is_finished() || r.replica != replica {
+                if r.state.is_finished() || r.replica != replica || r.runs != self.run {
                     return false;
                 }
                 r.state = State::InputRequired;
@@ -122,7 +125,7 @@ impl Asker for TaskAsker {
         Box::pin(async move {
             let n = self.asked.fetch_add(1, Ordering::Relaxed) + 1;
             let pending = Pending {
-                key: format!("q{n}"),
+                key: format!("r{}q{n}", self.run),
                 tool: question.tool.clone(),
                 message: question.message.clone(),
                 schema: question.schema.clone(),

@@ -55,7 +55,7 @@ use tokio_util::sync::CancellationToken;
 use crate::durable_tasks::{TaskPolicy, TaskStore};
 // `start` is the entry of front ends that know no peer address (MCP
 // tasks, being wired in); the HTTP API starts tasks with `start_from`.
-pub(crate) use run::{Started, start_from};
+pub(crate) use run::{Front, Started, start_from};
 pub(crate) use view::{Cancelled, cancel, view};
 
 /// The most times a task runs, its first run included: a call that kills
@@ -152,6 +152,10 @@ pub(crate) struct Record {
     /// once given. Missing from records an older server kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) input: Option<input::Pending>,
+    /// Whether its caller can be asked the tool's questions (an MCP client
+    /// that declared elicitation); `false` in records an older server kept.
+    #[serde(default)]
+    pub(crate) asks: bool,
     /// The store's version of the record, for compare-and-swap.
     #[serde(skip)]
     pub(crate) version: u64,
@@ -172,6 +176,9 @@ impl Record {
         if self.state.is_finished() {
             self.arguments = StoredArguments::Dropped;
             self.context = None;
+            // A person's answer, which may be sensitive, is not kept
+            // beyond the call that asked for it.
+            self.input = None;
         }
     }
 

@@ -38,6 +38,16 @@ pub(crate) enum Started {
     Down(StoreDown),
 }
 
+/// How a front end wants its tasks: the answer's format, and whether
+/// their caller can be asked a tool's questions (an MCP client that
+/// declared elicitation): a task whose caller cannot be asked gets
+/// "unavailable" at once, as a synchronous call does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Front<'a> {
+    pub(crate) format: &'a str,
+    pub(crate) asks: bool,
+}
+
 /// Start one task per call of `principal` (asking from `peer`), all or
 /// none: kept in the store (within its bucket's bounds, see
 /// [`bucket_of`]), admitted by `[serve.limits]`, then run on this
@@ -49,7 +59,7 @@ pub(crate) async fn start_from(
     peer: Option<IpAddr>,
     calls: Vec<ToolCall>,
     context: Option<serde_json::Value>,
-    format: &str,
+    front: Front<'_>,
 ) -> Result<Vec<Record>, Started> {
     let tasks = shared.tasks();
     let bucket = bucket_of(principal, shared.auth().is_some(), peer);
@@ -71,7 +81,7 @@ pub(crate) async fn start_from(
                 Arguments::Malformed(message) => StoredArguments::Malformed(message),
             },
             context: context.clone(),
-            format: format.to_owned(),
+            format: front.format.to_owned(),
             result: None,
             follow_up: None,
             reason: None,
@@ -81,6 +91,7 @@ pub(crate) async fn start_from(
             lease_until_ms: tasks.lease_from_now(),
             runs: 1,
             input: None,
+            asks: front.asks,
             version: 1,
         })
         .collect();
@@ -121,24 +132,25 @@ fn call_of(record: &Record) -> ToolCall {
 }
 
 /// What a task's call runs with: the approver of a client that cannot be
-/// asked, its context, and for an MCP task the asker that puts its
+/// asked, its context, and, when its caller can be asked, the asker that puts its
 /// questions in the task's record.
 fn env_of(shared: &Shared, record: &Record) -> CallOptions {
     let mut env = CallOptions::default().approver(shared.refuse());
     if let Some(context) = &record.context {
         env = env.context(context.clone());
     }
-    if is_mcp(record) {
+    if record.asks {
         env = env.asker(super::input::TaskAsker::new(
             shared.tasks().clone(),
             record.id.clone(),
+            record.runs,
         ));
     }
     env
 }
 
 /// Whether an MCP client started the task: its answer is a
-/// `CallToolResult`, and it can answer the task's questions.
+/// `CallToolResult`, and its calls are counted as MCP calls.
 fn is_mcp(record: &Record) -> bool {
     record.format == "mcp"
 }

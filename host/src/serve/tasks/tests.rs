@@ -44,6 +44,7 @@ fn record(bucket: &str, n: u64) -> Record {
         lease_until_ms: now + 60_000,
         runs: 1,
         input: None,
+        asks: false,
         version: 1,
     }
 }

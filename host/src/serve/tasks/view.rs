@@ -82,10 +82,14 @@ fn take_over(r: &mut Record, rerun: bool, replica: &str, lease: u64) -> bool {
     if r.state.is_finished() || r.lease_until_ms > now {
         return false;
     }
+    // The question of the stopped run (if it waited on one) goes with it:
+    // no call waits for its answer any more.
+    r.input = None;
     if rerun && r.runs < MAX_RUNS {
         r.replica = replica.to_owned();
         r.lease_until_ms = lease;
         r.runs += 1;
+        r.state = State::Working;
     } else {
         r.state = State::Failed;
         r.reason = Some(if rerun {

@@ -33,10 +33,11 @@ fn start() -> Server {
 }
 
 /// A 2026-07-28 request as the holder of `token`, declaring the tasks
-/// extension when `tasks` says so.
+/// extension (and elicitation, to be asked questions in a task) when
+/// `tasks` says so.
 async fn request(server: &Server, token: &str, tasks: bool, method: &str, params: Value) -> Value {
     let capabilities = if tasks {
-        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+        json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
     } else {
         json!({})
     };
@@ -183,7 +184,7 @@ async fn mcp_2026_another_principals_task_is_refused_like_an_unknown_id() {
     let server = start();
     let id = start_task(&server, "sleep", json!({"n": 60_000})).await;
     let unknown = "0123456789abcdef0123456789abcdef";
-    let answers = json!({"q1": {"action": "accept", "content": {"confirm": true}}});
+    let answers = json!({"r1q1": {"action": "accept", "content": {"confirm": true}}});
     for (method, params) in [
         ("tasks/get", json!({})),
         ("tasks/cancel", json!({})),
@@ -229,7 +230,7 @@ async fn mcp_2026_a_question_inside_a_task_is_input_required_and_tasks_update_an
     let secretless = "Go ahead with the deploy?";
     let id = start_task(&server, "ask_confirm", json!({"question": secretless})).await;
     let task = wait_for(&server, &id, "input_required").await;
-    let request_of = &task["inputRequests"]["q1"];
+    let request_of = &task["inputRequests"]["r1q1"];
     assert_eq!(request_of["method"], "elicitation/create", "{task}");
     let message = request_of["params"]["message"].as_str().unwrap();
     assert!(message.contains("The tool 'ask_confirm' asks"), "{task}");
@@ -239,14 +240,14 @@ async fn mcp_2026_a_question_inside_a_task_is_input_required_and_tasks_update_an
         "{task}"
     );
     // An answer to a question never asked is ignored; a malformed one is refused.
-    let bad = json!({"taskId": id, "inputResponses": {"q1": {"action": "maybe"}}});
+    let bad = json!({"taskId": id, "inputResponses": {"r1q1": {"action": "maybe"}}});
     let reply = request(&server, ALICE, true, "tasks/update", bad).await;
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
     let answer = json!({
         "taskId": id,
         "inputResponses": {
             "q9": {"action": "accept", "content": {"confirm": false}},
-            "q1": {"action": "accept", "content": {"confirm": true}},
+            "r1q1": {"action": "accept", "content": {"confirm": true}},
         }
     });
     let reply = request(&server, ALICE, true, "tasks/update", answer).await;
@@ -263,7 +264,7 @@ async fn mcp_2026_a_declined_question_inside_a_task_reaches_the_tool_as_declined
     let server = start();
     let id = start_task(&server, "ask_confirm", json!({"question": "Proceed?"})).await;
     wait_for(&server, &id, "input_required").await;
-    let decline = json!({"taskId": id, "inputResponses": {"q1": {"action": "decline"}}});
+    let decline = json!({"taskId": id, "inputResponses": {"r1q1": {"action": "decline"}}});
     let reply = request(&server, ALICE, true, "tasks/update", decline).await;
     assert!(reply.get("error").is_none(), "{reply}");
     let task = wait_for(&server, &id, "completed").await;
@@ -350,4 +351,23 @@ async fn mcp_2026_a_client_that_declares_no_elicitation_gets_a_plain_result_when
     let result = &reply["result"];
     assert!(result.get("requestState").is_none(), "{reply}");
     assert_eq!(result["isError"], true, "nobody could be asked: {reply}");
+}
+
+#[tokio::test]
+async fn mcp_2026_a_task_whose_client_declares_no_elicitation_is_never_input_required() {
+    let server = start();
+    let tasks_only = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let params = json!({"name": "ask_confirm", "arguments": {"question": "Proceed?"}});
+    let reply = request_declaring(&server, ALICE, tasks_only, "tools/call", params).await;
+    let id = reply["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    // Nobody can be asked: the tool hears so at once, and the task ends,
+    // rather than waiting minutes on a question its client never sees.
+    let done = wait_for(&server, &id, "completed").await;
+    let text = done["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("unavailable"), "{done}");
 }

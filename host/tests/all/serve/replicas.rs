@@ -71,6 +71,21 @@ async fn open_as(server: &Server, token: &str) -> String {
     session
 }
 
+/// End `session` on `server` as the holder of `token` (`DELETE /mcp`),
+/// which must succeed.
+async fn close_as(server: &Server, token: &str, session: &str) {
+    let closed = server
+        .http
+        .delete(server.url("/mcp"))
+        .bearer_auth(token)
+        .header("mcp-session-id", session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+}
+
 fn calc_request(id: u64, expression: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
            "params": {"name": "calc", "arguments": {"expression": expression}}})
@@ -163,16 +178,7 @@ async fn deleting_a_shared_session_on_one_replica_ends_it_on_every_replica() {
     let session = open_as(&one, ALICE).await;
     // Held by both replicas now.
     calc_in_session(&two, ALICE, &session, 2).await;
-    let closed = one
-        .http
-        .delete(one.url("/mcp"))
-        .bearer_auth(ALICE)
-        .header("mcp-session-id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert!(closed.status().is_success(), "{}", closed.status());
+    close_as(&one, ALICE, &session).await;
     for server in [&two, &one] {
         let after = in_session(server, ALICE, &session, &calc_request(3, "1")).await;
         assert_eq!(after.status, StatusCode::NOT_FOUND, "{}", after.text);
@@ -184,16 +190,7 @@ async fn a_shared_session_deleted_where_it_was_never_held_ends_everywhere() {
     let redis = RedisServer::start();
     let (one, two) = replicas("redis = { env = 'SESSIONS_REDIS' }", &redis.url());
     let session = open_as(&one, ALICE).await;
-    let closed = two
-        .http
-        .delete(two.url("/mcp"))
-        .bearer_auth(ALICE)
-        .header("mcp-session-id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert!(closed.status().is_success(), "{}", closed.status());
+    close_as(&two, ALICE, &session).await;
     let after = in_session(&one, ALICE, &session, &calc_request(2, "1")).await;
     assert_eq!(after.status, StatusCode::NOT_FOUND, "{}", after.text);
 }
@@ -284,16 +281,7 @@ async fn one_principal_cannot_hold_more_than_its_share_of_sessions() {
     // Bob's share is his own.
     open_as(&server, BOB).await;
     // Alice closes one, and may open another.
-    let closed = server
-        .http
-        .delete(server.url("/mcp"))
-        .bearer_auth(ALICE)
-        .header("mcp-session-id", &first)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert!(closed.status().is_success(), "{}", closed.status());
+    close_as(&server, ALICE, &first).await;
     open_as(&server, ALICE).await;
 }
 
@@ -370,16 +358,7 @@ async fn a_principals_share_of_sessions_holds_across_replicas() {
     // Bob's share is his own.
     open_as(&one, BOB).await;
     // Ending one, on the replica that did not open it, frees its place.
-    let closed = two
-        .http
-        .delete(two.url("/mcp"))
-        .bearer_auth(ALICE)
-        .header("mcp-session-id", &first)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert!(closed.status().is_success(), "{}", closed.status());
+    close_as(&two, ALICE, &first).await;
     open_as(&one, ALICE).await;
 }
 
@@ -455,16 +434,7 @@ async fn ending_a_shared_session_on_another_replica_stops_its_calls_here() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let closed = two
-        .http
-        .delete(two.url("/mcp"))
-        .bearer_auth(ALICE)
-        .header("mcp-session-id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert!(closed.status().is_success(), "{}", closed.status());
+    close_as(&two, ALICE, &session).await;
     // Stopped within a reaper tick or so, well before spin's 30 s deadline.
     let deadline = Instant::now() + Duration::from_secs(20);
     while metric_as_alice(&one, "toolhost_instances_in_flight").await != Some(0.0) {
