@@ -479,8 +479,29 @@ async fn a_batch_the_limiter_refuses_is_429_and_keeps_no_task() {
     assert_eq!(body["error"]["type"], "rate_limited", "{body}");
     let (status, _) = task_request(&server, reqwest::Method::DELETE, None, &first).await;
     assert_eq!(status, StatusCode::OK);
-    // Had the refused two been kept, these two would pass the bound of 3.
-    let (status, body) = start_tasks(&server, None, &json!([calc("d", "1"), calc("e", "2")])).await;
+    // The cancelled call gives back its concurrency slot once its instance
+    // has stopped, a moment after the DELETE is answered: wait for what
+    // the server reports, not for a time.
+    let stopped = server
+        .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(20))
+        .await;
+    assert!(
+        stopped.is_some(),
+        "the cancelled call still runs\n{}",
+        server.stderr()
+    );
+    // Had the refused two been kept, these two would pass the bound of 3
+    // (`too_many_tasks`). The slot itself is given back just after the
+    // instance stops: a concurrency refusal meanwhile is tried again.
+    let batch = json!([calc("d", "1"), calc("e", "2")]);
+    let (mut status, mut body) = start_tasks(&server, None, &batch).await;
+    for _ in 0..100 {
+        if status != StatusCode::TOO_MANY_REQUESTS || body["error"]["type"] != "rate_limited" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        (status, body) = start_tasks(&server, None, &batch).await;
+    }
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
 }
 
