@@ -57,10 +57,15 @@ impl fmt::Debug for Backend {
 /// is checked against the system's roots, or the file `SSL_CERT_FILE`
 /// names), or `redis+unix://`.
 pub(crate) fn is_redis_url(url: &str) -> bool {
-    let scheme = ["redis://", "rediss://", "redis+unix://"]
+    has_redis_scheme(url) && ::redis::Client::open(url).is_ok()
+}
+
+/// Whether `url` names one of the schemes [`is_redis_url`] takes (whether
+/// or not the rest parses).
+pub(crate) fn has_redis_scheme(url: &str) -> bool {
+    ["redis://", "rediss://", "redis+unix://"]
         .iter()
-        .any(|scheme| url.starts_with(scheme));
-    scheme && ::redis::Client::open(url).is_ok()
+        .any(|scheme| url.starts_with(scheme))
 }
 
 /// The Redis client for `url`. TLS (`rediss://`) runs on the ring

@@ -87,13 +87,7 @@ impl RawStore {
         };
         let backend = match backend.as_deref() {
             None | Some("embedded") => self.embedded(base, name, &err)?,
-            Some(url)
-                if ["redis://", "rediss://", "redis+unix://"]
-                    .iter()
-                    .any(|scheme| url.starts_with(scheme)) =>
-            {
-                self.redis(url, &err)?
-            }
+            Some(url) if crate::grants::store::has_redis_scheme(url) => self.redis(url, &err)?,
             Some(other) => {
                 // A URL may hold a password: the message shows it redacted.
                 return Err(err(

@@ -75,7 +75,7 @@ pub fn watch(
         })?;
     let manifest_path = absolute(&manifest.path);
     // What identities were read at start, to say when a reload changes them.
-    let serve_auth = read_at_start(&manifest);
+    let fixed_at_start = read_at_start(&manifest);
     let mut watched = Watched::default();
     watched.update(&mut watcher, &manifest_path, &manifest);
     let task = tokio::spawn(async move {
@@ -108,7 +108,7 @@ pub fn watch(
                 let lock = manifest.lock_path().map(|p| absolute(&p));
                 let before = Fingerprint::of_all_but(&watched.files, lock.as_deref());
                 let reloaded = reload(&manifest_path, &options, &lock_mode).await;
-                if let Some(new) = take(&shared, reloaded, &serve_auth) {
+                if let Some(new) = take(&shared, reloaded, &fixed_at_start) {
                     watched.update(&mut watcher, &manifest_path, &new);
                 }
                 if before.still_current() {
@@ -126,12 +126,12 @@ pub fn watch(
 fn take(
     shared: &Shared,
     reloaded: Result<(Manifest, ToolHost, Pinned), ServeError>,
-    serve_auth: &str,
+    fixed_at_start: &str,
 ) -> Option<Manifest> {
     match reloaded {
         Ok((manifest, host, pinned)) => {
             shared.metrics().registry(&pinned.report);
-            swap_in(shared, host, &manifest, serve_auth).then_some(manifest)
+            swap_in(shared, host, &manifest, fixed_at_start).then_some(manifest)
         }
         Err(e) => {
             shared.metrics().reload(false);
@@ -156,10 +156,11 @@ fn read_at_start(manifest: &Manifest) -> String {
 
 /// Swap `host`, loaded from `manifest`, in for the running version, unless
 /// the identity settings the server started with refuse it (a store scoped
-/// by a key they do not bind); log what changed, and say when the
-/// manifest's `[serve.auth]` (`serve_auth` as it was at start) changed,
-/// which takes a restart. Whether it was swapped in.
-fn swap_in(shared: &Shared, host: ToolHost, manifest: &Manifest, serve_auth: &str) -> bool {
+/// by a key they do not bind); log what changed, and say when what is set
+/// up at start (`[serve.auth]`, `[serve.sessions]`, `[serve.tasks]`; as
+/// it was then: `fixed_at_start`) changed, which takes a restart. Whether
+/// it was swapped in.
+fn swap_in(shared: &Shared, host: ToolHost, manifest: &Manifest, fixed_at_start: &str) -> bool {
     let tools = host.specs().count();
     let old = shared.host();
     if let Err(e) = shared.replace(host.clone()) {
@@ -168,7 +169,7 @@ fn swap_in(shared: &Shared, host: ToolHost, manifest: &Manifest, serve_auth: &st
         return false;
     }
     log_changes(&old, &host);
-    if read_at_start(manifest) != serve_auth {
+    if read_at_start(manifest) != fixed_at_start {
         tracing::warn!(
             "[serve.auth], [serve.sessions] or [serve.tasks] changed; identities, sessions and the task store are set up at start: restart the server to use the new settings"
         );

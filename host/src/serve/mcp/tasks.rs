@@ -90,8 +90,7 @@ fn status(state: State) -> TaskStatus {
         State::InputRequired => TaskStatus::InputRequired,
         State::Completed => TaskStatus::Completed,
         State::Failed => TaskStatus::Failed,
-        // Any state a later store adds reads as cancelled: it has ended.
-        _ => TaskStatus::Cancelled,
+        State::Cancelled => TaskStatus::Cancelled,
     }
 }
 
@@ -268,7 +267,7 @@ fn payload(record: &Record) -> Result<TaskPayload, ErrorData> {
                 error: error.as_object().cloned().unwrap_or_default(),
             }
         }
-        _ => TaskPayload::Cancelled,
+        State::Cancelled => TaskPayload::Cancelled,
     })
 }
 

@@ -53,8 +53,6 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::durable_tasks::{TaskPolicy, TaskStore};
-// `start` is the entry of front ends that know no peer address (MCP
-// tasks, being wired in); the HTTP API starts tasks with `start_from`.
 pub(crate) use run::{Front, Started, start_from};
 pub(crate) use view::{Cancelled, cancel, view};
 
@@ -463,18 +461,9 @@ impl Tasks {
     }
 
     /// Replace the task by `new` if the store still has it at
-    /// `new.version`; whether it did. A finished task is kept without
-    /// its arguments and context (see [`Record::forget_call`]).
-    pub(crate) async fn swap(&self, new: &Record) -> Result<bool, StoreDown> {
-        let stripped;
-        let new = if new.state.is_finished() && !matches!(new.arguments, StoredArguments::Dropped) {
-            let mut record = new.clone();
-            record.forget_call();
-            stripped = record;
-            &stripped
-        } else {
-            new
-        };
+    /// `new.version`; whether it did. ([`Self::update`], its one caller,
+    /// has dropped a finished task's arguments and context already.)
+    async fn swap(&self, new: &Record) -> Result<bool, StoreDown> {
         match &self.inner.store {
             Store::Memory(memory) => Ok(memory.swap(new, self.ttl_ms())),
             Store::Embedded(file) => file.swap(new, self.ttl_ms()).await,
