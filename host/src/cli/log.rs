@@ -26,7 +26,10 @@
 //!
 //! Lines reach stderr through a lossy queue on a thread of its own (see
 //! [`init`]): a stderr that does not keep up, such as a full pipe, costs log
-//! lines, never a stalled tool call.
+//! lines, never a stalled tool call. While a prompt waits for a person's
+//! answer the thread holds its lines back (`cli/terminal.rs`), so no line
+//! lands inside the prompt; a prompt left open long enough to fill the queue
+//! costs lines the same way, counted and reported at exit.
 
 use std::error::Error;
 use std::ffi::OsString;
@@ -87,7 +90,7 @@ pub(crate) fn init_with(format: LogFormat, default: &str) -> Result<Guard, TryIn
         .lossy(true)
         .buffered_lines_limit(QUEUED_LINES)
         .thread_name("toolhost-log")
-        .finish(stderr);
+        .finish(super::terminal::TERMINAL.held_while_prompting(stderr));
     let dropped = writer.error_counter();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     dispatch(format, writer, colour, filter).try_init()?;

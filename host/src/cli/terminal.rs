@@ -14,8 +14,16 @@
 //!
 //! The reader starts with the first prompt, so a command that reads its
 //! own input from stdin (`call --batch -`) and never prompts keeps it.
+//!
+//! Log lines are written by a thread of their own (`cli/log.rs`), not under
+//! the turn; they go through [`Terminal::held_while_prompting`], which holds
+//! them while a prompt waits for its line and lets them out when it is
+//! answered or withdrawn. So a tool's log line (a tool logs through the
+//! host, in parallel with the call that asks) can neither land inside an
+//! approval prompt nor pass for the next one.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::oneshot;
@@ -32,6 +40,7 @@ pub(crate) struct Terminal {
     turn: tokio::sync::Mutex<()>,
     lines: Lines,
     prompts: Mutex<Box<dyn Write + Send>>,
+    prompting: Prompting,
 }
 
 impl Terminal {
@@ -49,6 +58,16 @@ impl Terminal {
             turn: tokio::sync::Mutex::new(()),
             lines,
             prompts: Mutex::new(prompts),
+            prompting: Prompting::default(),
+        }
+    }
+
+    /// `out`, for writers that print beside the turn (the log thread):
+    /// each write waits while a prompt is on screen.
+    pub(crate) fn held_while_prompting<W: Write>(&'static self, out: W) -> HeldWhilePrompting<W> {
+        HeldWhilePrompting {
+            prompting: &self.prompting,
+            out,
         }
     }
 
@@ -85,6 +104,7 @@ impl Turn<'_> {
     /// the prompt is discarded first. Dropping the future withdraws the
     /// prompt: a line that arrives later goes to no one.
     pub(crate) async fn answer(&self, prompt: &str) -> Option<String> {
+        let _open = self.terminal.prompting.open();
         let request = self.terminal.lines.request(true);
         self.say(prompt);
         request.line().await
@@ -93,9 +113,81 @@ impl Turn<'_> {
     /// [`Turn::answer`] keeping what was typed ahead: for the next message
     /// of a chat, which a person may type while the last one is answered.
     pub(crate) async fn next_line(&self, prompt: &str) -> Option<String> {
+        let _open = self.terminal.prompting.open();
         let request = self.terminal.lines.request(false);
         self.say(prompt);
         request.line().await
+    }
+}
+
+/// Whether a prompt is on screen, for the writers that wait for it.
+#[derive(Default)]
+struct Prompting {
+    /// Prompts on screen (one at a time under the turn; counted so that a
+    /// withdrawn prompt's guard can never end its successor's hold).
+    open: Mutex<usize>,
+    /// Signalled when the last prompt on screen ends.
+    ended: Condvar,
+    /// Writers waiting for it.
+    waiting: AtomicUsize,
+}
+
+impl Prompting {
+    fn open(&self) -> PromptOpen<'_> {
+        *self.open.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        PromptOpen(self)
+    }
+
+    /// Return once no prompt is on screen.
+    fn wait_for_none(&self) {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if *open == 0 {
+            return;
+        }
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let open = self
+            .ended
+            .wait_while(open, |open| *open > 0)
+            .unwrap_or_else(PoisonError::into_inner);
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        drop(open);
+    }
+}
+
+/// A prompt on screen; dropping it (answered or withdrawn) ends it.
+struct PromptOpen<'a>(&'a Prompting);
+
+impl Drop for PromptOpen<'_> {
+    fn drop(&mut self) {
+        let mut open = self.0.open.lock().unwrap_or_else(PoisonError::into_inner);
+        *open -= 1;
+        if *open == 0 {
+            self.0.ended.notify_all();
+        }
+    }
+}
+
+/// A writer whose writes wait while a prompt is on screen (see
+/// [`Terminal::held_while_prompting`]). A whole buffer given to
+/// `write_all`, a log line, waits once and is written in one piece.
+pub(crate) struct HeldWhilePrompting<W> {
+    prompting: &'static Prompting,
+    out: W,
+}
+
+impl<W: Write> Write for HeldWhilePrompting<W> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.prompting.wait_for_none();
+        self.out.write(data)
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.prompting.wait_for_none();
+        self.out.write_all(data)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
     }
 }
 
@@ -515,6 +607,52 @@ pub(crate) mod tests {
         let next = turn.next_line("? ");
         keyboard.send(typed("next\n")).unwrap();
         assert_eq!(within(next).await.as_deref(), Some("next"));
+    }
+
+    #[tokio::test]
+    async fn a_log_line_written_while_a_prompt_is_open_waits_until_it_is_answered() {
+        let (terminal, keyboard, screen) = terminal();
+        let turn = terminal.turn().await;
+        let answer = turn.answer("? run wipe with {}? [y/N] ");
+        let mut answer = std::pin::pin!(answer);
+        // The prompt is on screen once the reader waits for its line.
+        let reading = until(terminal, "waited for input", |(_, reading)| reading);
+        tokio::select! {
+            _ = &mut answer => panic!("the prompt was answered"),
+            () = reading => {}
+        }
+        // A tool logs from the log thread while the person reads.
+        let mut log = terminal.held_while_prompting(screen.clone());
+        let writer = std::thread::spawn(move || {
+            log.write_all(b"WARN tool=wipe approved: y\n").unwrap();
+        });
+        let waited = tokio::time::timeout(Duration::from_secs(10), async {
+            while terminal.prompting.waiting.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        assert!(waited.await.is_ok(), "the log line never waited");
+        assert_eq!(screen.text(), "? run wipe with {}? [y/N] ");
+        keyboard.send(typed("n\n")).unwrap();
+        assert_eq!(within(answer).await.as_deref(), Some("n"));
+        writer.join().unwrap();
+        assert_eq!(
+            screen.text(),
+            "? run wipe with {}? [y/N] WARN tool=wipe approved: y\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_prompt_lets_held_log_lines_out() {
+        let (terminal, _keyboard, screen) = terminal();
+        let turn = terminal.turn().await;
+        abandon(terminal, turn.answer("? the tool asks: name ")).await;
+        // Withdrawn: nothing is on screen, a line is written at once.
+        terminal
+            .held_while_prompting(screen.clone())
+            .write_all(b"after\n")
+            .unwrap();
+        assert!(screen.text().ends_with("after\n"));
     }
 
     #[tokio::test]
