@@ -27,9 +27,11 @@ cp target/wasm32-wasip2/guest/probe.wasm "$out/probe.wasm"
 # alone in a component of its own (its manifest entry says so).
 cargo build --quiet --target wasm32-wasip2 --profile guest -p mcp-fixtures --features needs-sampling
 cp target/wasm32-wasip2/guest/mcp_fixtures.wasm "$out/mcp-fixtures-sampling.wasm"
+cargo build --quiet --target wasm32-wasip2 --profile guest -p mcp-fixtures --features trigger
+cp target/wasm32-wasip2/guest/mcp_fixtures.wasm "$out/mcp-fixtures-trigger.wasm"
 cargo build --quiet --target wasm32-wasip2 --profile guest -p mcp-fixtures
 cp target/wasm32-wasip2/guest/mcp_fixtures.wasm "$out/mcp-fixtures.wasm"
-echo "built ${rust_tools[*]} probe-dup mcp-fixtures-sampling -> $out/"
+echo "built ${rust_tools[*]} probe-dup mcp-fixtures-sampling mcp-fixtures-trigger -> $out/"
 
 [ "${1:-}" = "--rust" ] && exit 0
 

@@ -7,6 +7,9 @@
 #   scripts/conformance.sh            # starts target/release/toolhost serve itself
 #   scripts/build-tools.sh --rust
 #   toolhost serve --config tests/mcp-fixtures/toolhost.toml --listen 127.0.0.1:8765 &
+#     (against a server started so, the tool-list-change check fails: the
+#     script's own server serves target/conformance/served/toolhost.toml,
+#     the fixtures plus the hook that changes the list, with --watch)
 #   scripts/conformance.sh http://127.0.0.1:8765/mcp               # both revisions
 #   scripts/conformance.sh http://127.0.0.1:8765/mcp 2026-07-28    # one
 #   MCP_CONFORMANCE_URL=http://127.0.0.1:8765/mcp scripts/conformance.sh
@@ -36,13 +39,44 @@ dir=target/conformance
 venv=$dir/venv
 mkdir -p "$dir"
 
+# The manifest served: the fixtures' own, copied into a directory of its
+# own with the hook the suite calls to change the tool list
+# (test_trigger_tool_change, sep-2575). The hook may write that directory,
+# and nothing else; it adds or removes the toggled [[tool]] below, and
+# `serve --watch` reloads the manifest and tells subscribers.
+served=$dir/served
+write_served_manifest() {
+    local tools
+    tools=$(cd target/tools && pwd)
+    mkdir -p "$served"
+    {
+        sed "s|\"../../target/tools/|\"$tools/|" "$fixtures/toolhost.toml"
+        cat <<MANIFEST
+
+# Written by scripts/conformance.sh; served with --watch.
+[[tool]]
+component = "$tools/mcp-fixtures-trigger.wasm"
+files = [{ host = ".", guest = "/served", mode = "read-write" }]
+
+# >>> toggled by test_trigger_tool_change
+# [[tool]]
+# component = "$tools/calc.wasm"
+# <<<
+MANIFEST
+    } >"$served/toolhost.toml.next"
+    mv "$served/toolhost.toml.next" "$served/toolhost.toml"
+}
+
 # Without a URL: serve the fixtures here, on a port the system picks, and
 # stop the server on the way out.
 if [ -z "$url" ]; then
     bin=${TOOLHOST_BIN:-target/release/toolhost}
     [ -x "$bin" ] || { echo "conformance: $bin is missing; build it (cargo build --release) or pass a URL" >&2; exit 2; }
-    [ -f target/tools/mcp-fixtures.wasm ] || { echo "conformance: target/tools/mcp-fixtures.wasm is missing; run scripts/build-tools.sh --rust" >&2; exit 2; }
-    "$bin" --config "$fixtures/toolhost.toml" serve --listen 127.0.0.1:0 2>"$dir/server.log" &
+    for tool in mcp-fixtures mcp-fixtures-sampling mcp-fixtures-trigger calc; do
+        [ -f "target/tools/$tool.wasm" ] || { echo "conformance: target/tools/$tool.wasm is missing; run scripts/build-tools.sh --rust" >&2; exit 2; }
+    done
+    write_served_manifest
+    "$bin" --config "$served/toolhost.toml" serve --watch --listen 127.0.0.1:0 2>"$dir/server.log" &
     server=$!
     trap 'kill "$server" 2>/dev/null || true' EXIT
     for _ in $(seq 100); do

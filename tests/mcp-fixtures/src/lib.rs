@@ -16,19 +16,26 @@
 //! the client's `sampling` capability: a client that did not declare it is
 //! refused the call (−32021).
 //!
+//! `test_trigger_tool_change` is built alone too, with the `trigger`
+//! feature, as `mcp-fixtures-trigger.wasm`. A tool has no power over what
+//! the server offers; only the operator's manifest changes the tool list,
+//! and `serve --watch` tells subscribers when it does. So the hook does what
+//! an operator could grant any tool: `scripts/conformance.sh` serves a copy
+//! of the manifest from a directory this one tool may write, and the hook
+//! rewrites that manifest, adding or removing a tool, for the reload to
+//! pick up.
+//!
 //! Not here (`tests/mcp-fixtures/expected-failures-*.yml` lists the
-//! scenarios): `test_sampling` (a tool cannot ask the client's model), and
-//! `test_trigger_tool_change` / `test_trigger_prompt_change`: a tool cannot
-//! change the list of tools the server offers (only the operator's manifest
-//! can, on a reload).
+//! scenarios): `test_sampling` (a tool cannot ask the client's model) and
+//! `test_trigger_prompt_change` (there are no prompts).
 //!
 //! Never shipped to users; built by `scripts/build-tools.sh` as
 //! `target/tools/mcp-fixtures.wasm` and served with
 //! `tests/mcp-fixtures/toolhost.toml`.
 
-// Built with `needs-sampling`, the component has one tool and the others are
-// unused: that build exists only to be the one tool.
-#![cfg_attr(feature = "needs-sampling", allow(dead_code))]
+// Built with `needs-sampling` or `trigger`, the component has one tool and
+// the others are unused: those builds exist only to be the one tool.
+#![cfg_attr(any(feature = "needs-sampling", feature = "trigger"), allow(dead_code))]
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -367,7 +374,78 @@ toolhost_guest::export_tools! {
     .idempotent(),
 }
 
-#[cfg(not(feature = "needs-sampling"))]
+/// The manifest `scripts/conformance.sh` serves, as the trigger's grant
+/// names it.
+#[cfg(feature = "trigger")]
+const SERVED_MANIFEST: &str = "/served/toolhost.toml";
+
+/// The lines between these markers are switched on and off (`# ` in front
+/// or not) by each call: a `[[tool]]` entry, so the list changes.
+#[cfg(feature = "trigger")]
+const TOGGLED: (&str, &str) = ("# >>> toggled by test_trigger_tool_change", "# <<<");
+
+/// Add the served manifest's toggled tool, or remove it when it is there;
+/// written to a new file and renamed over the old one, so the reload never
+/// reads half a manifest.
+#[cfg(feature = "trigger")]
+fn trigger_tool_change(_: NoArguments) -> Result<Output, ToolError> {
+    let cannot = |what: &str, e: std::io::Error| {
+        ToolError::unavailable(format!(
+            "cannot {what} {SERVED_MANIFEST} (scripts/conformance.sh grants it): {e}"
+        ))
+    };
+    let manifest = std::fs::read_to_string(SERVED_MANIFEST).map_err(|e| cannot("read", e))?;
+    let mut inside = false;
+    let mut toggled = 0;
+    let mut now_on = false;
+    let mut out = String::with_capacity(manifest.len() + 16);
+    for line in manifest.lines() {
+        if line == TOGGLED.0 || line == TOGGLED.1 {
+            inside = line == TOGGLED.0;
+            out.push_str(line);
+        } else if inside {
+            toggled += 1;
+            match line.strip_prefix("# ") {
+                Some(on) => {
+                    now_on = true;
+                    out.push_str(on);
+                }
+                None => {
+                    out.push_str("# ");
+                    out.push_str(line);
+                }
+            }
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    if toggled == 0 {
+        return Err(ToolError::invalid_input(format!(
+            "{SERVED_MANIFEST} has no lines between {:?} and {:?} to switch",
+            TOGGLED.0, TOGGLED.1
+        )));
+    }
+    let next = format!("{SERVED_MANIFEST}.next");
+    std::fs::write(&next, out).map_err(|e| cannot("write beside", e))?;
+    std::fs::rename(&next, SERVED_MANIFEST).map_err(|e| cannot("replace", e))?;
+    Ok(Output::text(if now_on {
+        "added a tool to the served manifest; serve --watch reloads it"
+    } else {
+        "removed a tool from the served manifest; serve --watch reloads it"
+    }))
+}
+
+#[cfg(feature = "trigger")]
+toolhost_guest::export_tools! {
+    Tool::new(
+        "test_trigger_tool_change",
+        "Adds a tool to the served manifest, or removes it (serve --watch then tells subscribers the list changed)",
+        trigger_tool_change,
+    ),
+}
+
+#[cfg(not(any(feature = "needs-sampling", feature = "trigger")))]
 toolhost_guest::export_tools! {
     Tool::new("test_simple_text", "Tests simple text content response", simple_text)
         .read_only()
