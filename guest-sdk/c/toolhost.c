@@ -918,10 +918,40 @@ void toolhost_http_response_free(toolhost_http_response *response) {
 
 /* --- Key-value stores --------------------------------------------------------------- */
 
+/* The host sends every failure but a denial as `other("KIND: message")`;
+ * each KIND becomes the error kind a tool in another language gets. */
+static const struct {
+    const char *sent;
+    const char *kind;
+    bool retryable;
+} STORE_FAILURES[] = {
+    {"quota-exceeded", "quota_exceeded", false},
+    {"too-large", "invalid_input", true},
+    {"not-a-counter", "invalid_input", true},
+    {"invalid-cursor", "invalid_input", true},
+    {"limit", "limit", false},
+    {"unavailable", "unavailable", true},
+    /* Another process holds the embedded store's file: not until the
+     * operator acts. */
+    {"in-use", "unavailable", false},
+};
+
 static void store_failed(toolhost_result *out, const char *store, wasi_keyvalue_store_error_t *e) {
     if (e->tag == WASI_KEYVALUE_STORE_ERROR_OTHER) {
-        toolhost_error(out, "store", false, "store %s: %.*s", store, (int)e->val.other.len,
-                       (const char *)e->val.other.ptr);
+        const char *text = (const char *)e->val.other.ptr;
+        size_t len = e->val.other.len;
+        const char *kind = "store";
+        bool retryable = false;
+        for (size_t i = 0; i < sizeof STORE_FAILURES / sizeof STORE_FAILURES[0]; i++) {
+            size_t n = strlen(STORE_FAILURES[i].sent);
+            if (len > n + 1 && memcmp(text, STORE_FAILURES[i].sent, n) == 0 && text[n] == ':' &&
+                text[n + 1] == ' ') {
+                kind = STORE_FAILURES[i].kind;
+                retryable = STORE_FAILURES[i].retryable;
+                break;
+            }
+        }
+        toolhost_error(out, kind, retryable, "store %s: %.*s", store, (int)len, text);
     } else {
         toolhost_error(out, "permission_denied", false,
                        "the store %s is not available to this tool: grant it in toolhost.toml "

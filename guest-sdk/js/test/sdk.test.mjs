@@ -458,6 +458,8 @@ describe('stores', () => {
       ['too-large: values are 64 KiB at most', 'invalid_input', true],
       ['limit: 1000 operations per call', 'limit', false],
       ['unavailable: the database is locked', 'unavailable', true],
+      ['in-use: held by process 42; stop it or use redis://', 'unavailable', false],
+      ['invalid-cursor: start the listing again', 'invalid_input', true],
       ['something else', 'store', false],
     ]) {
       fake.storeFailure = failure;

@@ -10,7 +10,9 @@
  *
  * Every failure is thrown as a ToolError: `permission_denied` for a store
  * not granted, `quota_exceeded`, `invalid_input` for a value too large or
- * not what was asked for, `limit`, `unavailable`, or `store`.
+ * not what was asked for (or a listing cursor the host forgot), `limit`,
+ * `unavailable` (retryable, or not when another process holds the store's
+ * file), or `store`.
  *
  * @example
  * const notes = Store.open('notes');
@@ -166,11 +168,14 @@ function toolErrorOf(name: string, error: StoreError): ToolError {
       return new ToolError('quota_exceeded', `${message} (nothing was written)`, false);
     case 'too-large':
     case 'not-a-counter':
+    case 'invalid-cursor':
       return ToolError.invalidInput(message);
     case 'limit':
       return new ToolError('limit', message, false);
     case 'unavailable':
       return ToolError.unavailable(message);
+    case 'in-use':
+      return new ToolError('unavailable', `${message} (in use by another process)`, false);
     default:
       return new ToolError('store', `${store}: ${error.val}`, false);
   }

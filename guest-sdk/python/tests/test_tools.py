@@ -211,5 +211,36 @@ class FileErrorTest(unittest.TestCase):
         self.assertEqual(file_error(OSError(errno.EIO, "io")).kind, "io")
 
 
+class StoreErrors(unittest.TestCase):
+    """The host's store failures become typed ToolErrors (no bindings needed)."""
+
+    def test_every_kind_the_host_sends_becomes_its_error_kind(self):
+        from toolhost import store
+
+        class Other:
+            def __init__(self, value):
+                self.value = value
+
+        fake = mock.Mock()
+        fake.store.Error_Other = Other
+        cases = [
+            ("quota-exceeded: 10 keys at most", "quota_exceeded", False),
+            ("too-large: 64 KiB at most", "invalid_input", True),
+            ("not-a-counter: the value is text", "invalid_input", True),
+            ("invalid-cursor: start the listing again", "invalid_input", True),
+            ("limit: 1000 operations per call", "limit", False),
+            ("unavailable: Redis is down", "unavailable", True),
+            ("in-use: held by process 42; stop it", "unavailable", False),
+            ("something else", "store", False),
+        ]
+        with mock.patch.object(store._bindings, "require", return_value=fake):
+            for sent, kind, retryable in cases:
+                error = store._error("notes", Other(sent))
+                self.assertEqual((error.kind, error.retryable), (kind, retryable), sent)
+                self.assertIn(sent.partition(": ")[2] or sent, error.message)
+            denied = store._error("notes", object())
+            self.assertEqual(denied.kind, "permission_denied")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -17,8 +17,10 @@ notes.set_json("last", {"visits": visits})
 ```
 
 Failures are ToolErrors: `permission_denied` (not granted), `quota_exceeded`,
-`invalid_input` (too large, not a counter, not JSON), `limit` (past a
-per-call bound), `unavailable` (trying later may work), `store` (other).
+`invalid_input` (too large, not a counter, not JSON, a listing cursor the host
+forgot), `limit` (past a per-call bound), `unavailable` (retryable: trying
+later may work; not retryable: another process holds the store's file),
+`store` (other).
 """
 
 from __future__ import annotations
@@ -134,10 +136,12 @@ def _error(name: str, error: Any) -> ToolError:
         kind, message = "", error.value
     if kind == "quota-exceeded":
         return ToolError("quota_exceeded", f"store {name!r}: quota exceeded: {message}")
-    if kind in ("too-large", "not-a-counter"):
+    if kind in ("too-large", "not-a-counter", "invalid-cursor"):
         return ToolError.invalid_input(f"store {name!r}: {kind.replace('-', ' ')}: {message}")
     if kind == "limit":
         return ToolError("limit", f"store {name!r}: {message}")
     if kind == "unavailable":
         return ToolError.unavailable(f"store {name!r}: {message}")
+    if kind == "in-use":
+        return ToolError("unavailable", f"store {name!r}: in use by another process: {message}")
     return ToolError("store", f"store {name!r}: {error.value}")

@@ -47,6 +47,13 @@ pub enum Error {
     Limit(String),
     /// The store cannot be reached; trying later may work.
     Unavailable(String),
+    /// Another process holds the store's file (an embedded store is one
+    /// process's); the message names the holder and the fix. Retrying does
+    /// not help until the operator acts.
+    InUse(String),
+    /// A `list-keys` cursor the host no longer knows (it keeps a few per
+    /// call): start the listing again.
+    InvalidCursor(String),
     /// A value is not the JSON asked for.
     NotJson(String),
     /// Anything else the host said.
@@ -62,6 +69,8 @@ impl fmt::Display for Error {
             Self::NotACounter(m) => write!(f, "not a counter: {m}"),
             Self::Limit(m) => write!(f, "limit: {m}"),
             Self::Unavailable(m) => write!(f, "unavailable: {m}"),
+            Self::InUse(m) => write!(f, "in use by another process: {m}"),
+            Self::InvalidCursor(m) => write!(f, "invalid cursor: {m}"),
             Self::NotJson(m) => write!(f, "not JSON: {m}"),
             Self::Other(m) => f.write_str(m),
         }
@@ -83,6 +92,8 @@ impl From<wit::Error> for Error {
                     "not-a-counter" => Self::NotACounter(message),
                     "limit" => Self::Limit(message),
                     "unavailable" => Self::Unavailable(message),
+                    "in-use" => Self::InUse(message),
+                    "invalid-cursor" => Self::InvalidCursor(message),
                     _ => Self::Other(text),
                 }
             }
@@ -96,11 +107,13 @@ impl From<Error> for ToolError {
         match error {
             Error::Denied => Self::permission_denied(message),
             Error::QuotaExceeded(_) => Self::new("quota_exceeded", message),
-            Error::TooLarge(_) | Error::NotJson(_) | Error::NotACounter(_) => {
-                Self::invalid_input(message)
-            }
+            Error::TooLarge(_)
+            | Error::NotJson(_)
+            | Error::NotACounter(_)
+            | Error::InvalidCursor(_) => Self::invalid_input(message),
             Error::Limit(_) => Self::new("limit", message),
             Error::Unavailable(_) => Self::unavailable(message),
+            Error::InUse(_) => Self::unavailable(message).retryable(false),
             Error::Other(_) => Self::new("store", message),
         }
     }
@@ -245,5 +258,41 @@ impl Store {
     /// As the host reports it.
     pub fn delete_many(&self, keys: &[String]) -> Result<(), Error> {
         Ok(batch::delete_many(&self.bucket, keys)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_the_host_sends_becomes_its_own_error_and_tool_error() {
+        let cases = [
+            ("quota-exceeded: 10 keys at most", "quota_exceeded", false),
+            ("too-large: 64 KiB at most", "invalid_input", true),
+            ("not-a-counter: \"x\" is text", "invalid_input", true),
+            ("limit: 1000 operations per call", "limit", false),
+            ("unavailable: Redis is down", "unavailable", true),
+            ("in-use: held by process 42; stop it", "unavailable", false),
+            (
+                "invalid-cursor: start the listing again",
+                "invalid_input",
+                true,
+            ),
+            ("something else", "store", false),
+        ];
+        for (sent, kind, retryable) in cases {
+            let error = Error::from(wit::Error::Other(sent.to_owned()));
+            let message = error.to_string();
+            let tool = ToolError::from(error);
+            assert_eq!(
+                (tool.kind.as_str(), tool.retryable),
+                (kind, retryable),
+                "{sent}"
+            );
+            let (_, text) = sent.split_once(": ").unwrap_or(("", sent));
+            assert!(message.contains(text), "{message} keeps {text}");
+        }
+        assert_eq!(Error::from(wit::Error::AccessDenied), Error::Denied);
     }
 }
