@@ -5,12 +5,15 @@
 //!
 //! Three tables: `tasks`, id → the record's version (8 bytes,
 //! little-endian) and its JSON; `buckets`, (bucket, id) → (), each
-//! bucket's tasks; `expiries`, (expiry in ms, id) → (), every task by
-//! when it may be forgotten. Every change is one write transaction, so
-//! the compare-and-swap of [`Embedded::swap`] and the count-and-insert of
+//! bucket's tasks; `ttl-from`, (ms, id) → (), every task by when its
+//! `ttl` starts counting ([`Record::ttl_counts_from_ms`]), so that the
+//! index holds whatever `ttl` the server runs with now (a file outlives
+//! its server's settings). Every change is one write transaction, so the
+//! compare-and-swap of [`Embedded::swap`] and the count-and-insert of
 //! [`Embedded::insert`] are atomic; an insert reads only its own bucket's
 //! tasks and sweeps only the expired ones. A file written before the
-//! indexes existed is indexed once, when opened.
+//! indexes existed, or with the older index by expiry (`expiries`, which
+//! went stale when the `ttl` changed), is indexed once, when opened.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +27,9 @@ use super::{Bounds, Full, Record, StoreDown};
 
 const TASKS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("tasks");
 const BUCKETS: TableDefinition<'_, (&str, &str), ()> = TableDefinition::new("buckets");
-const EXPIRIES: TableDefinition<'_, (u64, &str), ()> = TableDefinition::new("expiries");
+const TTL_FROM: TableDefinition<'_, (u64, &str), ()> = TableDefinition::new("ttl-from");
+/// The index by expiry of files written before `ttl-from`: dropped on open.
+const EXPIRIES_BEFORE: TableDefinition<'_, (u64, &str), ()> = TableDefinition::new("expiries");
 
 pub(super) struct Embedded {
     db: Arc<Database>,
@@ -50,7 +55,7 @@ fn decode(bytes: &[u8]) -> Option<Record> {
 struct Tables<'t> {
     tasks: Table<'t, &'static str, &'static [u8]>,
     buckets: Table<'t, (&'static str, &'static str), ()>,
-    expiries: Table<'t, (u64, &'static str), ()>,
+    ttl_from: Table<'t, (u64, &'static str), ()>,
 }
 
 impl<'t> Tables<'t> {
@@ -58,7 +63,7 @@ impl<'t> Tables<'t> {
         Ok(Self {
             tasks: txn.open_table(TASKS)?,
             buckets: txn.open_table(BUCKETS)?,
-            expiries: txn.open_table(EXPIRIES)?,
+            ttl_from: txn.open_table(TTL_FROM)?,
         })
     }
 
@@ -73,46 +78,49 @@ impl<'t> Tables<'t> {
         record: &Record,
         bytes: &[u8],
         old: Option<&Record>,
-        ttl_ms: u64,
     ) -> Result<(), redb::Error> {
         if let Some(old) = old {
-            self.expiries
-                .remove((old.expires_ms(ttl_ms), old.id.as_str()))?;
+            self.ttl_from
+                .remove((old.ttl_counts_from_ms(), old.id.as_str()))?;
         }
         self.tasks.insert(record.id.as_str(), bytes)?;
         self.buckets
             .insert((record.bucket(), record.id.as_str()), ())?;
-        self.expiries
-            .insert((record.expires_ms(ttl_ms), record.id.as_str()), ())?;
+        self.ttl_from
+            .insert((record.ttl_counts_from_ms(), record.id.as_str()), ())?;
         Ok(())
     }
 
-    fn forget(&mut self, id: &str, ttl_ms: u64) -> Result<(), redb::Error> {
+    fn forget(&mut self, id: &str) -> Result<(), redb::Error> {
         let Some(record) = self.read(id)? else {
             self.tasks.remove(id)?;
             return Ok(());
         };
         self.tasks.remove(id)?;
         self.buckets.remove((record.bucket(), id))?;
-        self.expiries.remove((record.expires_ms(ttl_ms), id))?;
+        self.ttl_from.remove((record.ttl_counts_from_ms(), id))?;
         Ok(())
     }
 
-    /// Forget the tasks expired at `now_ms`: only those are read.
+    /// Forget the tasks expired at `now_ms` (their `ttl` started `ttl_ms`
+    /// ago or earlier): only those are read.
     fn sweep(&mut self, now_ms: u64, ttl_ms: u64) -> Result<(), redb::Error> {
+        let Some(latest) = now_ms.checked_sub(ttl_ms) else {
+            return Ok(());
+        };
         let mut expired = Vec::new();
-        for entry in self.expiries.range(..(now_ms.saturating_add(1), ""))? {
+        for entry in self.ttl_from.range(..(latest.saturating_add(1), ""))? {
             let (key, _) = entry?;
-            let (expires, id) = key.value();
-            expired.push((expires, id.to_owned()));
+            let (from, id) = key.value();
+            expired.push((from, id.to_owned()));
         }
-        for (expires, id) in expired {
+        for (from, id) in expired {
             // An entry that no longer matches its task is only dropped.
-            let current = self.read(&id)?.map(|r| r.expires_ms(ttl_ms));
-            if current.is_none_or(|at| at == expires) {
-                self.forget(&id, ttl_ms)?;
+            let current = self.read(&id)?.map(|r| r.ttl_counts_from_ms());
+            if current.is_none_or(|at| at == from) {
+                self.forget(&id)?;
             }
-            self.expiries.remove((expires, id.as_str()))?;
+            self.ttl_from.remove((from, id.as_str()))?;
         }
         Ok(())
     }
@@ -137,9 +145,10 @@ impl<'t> Tables<'t> {
         Ok(records)
     }
 
-    /// Index every task of a file written before the indexes existed.
-    fn index_all(&mut self, ttl_ms: u64) -> Result<(), redb::Error> {
-        if !self.buckets.is_empty()? || self.tasks.is_empty()? {
+    /// Index every task of a file written before the indexes existed, or
+    /// with the index by expiry: once, when the index is missing.
+    fn index_all(&mut self) -> Result<(), redb::Error> {
+        if !self.ttl_from.is_empty()? || self.tasks.is_empty()? {
             return Ok(());
         }
         let mut records = Vec::new();
@@ -150,22 +159,21 @@ impl<'t> Tables<'t> {
         for record in records {
             self.buckets
                 .insert((record.bucket(), record.id.as_str()), ())?;
-            self.expiries
-                .insert((record.expires_ms(ttl_ms), record.id.as_str()), ())?;
+            self.ttl_from
+                .insert((record.ttl_counts_from_ms(), record.id.as_str()), ())?;
         }
         Ok(())
     }
 }
 
 impl Embedded {
-    /// Open (or create) the file at `path`, whose tasks are kept `ttl_ms`
-    /// after they end.
+    /// Open (or create) the file at `path`.
     ///
     /// # Errors
     ///
     /// What is wrong, naming the file: another process holds it, or it
     /// cannot be opened or created.
-    pub(super) fn open(path: &Path, ttl_ms: u64) -> Result<Self, String> {
+    pub(super) fn open(path: &Path) -> Result<Self, String> {
         let db = Database::create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => format!(
                 "{}: another process holds this task file; give each server its own \
@@ -179,7 +187,8 @@ impl Embedded {
         })?;
         let prepare = || -> Result<(), redb::Error> {
             let txn = db.begin_write()?;
-            Tables::open(&txn)?.index_all(ttl_ms)?;
+            txn.delete_table(EXPIRIES_BEFORE)?;
+            Tables::open(&txn)?.index_all()?;
             txn.commit()?;
             Ok(())
         };
@@ -250,10 +259,10 @@ impl Embedded {
                 Err(full) => return Ok(Err(full)),
             };
             for id in &victims {
-                tables.forget(id, ttl_ms)?;
+                tables.forget(id)?;
             }
             for (record, bytes) in &encoded {
-                tables.put(record, bytes, None, ttl_ms)?;
+                tables.put(record, bytes, None)?;
             }
             Ok(Ok(victims.len()))
         })
@@ -277,7 +286,7 @@ impl Embedded {
         .await
     }
 
-    pub(super) async fn swap(&self, new: &Record, ttl_ms: u64) -> Result<bool, StoreDown> {
+    pub(super) async fn swap(&self, new: &Record) -> Result<bool, StoreDown> {
         let bytes = encode(new, new.version + 1).map_err(|e| self.down(&e))?;
         let new = new.clone();
         self.write(move |tables| {
@@ -287,20 +296,27 @@ impl Embedded {
             if current.version != new.version {
                 return Ok(false);
             }
-            tables.put(&new, &bytes, Some(&current), ttl_ms)?;
+            tables.put(&new, &bytes, Some(&current))?;
             Ok(true)
         })
         .await
     }
 
-    pub(super) async fn remove(&self, ids: &[String], ttl_ms: u64) -> Result<(), StoreDown> {
+    pub(super) async fn remove(&self, ids: &[String]) -> Result<(), StoreDown> {
         let ids = ids.to_vec();
         self.write(move |tables| {
             for id in &ids {
-                tables.forget(id, ttl_ms)?;
+                tables.forget(id)?;
             }
             Ok(())
         })
         .await
+    }
+
+    /// How many tasks the file holds, expired ones not yet swept included.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> u64 {
+        let txn = self.db.begin_read().unwrap();
+        txn.open_table(TASKS).unwrap().len().unwrap()
     }
 }

@@ -183,12 +183,18 @@ impl Record {
     /// When the store may forget it: `ttl` after it finished, or after its
     /// lease ran out.
     pub(crate) fn expires_ms(&self, ttl_ms: u64) -> u64 {
-        let from = if self.state.is_finished() {
+        self.ttl_counts_from_ms().saturating_add(ttl_ms)
+    }
+
+    /// When its `ttl` starts: when it finished, or when its lease runs out.
+    /// A stored index keys tasks by this rather than by their expiry, so
+    /// that it stays true when the operator changes the `ttl`.
+    pub(crate) fn ttl_counts_from_ms(&self) -> u64 {
+        if self.state.is_finished() {
             self.updated_ms
         } else {
             self.lease_until_ms
-        };
-        from.saturating_add(ttl_ms)
+        }
     }
 }
 
@@ -367,9 +373,7 @@ impl Tasks {
     pub(crate) fn new(policy: TaskPolicy) -> Result<Self, String> {
         let store = match &policy.store {
             TaskStore::Memory => Store::Memory(memory::Memory::default()),
-            TaskStore::Embedded { path } => {
-                Store::Embedded(embedded::Embedded::open(path, millis(policy.ttl))?)
-            }
+            TaskStore::Embedded { path } => Store::Embedded(embedded::Embedded::open(path)?),
             TaskStore::Redis { url, prefix } => {
                 Store::Redis(Box::new(redis::Remote::new(url, prefix)))
             }
@@ -466,7 +470,7 @@ impl Tasks {
     async fn swap(&self, new: &Record) -> Result<bool, StoreDown> {
         match &self.inner.store {
             Store::Memory(memory) => Ok(memory.swap(new, self.ttl_ms())),
-            Store::Embedded(file) => file.swap(new, self.ttl_ms()).await,
+            Store::Embedded(file) => file.swap(new).await,
             Store::Redis(remote) => remote.swap(new, now_ms(), self.times()).await,
         }
     }
@@ -479,7 +483,7 @@ impl Tasks {
                 memory.remove(ids, self.ttl_ms());
                 Ok(())
             }
-            Store::Embedded(file) => file.remove(ids, self.ttl_ms()).await,
+            Store::Embedded(file) => file.remove(ids).await,
             Store::Redis(remote) => remote.remove(bucket, ids).await,
         }
     }

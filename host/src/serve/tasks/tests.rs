@@ -138,6 +138,41 @@ async fn a_redb_file_keeps_each_bucket_within_its_bounds_and_forgets_the_oldest_
 }
 
 #[tokio::test]
+async fn a_redb_file_reopened_with_a_shorter_ttl_forgets_what_is_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.redb");
+    let store = || TaskStore::Embedded { path: path.clone() };
+    // A task that finished ten minutes ago, kept for an hour.
+    let tasks = Tasks::new(policy(store(), 2, 100)).unwrap();
+    let old = Record {
+        state: State::Completed,
+        updated_ms: now_ms() - 600_000,
+        ..record("alice", 0)
+    };
+    tasks
+        .insert(std::slice::from_ref(&old))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(tasks.get(&old.id).await.unwrap().is_some());
+    drop(tasks);
+    // The operator shortens the ttl to a minute and restarts: the next
+    // insert sweeps it from the file (it used to stay for good, its index
+    // entry keyed by the expiry of the old ttl).
+    let tasks = Tasks::new(TaskPolicy {
+        ttl: Duration::from_secs(60),
+        ..policy(store(), 2, 100)
+    })
+    .unwrap();
+    assert!(tasks.get(&old.id).await.unwrap().is_none());
+    tasks.insert(&[record("bob", 0)]).await.unwrap().unwrap();
+    let Store::Embedded(file) = &tasks.inner.store else {
+        unreachable!()
+    };
+    assert_eq!(file.len(), 1, "only bob's new task is left");
+}
+
+#[tokio::test]
 async fn redis_keeps_each_bucket_within_its_bounds_and_forgets_the_oldest_finished() {
     let redis = RedisServer::start();
     let store = TaskStore::Redis {
