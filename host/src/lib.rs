@@ -78,7 +78,9 @@ pub use grants::{
     AllowedHosts, DEFAULT_QUOTA, FileGrant, FileMode, GrantError, Grants, HostPattern,
 };
 pub use limits::{Limits, LimitsError, MAX_TIMEOUT, ReadyInstances};
-pub use manifest::{DEFAULT_MANIFEST, Manifest, ManifestError, ServeSettings, SessionSettings};
+pub use manifest::{
+    DEFAULT_MANIFEST, Manifest, ManifestError, RegistryConfig, ServeSettings, SessionSettings,
+};
 pub use observe::{Answer, Asker, CallObserver, LogLevel, NobodyToAsk, Progress, Question};
 pub use outcome::{
     CallError, CallStats, ContentBlock, EmbeddedResource, ErrorType, INVALID_OUTPUT, Media,

@@ -63,6 +63,10 @@ pub struct Manifest {
     pub stores: BTreeMap<String, StoreConfig>,
     /// The `[registry]` table: how registry components are pulled.
     pub registry: crate::registry::Settings,
+    /// The top-level `[verify]` policy, the default of every registry
+    /// component (already applied to [`Manifest::components`]; kept to
+    /// say which of them opt out).
+    pub verify: crate::registry::verify::Policy,
     /// `toolhost.lock` beside the manifest, when there is one: the digests
     /// its registry components are pinned to.
     pub lock: Option<crate::registry::Lock>,
@@ -266,6 +270,37 @@ struct RawManifest {
     serve: serve::RawServe,
 }
 
+/// Only the tables that concern registries, every other key ignored: what
+/// `push`, `pull`, `sign`, `inspect` and `call --component` read, so that
+/// a tool entry whose file is missing does not stop them.
+#[derive(Deserialize)]
+struct RawRegistryOnly {
+    #[serde(default)]
+    registry: registry::RawRegistry,
+    verify: Option<registry::RawVerify>,
+}
+
+/// A manifest's `[registry]` and `[verify]` tables alone, read by
+/// [`Manifest::load_registry`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RegistryConfig {
+    /// The `[registry]` table: timeout, cap, credentials, plain HTTP,
+    /// blob redirects.
+    pub registry: crate::registry::Settings,
+    /// The top-level `[verify]` policy (`Policy::None` without one).
+    pub verify: crate::registry::verify::Policy,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            registry: crate::registry::Settings::default(),
+            verify: crate::registry::verify::Policy::None,
+        }
+    }
+}
+
 /// A literal value, or `{ env = "NAME" }` to read it from the host's
 /// environment at load (a secret: masked in logs and output).
 #[derive(Deserialize)]
@@ -292,6 +327,7 @@ impl Manifest {
             components,
             stores: BTreeMap::new(),
             registry: crate::registry::Settings::default(),
+            verify: crate::registry::verify::Policy::None,
             lock: None,
             serve: ServeSettings::default(),
             from_file: false,
@@ -325,6 +361,42 @@ impl Manifest {
         Self::parse(path, &text, &|name| std::env::var(name).ok())
     }
 
+    /// Read only the `[registry]` and `[verify]` tables of the manifest at
+    /// `path` (every other key is left unread, so a tool entry whose file
+    /// is missing is no error here); the defaults when there is no file.
+    ///
+    /// # Errors
+    ///
+    /// A [`ManifestError`] naming the file (and, for TOML syntax, the line)
+    /// and the key, when the file cannot be read or those tables are
+    /// invalid.
+    pub fn load_registry(path: &Path) -> Result<RegistryConfig, ManifestError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(RegistryConfig::default());
+            }
+            Err(e) => return Err(ManifestError::file(path, format!("cannot read it ({e})"))),
+        };
+        Self::parse_registry(path, &text)
+    }
+
+    /// Validate the `[registry]` and `[verify]` tables of manifest `text`
+    /// as if read from `path`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Manifest::load_registry`].
+    pub fn parse_registry(path: &Path, text: &str) -> Result<RegistryConfig, ManifestError> {
+        let raw: RawRegistryOnly = toml::from_str(text)
+            .map_err(|e| ManifestError::file(path, e.to_string().trim_end().to_owned()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Ok(RegistryConfig {
+            registry: raw.registry.validate(path)?,
+            verify: validate_verify(raw.verify, path, base)?,
+        })
+    }
+
     /// Validate manifest `text` as if read from `path`, taking `{ env = … }`
     /// values from `lookup_env`.
     ///
@@ -343,12 +415,7 @@ impl Manifest {
             .overridden_by(&raw.limits)
             .map_err(|(key, e)| ManifestError::file(path, format!("`limits.{key}`: {e}")))?;
         let stores = store::validate(raw.store, path, base, lookup_env)?;
-        let verify = raw
-            .verify
-            .map(|v| v.validate(base))
-            .transpose()
-            .map_err(|e| ManifestError::file(path, format!("`verify`: {e}")))?
-            .unwrap_or(crate::registry::verify::Policy::None);
+        let verify = validate_verify(raw.verify, path, base)?;
         let components = raw
             .tool
             .into_iter()
@@ -372,11 +439,24 @@ impl Manifest {
             components,
             stores,
             registry,
+            verify,
             lock,
             serve,
             from_file: true,
         })
     }
+}
+
+/// The top-level `[verify]` policy of the manifest at `path`.
+fn validate_verify(
+    raw: Option<registry::RawVerify>,
+    path: &Path,
+    base: &Path,
+) -> Result<crate::registry::verify::Policy, ManifestError> {
+    raw.map(|v| v.validate(base))
+        .transpose()
+        .map_err(|e| ManifestError::file(path, format!("`verify`: {e}")))
+        .map(|policy| policy.unwrap_or(crate::registry::verify::Policy::None))
 }
 
 /// An error about one key of a table (a tool, a store), made of the key and

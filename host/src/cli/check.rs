@@ -6,13 +6,18 @@ use std::process::ExitCode;
 
 use super::output::out;
 use toolhost::authoring::lint;
-use toolhost::{ComponentSource, Manifest, ToolHost};
+use toolhost::registry::verify::Policy;
+use toolhost::{ComponentConfig, ComponentSource, Manifest, ToolHost};
 
 /// Print what each tool may touch and the lints; with `strict`, a warning
 /// fails the check.
 pub(crate) fn check(manifest: &Manifest, host: &ToolHost, strict: bool) -> ExitCode {
     print_check(manifest, host);
-    let warnings = lint::lint(host.specs());
+    let mut warnings: Vec<String> = lint::lint(host.specs())
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    warnings.extend(opt_outs(manifest, host));
     for warning in &warnings {
         eprintln!("warning: {warning}");
     }
@@ -26,10 +31,35 @@ pub(crate) fn check(manifest: &Manifest, host: &ToolHost, strict: bool) -> ExitC
     ExitCode::SUCCESS
 }
 
+/// Whether `config` is a registry component that opts out of the
+/// manifest's `[verify]` policy with `verify = "none"`.
+fn opts_out(manifest: &Manifest, config: &ComponentConfig) -> bool {
+    matches!(config.source, ComponentSource::Pinned(_))
+        && config.verify == Policy::None
+        && manifest.verify != Policy::None
+}
+
+/// A warning per registry component that opts out of `[verify]`: it runs
+/// unsigned where the manifest asks for signatures.
+fn opt_outs(manifest: &Manifest, host: &ToolHost) -> Vec<String> {
+    host.components()
+        .filter(|(config, _, _)| opts_out(manifest, config))
+        .map(|(config, _, _)| {
+            let reference = match &config.source {
+                ComponentSource::Pinned(pinned) => pinned.reference.to_string(),
+                other => format!("{other:?}"),
+            };
+            format!(
+                "{reference} opts out of [verify] (verify = \"none\"), so its signature is not checked; remove that line to require the manifest's policy"
+            )
+        })
+        .collect()
+}
+
 /// Where a component comes from: its file, or its reference with the
-/// digests it is pinned to and who signed it.
-fn source_line(source: &ComponentSource) -> String {
-    match source {
+/// digests it is pinned to and who signed it (or why nobody checked).
+fn source_line(manifest: &Manifest, config: &ComponentConfig) -> String {
+    match &config.source {
         ComponentSource::File(path) => path.display().to_string(),
         ComponentSource::Pinned(pinned) => {
             let mut line = format!("{}\n  layer: {}", pinned.reference, pinned.layer);
@@ -37,7 +67,25 @@ fn source_line(source: &ComponentSource) -> String {
                 Some(signer) => {
                     line.push_str(&format!("\n  signature: verified, signed by {signer}"))
                 }
+                None if opts_out(manifest, config) => line.push_str(
+                    "\n  signature: not checked: this tool opts out (`verify = \"none\"` overrides [verify])",
+                ),
                 None => line.push_str("\n  signature: not checked (no verify policy)"),
+            }
+            let redirects: Vec<String> = manifest
+                .registry
+                .blob_redirects(&pinned.reference)
+                .into_iter()
+                .map(|(host, built_in)| match built_in {
+                    true => format!("{host} (built in)"),
+                    false => format!("{host} (blob_redirects)"),
+                })
+                .collect();
+            if !redirects.is_empty() {
+                line.push_str(&format!(
+                    "\n  blob downloads may be redirected to (HTTPS, no credentials): {}",
+                    redirects.join(", ")
+                ));
             }
             line
         }
@@ -56,7 +104,7 @@ fn print_check(manifest: &Manifest, host: &ToolHost) {
         // The source's first line (its file or reference) carries the
         // compiled code's status; a registry component's digests and signer
         // follow on lines of their own.
-        let source = source_line(&config.source);
+        let source = source_line(manifest, config);
         let (first, rest) = source.split_once('\n').unwrap_or((&source, ""));
         out!("\n{first} (compiled code: {cache:?})");
         if !rest.is_empty() {

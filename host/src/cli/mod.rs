@@ -58,7 +58,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             registry::push(
                 args,
-                registry::settings(&cli.config)?,
+                registry::config(&cli.config)?.registry,
                 options(cli.no_cache),
             )
             .await
@@ -68,20 +68,20 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             output,
             key,
         } => {
-            let settings = registry::settings(&cli.config)?;
+            let config = registry::config(&cli.config)?;
             let pull = registry::PullArgs {
                 reference,
                 output,
                 key,
             };
-            registry::pull(pull, settings, options(cli.no_cache)).await
+            registry::pull(pull, config, options(cli.no_cache)).await
         }
         Command::Sign {
             reference,
             key,
             bundle,
         } => {
-            let settings = registry::settings(&cli.config)?;
+            let settings = registry::config(&cli.config)?.registry;
             let kind = if bundle {
                 registry::SignatureKind::Bundle
             } else {
@@ -90,7 +90,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             registry::sign(&reference, &key, kind, settings, options(cli.no_cache)).await
         }
         Command::Inspect { reference, json } => {
-            let settings = registry::settings(&cli.config)?;
+            let settings = registry::config(&cli.config)?.registry;
             registry::inspect(&reference, json, settings, options(cli.no_cache)).await
         }
         Command::Lock { update } => {
@@ -152,14 +152,27 @@ async fn run_with_manifest(
 }
 
 /// The manifest at `path`; for `call --component`, which needs none, one
-/// made of its flags stands in.
+/// made of its flags stands in, with the `[registry]` table of the manifest
+/// at `path` (when there is one) and its `[verify]` policy unless `--key`
+/// gives another.
 fn manifest(command: &Command, path: &Path) -> anyhow::Result<Manifest> {
     let from_flags = match command {
-        Command::Call(flags) => flags.component.config()?,
+        Command::Call(flags) => flags
+            .component
+            .config()?
+            .map(|config| (config, flags.component.key.is_some())),
         _ => None,
     };
     Ok(match from_flags {
-        Some(config) => Manifest::of_components(vec![config]),
+        Some((mut config, keyed)) => {
+            let section = registry::config(path)?;
+            if !keyed && matches!(config.source, toolhost::ComponentSource::Registry(_)) {
+                config.verify = section.verify;
+            }
+            let mut manifest = Manifest::of_components(vec![config]);
+            manifest.registry = section.registry;
+            manifest
+        }
         // The library names no flag: the fix for a missing file is ours to say.
         None => Manifest::load(path).map_err(|e| match path.exists() {
             true => anyhow::Error::from(e),

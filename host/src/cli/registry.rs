@@ -16,7 +16,7 @@ use toolhost::registry::layout::{IMPORTS_ANNOTATION, TOOLS_ANNOTATION};
 use toolhost::registry::verify::{Policy, PublicKey, SigningKey};
 use toolhost::registry::{OciRef, Publication, Registry, Settings};
 use toolhost::wire::definitions::{self, Format};
-use toolhost::{ComponentConfig, LockMode, Manifest, SandboxOptions, ToolHost};
+use toolhost::{ComponentConfig, LockMode, Manifest, RegistryConfig, SandboxOptions, ToolHost};
 
 use super::args::UsageError;
 use super::output::out;
@@ -34,13 +34,12 @@ pub(crate) fn reference(text: &str) -> anyhow::Result<OciRef> {
         .map_err(|e: toolhost::registry::ReferenceError| anyhow::anyhow!(UsageError(e.to_string())))
 }
 
-/// The `[registry]` settings of the manifest at `path` when there is one
-/// (credentials, insecure hosts), else the defaults.
-pub(crate) fn settings(path: &Path) -> anyhow::Result<Settings> {
-    if !path.exists() {
-        return Ok(Settings::default());
-    }
-    Ok(Manifest::load(path)?.registry)
+/// The `[registry]` and `[verify]` tables of the manifest at `path` when
+/// there is one (credentials, insecure hosts, the policy), else the
+/// defaults. Only those tables are read: a tool entry whose file is
+/// missing does not stop a push.
+pub(crate) fn config(path: &Path) -> anyhow::Result<RegistryConfig> {
+    Ok(Manifest::load_registry(path)?)
 }
 
 /// The registry client, keeping blobs in the cache directory (also with
@@ -172,11 +171,12 @@ pub(crate) struct PullArgs {
 }
 
 /// `toolhost pull oci://… [-o FILE] [--key KEY.pub]`: pulled by digest
-/// into the cache, every blob checked, the signature too with a key; the
+/// into the cache, every blob checked, the signature too under `--key` or
+/// else the manifest's `[verify]` policy (before anything is written); the
 /// digests printed.
 pub(crate) async fn pull(
     args: PullArgs,
-    settings: Settings,
+    config: RegistryConfig,
     options: SandboxOptions,
 ) -> anyhow::Result<ExitCode> {
     let reference = reference(&args.reference)?;
@@ -191,9 +191,9 @@ pub(crate) async fn pull(
                 key,
             }
         }
-        None => Policy::None,
+        None => config.verify,
     };
-    let (registry, _scratch) = registry(settings, &options)?;
+    let (registry, _scratch) = registry(config.registry, &options)?;
     let digest = registry.resolve(&reference).await?;
     let verdict = registry.verify(&reference, &digest, &policy).await?;
     let pulled = registry.pull(&reference, &digest).await?;
@@ -356,8 +356,9 @@ pub(crate) async fn lock(
     locked: bool,
     options: SandboxOptions,
 ) -> anyhow::Result<ExitCode> {
+    // `--locked --update` re-resolves too, and refuses to write what moved.
     let mode = match update {
-        _ if locked => LockMode::Locked,
+        None if locked => LockMode::Locked,
         Some(references) => LockMode::Update(
             references
                 .iter()
@@ -379,8 +380,23 @@ pub(crate) async fn lock(
         .context("this manifest has no file, so no lock file")?;
     if pinned.changed {
         if locked {
+            let moves: Vec<String> = pinned
+                .report
+                .iter()
+                .filter_map(|r| {
+                    let before = r.moved_from.as_ref()?;
+                    Some(format!(
+                        "{} moved {before} → {}",
+                        r.pin.reference, r.pin.manifest
+                    ))
+                })
+                .collect();
+            let what = match moves.is_empty() {
+                true => "it would change".to_owned(),
+                false => moves.join("; "),
+            };
             anyhow::bail!(
-                "{} would change; run `toolhost lock` without --locked",
+                "{}: {what}; --locked writes nothing, so it is left as it was (run the same `toolhost lock` without --locked to write it)",
                 path.display()
             );
         }

@@ -1,6 +1,7 @@
 //! Who toolhost is to a registry: credentials from the manifest (a user
 //! name and the environment variable holding the password) or from
-//! Docker's `config.json`, and the challenges registries answer 401 with
+//! Docker's `config.json` (written there, or kept by the credential helper
+//! it names: see [`super::helper`]), and the challenges registries answer 401 with
 //! (`Basic realm=…`, or `Bearer realm=…,service=…,scope=…` naming a token
 //! service). A password never reaches a log or an error message.
 
@@ -14,7 +15,8 @@ use reqwest::header;
 use super::Reason;
 use super::body::{read_capped, unreachable};
 use super::client::Client;
-use super::reference::OciRef;
+use super::helper;
+use super::reference::{DOCKER_HUB_API, DOCKER_HUB_AUTH_KEY, OciRef};
 
 /// A user name and password for one registry.
 #[derive(Clone)]
@@ -45,19 +47,37 @@ impl Credentials {
     }
 }
 
-/// Credentials for `host` from Docker's config (`$DOCKER_CONFIG/config.json`,
-/// else `~/.docker/config.json`), if it has plain ones.
+/// What Docker's config holds for a registry.
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// Credentials written in the file.
+    Credentials(Credentials),
+    /// A credential helper to ask, for a server.
+    Helper {
+        /// `docker-credential-{helper}`.
+        helper: String,
+        /// What to give it on its standard input.
+        server: String,
+        /// Where it was named.
+        source: String,
+    },
+    /// Nothing: go anonymous.
+    Nothing,
+}
+
+/// What Docker's config (`$DOCKER_CONFIG/config.json`, else
+/// `~/.docker/config.json`) holds for `host`.
 ///
 /// # Errors
 ///
-/// When the file names a credential helper for the host (which toolhost
-/// does not run) or is not JSON: the message says what to do.
-pub(crate) fn docker_config(host: &str) -> Result<Option<Credentials>, String> {
+/// When the file is not JSON, or an entry is not what Docker writes: the
+/// message says what to do.
+pub(crate) fn docker_config(host: &str) -> Result<Found, String> {
     let Some(path) = docker_config_path() else {
-        return Ok(None);
+        return Ok(Found::Nothing);
     };
     let Ok(text) = std::fs::read_to_string(&path) else {
-        return Ok(None);
+        return Ok(Found::Nothing);
     };
     from_docker_config(&text, host, &path.display().to_string())
 }
@@ -69,19 +89,34 @@ fn docker_config_path() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".docker/config.json"))
 }
 
-/// Credentials for `host` in the text of a Docker config file at `path`.
-fn from_docker_config(text: &str, host: &str, path: &str) -> Result<Option<Credentials>, String> {
-    let config: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        format!("{path} is not JSON ({e}); fix it or point DOCKER_CONFIG elsewhere")
-    })?;
-    // Docker Hub's entry has its historical key; other registries are
-    // keyed by host, sometimes written as a URL.
-    let keys = [
+/// The keys Docker's config may file `host`'s credentials under, most
+/// likely first: Docker Hub's under its historical URL, other registries
+/// by host, sometimes written as a URL.
+fn config_keys(host: &str) -> Vec<String> {
+    if matches!(host, "docker.io" | "index.docker.io" | DOCKER_HUB_API) {
+        return [
+            DOCKER_HUB_AUTH_KEY,
+            "index.docker.io",
+            "docker.io",
+            DOCKER_HUB_API,
+        ]
+        .map(str::to_owned)
+        .to_vec();
+    }
+    vec![
         host.to_owned(),
         format!("https://{host}"),
         format!("http://{host}"),
         format!("https://{host}/v1/"),
-    ];
+    ]
+}
+
+/// What the text of a Docker config file at `path` holds for `host`.
+fn from_docker_config(text: &str, host: &str, path: &str) -> Result<Found, String> {
+    let config: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        format!("{path} is not JSON ({e}); fix it or point DOCKER_CONFIG elsewhere")
+    })?;
+    let keys = config_keys(host);
     let auths = config.get("auths").and_then(serde_json::Value::as_object);
     let entry = auths.and_then(|auths| keys.iter().find_map(|k| auths.get(k)));
     if let Some(entry) = entry {
@@ -95,7 +130,7 @@ fn from_docker_config(text: &str, host: &str, path: &str) -> Result<Option<Crede
             let (username, password) = decoded
                 .split_once(':')
                 .ok_or_else(|| format!("{source}: `auth` is not base64 of user:password"))?;
-            return Ok(Some(Credentials {
+            return Ok(Found::Credentials(Credentials {
                 username: username.to_owned(),
                 password: password.to_owned(),
                 source,
@@ -103,24 +138,33 @@ fn from_docker_config(text: &str, host: &str, path: &str) -> Result<Option<Crede
         }
         let field = |name| entry.get(name).and_then(serde_json::Value::as_str);
         if let (Some(username), Some(password)) = (field("username"), field("password")) {
-            return Ok(Some(Credentials {
+            return Ok(Found::Credentials(Credentials {
                 username: username.to_owned(),
                 password: password.to_owned(),
                 source,
             }));
         }
     }
-    let helper = config
-        .get("credHelpers")
-        .and_then(|h| h.get(host))
-        .or_else(|| config.get("credsStore"))
-        .and_then(serde_json::Value::as_str);
-    match helper {
-        Some(helper) if entry.is_none() => Err(format!(
-            "{path} keeps the credentials of {host} in the helper docker-credential-{helper}, which toolhost does not run; \
-             give them in the manifest instead ([registry.host.\"{host}\"] username = \"…\", password_env = \"VAR\")"
+    // An entry without credentials (`{}`, as `docker login` writes beside
+    // a credsStore) leaves them to the helper.
+    let helpers = config.get("credHelpers");
+    let (helper, source) = match keys
+        .iter()
+        .find_map(|k| helpers.and_then(|h| h.get(k)).map(|helper| (helper, k)))
+    {
+        Some((helper, key)) => (Some(helper), format!("{path} (credHelpers.{key})")),
+        None => (config.get("credsStore"), format!("{path} (credsStore)")),
+    };
+    match helper.map(|h| h.as_str().ok_or(h)) {
+        None | Some(Ok("")) => Ok(Found::Nothing),
+        Some(Ok(helper)) => Ok(Found::Helper {
+            helper: helper.to_owned(),
+            server: keys[0].clone(),
+            source,
+        }),
+        Some(Err(_)) => Err(format!(
+            "{source} is not a helper's name; fix it or point DOCKER_CONFIG elsewhere"
         )),
-        _ => Ok(None),
     }
 }
 
@@ -271,7 +315,7 @@ impl Client {
     }
 
     /// The manifest's credentials for `registry`, else Docker's.
-    pub(super) fn credentials(&self, registry: &str) -> Result<Option<Credentials>, Reason> {
+    pub(super) async fn credentials(&self, registry: &str) -> Result<Option<Credentials>, Reason> {
         if let Some(host) = self.settings.host(registry)
             && let Some(username) = &host.username
         {
@@ -291,7 +335,29 @@ impl Client {
                 source: format!("the manifest ({username}, ${variable})"),
             }));
         }
-        docker_config(registry).map_err(Reason::Config)
+        match docker_config(registry).map_err(Reason::Config)? {
+            Found::Credentials(credentials) => Ok(Some(credentials)),
+            Found::Nothing => Ok(None),
+            Found::Helper {
+                helper,
+                server,
+                source,
+            } => {
+                let ask = helper::Ask {
+                    helper: &helper,
+                    server: &server,
+                    registry,
+                    source: &source,
+                };
+                let found = helper::get(&ask, self.settings.timeout / 2)
+                    .await
+                    .map_err(Reason::Config)?;
+                Ok(found.map(|credentials| Credentials {
+                    source: format!("docker-credential-{helper} ({source})"),
+                    ..credentials
+                }))
+            }
+        }
     }
 
     /// What to do when the registry refuses: the credentials tried, or how
@@ -305,7 +371,7 @@ impl Client {
                 reference.repository()
             ),
             None => format!(
-                "{registry} asks for credentials: add [registry.host.\"{registry}\"] username = \"…\" and password_env = \"VAR\" to the manifest, or log in with `docker login {registry}` (plain auths in ~/.docker/config.json are read)"
+                "{registry} asks for credentials: add [registry.host.\"{registry}\"] username = \"…\" and password_env = \"VAR\" to the manifest, or log in with `docker login {registry}` (~/.docker/config.json and the credential helpers it names are read)"
             ),
         }
     }
@@ -339,28 +405,68 @@ mod tests {
     fn docker_config_credentials_are_found_by_host_and_never_printed() {
         let auth = STANDARD.encode("bot:s3cret-pw");
         let text = format!(r#"{{"auths": {{"https://ghcr.io": {{"auth": "{auth}"}}}}}}"#);
-        let found = from_docker_config(&text, "ghcr.io", "config.json")
-            .unwrap()
-            .unwrap();
+        let Found::Credentials(found) =
+            from_docker_config(&text, "ghcr.io", "config.json").unwrap()
+        else {
+            panic!("not found")
+        };
         assert_eq!((&*found.username, &*found.password), ("bot", "s3cret-pw"));
         assert!(!format!("{found:?}").contains("s3cret"));
-        assert!(
-            from_docker_config(&text, "quay.io", "config.json")
-                .unwrap()
-                .is_none()
+        assert!(matches!(
+            from_docker_config(&text, "quay.io", "config.json").unwrap(),
+            Found::Nothing
+        ));
+    }
+
+    #[test]
+    fn docker_hub_credentials_are_looked_up_under_its_historical_key() {
+        let auth = STANDARD.encode("hubber:hub-pw");
+        let text =
+            format!(r#"{{"auths": {{"https://index.docker.io/v1/": {{"auth": "{auth}"}}}}}}"#);
+        for host in ["docker.io", "index.docker.io", "registry-1.docker.io"] {
+            let found = from_docker_config(&text, host, "config.json").unwrap();
+            assert!(
+                matches!(&found, Found::Credentials(c) if c.username == "hubber"),
+                "{host}: {found:?}"
+            );
+        }
+        let text = r#"{"auths": {"https://index.docker.io/v1/": {}}, "credsStore": "desktop"}"#;
+        let Found::Helper { helper, server, .. } =
+            from_docker_config(text, "docker.io", "config.json").unwrap()
+        else {
+            panic!("no helper")
+        };
+        assert_eq!(
+            (&*helper, &*server),
+            ("desktop", "https://index.docker.io/v1/")
         );
     }
 
     #[test]
-    fn a_credential_helper_is_named_with_the_manifest_alternative() {
-        let text = r#"{"credHelpers": {"gcr.io": "gcloud"}}"#;
-        let error = from_docker_config(text, "gcr.io", "config.json").unwrap_err();
-        assert!(error.contains("docker-credential-gcloud"), "{error}");
-        assert!(error.contains("password_env"), "{error}");
+    fn credential_helpers_are_found_per_host_or_as_the_store_and_json_is_required() {
+        let text = r#"{"auths": {"ghcr.io": {}}, "credsStore": "desktop", "credHelpers": {"gcr.io": "gcloud"}}"#;
+        let helper = |host| match from_docker_config(text, host, "config.json").unwrap() {
+            Found::Helper {
+                helper,
+                server,
+                source,
+            } => (helper, server, source),
+            other => panic!("{host}: {other:?}"),
+        };
+        let (name, server, source) = helper("gcr.io");
+        assert_eq!((&*name, &*server), ("gcloud", "gcr.io"));
+        assert!(source.contains("credHelpers.gcr.io"), "{source}");
+        // An entry without credentials is left to the store.
+        let (name, server, source) = helper("ghcr.io");
+        assert_eq!((&*name, &*server), ("desktop", "ghcr.io"));
+        assert!(source.contains("credsStore"), "{source}");
         assert!(
             from_docker_config("{", "gcr.io", "config.json")
                 .unwrap_err()
                 .contains("not JSON")
         );
+        let error =
+            from_docker_config(r#"{"credsStore": 7}"#, "gcr.io", "config.json").unwrap_err();
+        assert!(error.contains("credsStore"), "{error}");
     }
 }

@@ -40,7 +40,7 @@ pub(super) fn scope(reference: &OciRef, access: Access) -> String {
         Access::Pull => "pull",
         Access::Push => "pull,push",
     };
-    format!("repository:{}:{actions}", reference.repository())
+    format!("repository:{}:{actions}", reference.api_repository())
 }
 
 /// A success, or the registry's refusal as an error naming what was asked.

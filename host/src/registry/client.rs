@@ -16,6 +16,7 @@ use reqwest::{Method, StatusCode, header};
 use super::auth::{Challenge, Credentials};
 use super::body::{Body, read_capped, same_authority, scope, success, unreachable};
 use super::digest::Digest;
+use super::layout::OCI_INDEX;
 use super::reference::OciRef;
 use super::store::Incoming;
 use super::{Reason, Settings};
@@ -27,6 +28,16 @@ pub(crate) const MAX_MANIFEST: u64 = 4 << 20;
 
 /// Why manifests have a fixed cap.
 pub(super) const MANIFEST_CAP: &str = "registries themselves refuse larger manifests";
+
+/// The answers to `GET …/referrers/DIGEST` that mean the registry has no
+/// referrers API, so the referrers tag is read instead: what
+/// go-containerregistry (and so cosign) falls back on.
+const NO_REFERRERS_API: [StatusCode; 4] = [
+    StatusCode::BAD_REQUEST,
+    StatusCode::NOT_FOUND,
+    StatusCode::METHOD_NOT_ALLOWED,
+    StatusCode::NOT_IMPLEMENTED,
+];
 
 /// Redirects followed for one request, within the rules.
 const MAX_REDIRECTS: usize = 5;
@@ -94,8 +105,8 @@ impl Client {
         };
         format!(
             "{scheme}://{}/v2/{}",
-            reference.registry(),
-            reference.repository()
+            reference.api_registry(),
+            reference.api_repository()
         )
     }
 
@@ -187,8 +198,11 @@ impl Client {
     }
 
     /// The OCI 1.1 referrers of manifest `digest` (an image index), or
-    /// `None` when the registry has no referrers API (it answers 404, as
-    /// distribution 2.8 does; the caller then reads the referrers tag).
+    /// `None` when the registry has no referrers API (the caller then reads
+    /// the referrers tag). As go-containerregistry and cosign decide it: an
+    /// answer of 400, 404 (distribution 2.8), 405 or 501, or a 200 that is
+    /// not an OCI image index (a registry's HTML page, a catch-all route),
+    /// means no API.
     pub async fn referrers(
         &self,
         reference: &OciRef,
@@ -199,10 +213,18 @@ impl Client {
             let response = self
                 .send(reference, Access::Pull, Method::GET, &url, Body::Manifest)
                 .await?;
-            if response.status() == StatusCode::NOT_FOUND {
+            if NO_REFERRERS_API.contains(&response.status()) {
                 return Ok(None);
             }
             let response = success(response, "the referrers of", &digest.to_string()).await?;
+            let index_type = response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.split(';').next().unwrap_or(v).trim() == OCI_INDEX);
+            if !index_type {
+                return Ok(None);
+            }
             let mut bytes = Vec::new();
             read_capped(
                 response,
@@ -214,9 +236,11 @@ impl Client {
                 },
             )
             .await?;
-            Ok(Some(Fetched {
+            let is_index = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .is_ok_and(|index| index["manifests"].is_array());
+            Ok(is_index.then_some(Fetched {
                 bytes,
-                content_type: None,
+                content_type: Some(OCI_INDEX.to_owned()),
             }))
         })
         .await
@@ -395,7 +419,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(Challenge::parse)
             .ok_or_else(|| Reason::Unauthorized(self.login_fix(reference, None)))?;
-        let credentials = self.credentials(reference.registry())?;
+        let credentials = self.credentials(reference.registry()).await?;
         let authorization = match challenge {
             Challenge::Basic => credentials
                 .as_ref()
@@ -476,10 +500,13 @@ impl Client {
                 None => host.clone(),
             };
             // A listed `host` means its HTTPS port; `host:port` that port.
-            let listed = self.settings.host(reference.registry()).is_some_and(|h| {
-                h.blob_redirects.contains(&authority)
-                    || (next.port().is_none() && h.blob_redirects.contains(&host))
-            });
+            let listed = self
+                .settings
+                .blob_redirects(reference)
+                .iter()
+                .any(|(allowed, _)| {
+                    *allowed == authority || (next.port().is_none() && *allowed == host)
+                });
             if matches!(body, Body::Blob) && listed && next.scheme() == "https" {
                 authorization = None;
                 current = next;

@@ -11,6 +11,7 @@ mod auth;
 mod body;
 mod client;
 pub(crate) mod digest;
+mod helper;
 pub mod layout;
 pub(crate) mod lock;
 mod pull;
@@ -28,7 +29,7 @@ pub use digest::{Digest, DigestError, Sha256};
 pub use lock::{LOCK_FILE, Lock, LockError, Pin};
 pub use pull::{Pulled, Registry};
 pub use push::{MAX_ANNOTATIONS, Publication};
-pub use reference::{OciRef, ReferenceError, SCHEME};
+pub use reference::{DOCKER_HUB_API, DOCKER_HUB_AUTH_KEY, OciRef, ReferenceError, SCHEME};
 pub use signatures::SignatureFailure;
 
 /// How toolhost talks to registries: the manifest's `[registry]` table.
@@ -62,11 +63,44 @@ impl Default for Settings {
     }
 }
 
+/// The CDN hosts well-known registries send blob downloads to, allowed
+/// without configuration (over HTTPS, and never given credentials, like
+/// those listed in `blob_redirects`): keyed by the host of the registry's
+/// API. Without them, a pull from GitHub's or Docker Hub's registry fails
+/// on its first layer.
+pub const BUILT_IN_BLOB_REDIRECTS: &[(&str, &str)] = &[
+    ("ghcr.io", "pkg-containers.githubusercontent.com"),
+    ("registry-1.docker.io", "production.cloudflare.docker.com"),
+];
+
 impl Settings {
     /// The settings of one registry, if the manifest has any.
     #[must_use]
     pub fn host(&self, registry: &str) -> Option<&HostSettings> {
         self.hosts.get(registry)
+    }
+
+    /// The hosts blob downloads from `reference`'s registry may be
+    /// redirected to, each with whether it is built in
+    /// ([`BUILT_IN_BLOB_REDIRECTS`]) or listed in the manifest.
+    #[must_use]
+    pub fn blob_redirects(&self, reference: &OciRef) -> Vec<(String, bool)> {
+        let built_in = BUILT_IN_BLOB_REDIRECTS
+            .iter()
+            .filter(|(registry, _)| *registry == reference.api_registry())
+            .map(|(_, cdn)| ((*cdn).to_owned(), true));
+        let listed = self
+            .host(reference.registry())
+            .into_iter()
+            .flat_map(|h| h.blob_redirects.iter())
+            .map(|host| (host.clone(), false));
+        let mut all: Vec<(String, bool)> = built_in.collect();
+        for (host, flag) in listed {
+            if !all.iter().any(|(known, _)| *known == host) {
+                all.push((host, flag));
+            }
+        }
+        all
     }
 }
 
@@ -177,4 +211,43 @@ pub enum Reason {
     /// Settings that cannot work (a password variable unset …).
     #[error("{0}")]
     Config(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn well_known_registries_have_built_in_blob_redirects_and_the_manifest_adds_to_them() {
+        let ghcr: OciRef = "oci://ghcr.io/acme/calc:1".parse().unwrap();
+        let hub: OciRef = "oci://docker.io/acme/calc:1".parse().unwrap();
+        let other: OciRef = "oci://registry.internal:5000/calc:1".parse().unwrap();
+        let mut settings = Settings::default();
+        assert_eq!(
+            settings.blob_redirects(&ghcr),
+            [("pkg-containers.githubusercontent.com".to_owned(), true)]
+        );
+        assert_eq!(
+            settings.blob_redirects(&hub),
+            [("production.cloudflare.docker.com".to_owned(), true)]
+        );
+        assert!(settings.blob_redirects(&other).is_empty());
+        let mut host = HostSettings::new();
+        host.blob_redirects = vec![
+            "cdn.internal".to_owned(),
+            "pkg-containers.githubusercontent.com".to_owned(),
+        ];
+        settings.hosts.insert("ghcr.io".to_owned(), host.clone());
+        settings
+            .hosts
+            .insert("registry.internal:5000".to_owned(), host);
+        assert_eq!(
+            settings.blob_redirects(&ghcr),
+            [
+                ("pkg-containers.githubusercontent.com".to_owned(), true),
+                ("cdn.internal".to_owned(), false)
+            ]
+        );
+        assert_eq!(settings.blob_redirects(&other).len(), 2);
+    }
 }

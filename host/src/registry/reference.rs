@@ -79,11 +79,40 @@ pub enum ReferenceError {
     Digest(String, DigestError),
 }
 
+/// The host of Docker Hub's registry API, which references name
+/// `docker.io`.
+pub const DOCKER_HUB_API: &str = "registry-1.docker.io";
+
+/// The key Docker's `config.json` (its `auths`, its credential helpers)
+/// files Docker Hub's credentials under, for historical reasons.
+pub const DOCKER_HUB_AUTH_KEY: &str = "https://index.docker.io/v1/";
+
 impl OciRef {
     /// The registry: a host, with its port when it has one.
     #[must_use]
     pub fn registry(&self) -> &str {
         &self.registry
+    }
+
+    /// The host its API answers on: the registry as written, but for
+    /// Docker Hub, whose name in references (`docker.io`) is not the host
+    /// of its API (`registry-1.docker.io`).
+    #[must_use]
+    pub fn api_registry(&self) -> &str {
+        match self.registry.as_str() {
+            "docker.io" | "index.docker.io" => DOCKER_HUB_API,
+            other => other,
+        }
+    }
+
+    /// The repository as the registry's API names it: on Docker Hub, an
+    /// official image's one-segment name is under `library/`.
+    #[must_use]
+    pub fn api_repository(&self) -> std::borrow::Cow<'_, str> {
+        if self.api_registry() == DOCKER_HUB_API && !self.repository.contains('/') {
+            return format!("library/{}", self.repository).into();
+        }
+        self.repository.as_str().into()
     }
 
     /// The registry's host, without the port (and without the brackets of
@@ -299,6 +328,20 @@ impl fmt::Debug for OciRef {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn docker_hub_references_reach_its_api_host_and_official_images_under_library() {
+        let hub: OciRef = "oci://docker.io/alpine:3".parse().unwrap();
+        assert_eq!(hub.registry(), "docker.io");
+        assert_eq!(hub.api_registry(), "registry-1.docker.io");
+        assert_eq!(hub.api_repository(), "library/alpine");
+        let user: OciRef = "oci://index.docker.io/acme/calc:1".parse().unwrap();
+        assert_eq!(user.api_registry(), "registry-1.docker.io");
+        assert_eq!(user.api_repository(), "acme/calc");
+        let other: OciRef = "oci://ghcr.io/calc:1".parse().unwrap();
+        assert_eq!(other.api_registry(), "ghcr.io");
+        assert_eq!(other.api_repository(), "calc");
+    }
+
     use super::*;
 
     const HEX: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";

@@ -88,6 +88,12 @@ pub enum LoadError {
         "toolhost.lock would change: {0}; run `toolhost lock` and commit the result, or load without --locked"
     )]
     Locked(String),
+    /// `--locked`, and a component named by a tag where there is no lock
+    /// file to pin it in (a component given on the command line).
+    #[error(
+        "{0}: --locked loads only pinned components, and a component given on the command line has no toolhost.lock to pin its tag in; name it by digest (oci://…@sha256:…, as `toolhost push` prints it and `toolhost inspect` shows it), or drop --locked"
+    )]
+    Unpinned(String),
     /// The lock file could not be written.
     #[error(
         "cannot write {path}: {error}; make its directory writable, or load with --locked from a lock file that is up to date"
@@ -315,7 +321,7 @@ impl ToolHost {
             &manifest.registry,
             blob_dir(options).as_deref(),
             manifest.lock.as_ref(),
-            mode,
+            (mode, manifest.lock_path().is_some()),
         )
         .await
     }
@@ -368,7 +374,7 @@ impl ToolHost {
             &crate::registry::Settings::default(),
             blob_dir(&options).as_deref(),
             None,
-            &LockMode::Write,
+            (&LockMode::Write, false),
         )
         .await?
         .components;

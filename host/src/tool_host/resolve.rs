@@ -70,7 +70,9 @@ impl Pinned {
     }
 }
 
-/// Pin the registry components of `components`.
+/// Pin the registry components of `components`; `lockable` when they come
+/// from a manifest file, which has a lock file (components given in code or
+/// on the command line have none).
 ///
 /// # Errors
 ///
@@ -81,7 +83,7 @@ pub(crate) async fn pin(
     settings: &Settings,
     cache_dir: Option<&Path>,
     lock: Option<&Lock>,
-    mode: &LockMode,
+    (mode, lockable): (&LockMode, bool),
 ) -> Result<Pinned, LoadError> {
     let references: Vec<OciRef> = components
         .iter()
@@ -91,8 +93,11 @@ pub(crate) async fn pin(
         })
         .collect();
     let old = lock.cloned().unwrap_or_default();
-    if *mode == LockMode::Locked {
-        check_locked(&references, &old)?;
+    let locked = *mode == LockMode::Locked;
+    match (locked, lockable) {
+        (true, true) => check_locked(&references, &old)?,
+        (true, false) => check_digests(&references)?,
+        (false, _) => {}
     }
     check_update(&references, mode)?;
     if references.is_empty() {
@@ -131,7 +136,7 @@ pub(crate) async fn pin(
         component.source = ComponentSource::Pinned(Box::new(pinned.component));
     }
     let changed = lock != Some(&new);
-    if changed && *mode == LockMode::Locked {
+    if changed && locked && lockable {
         // Every pin was there (checked above), but what it records of the
         // layer (size, media type) is not what the registry serves.
         return Err(LoadError::Locked(
@@ -174,14 +179,18 @@ async fn pin_one(
         Some(pin) => pin.manifest.clone(),
         None => registry.resolve(reference).await?,
     };
+    let gone = |e: RegistryError| match kept {
+        Some(pin) => pin_gone(reference, pin, e),
+        None => LoadError::Registry(e),
+    };
     let verdict = registry
         .verify(reference, &digest, policy)
         .await
         .map_err(|e| match e {
-            SignatureFailure::Registry(e) => LoadError::Registry(e),
+            SignatureFailure::Registry(e) => gone(e),
             SignatureFailure::Verify(e) => LoadError::Verify(e),
         })?;
-    let pulled = registry.pull(reference, &digest).await?;
+    let pulled = registry.pull(reference, &digest).await.map_err(gone)?;
     if let Some(pin) = kept
         && pin.layer != pulled.layer.digest
     {
@@ -216,6 +225,29 @@ async fn pin_one(
     })
 }
 
+/// What pulling the digest `pin` records for `reference` failed with: when
+/// the registry no longer has it (the tag moved and the old manifest was
+/// deleted), the error says so and names the update, which nothing does
+/// behind the operator's back.
+fn pin_gone(reference: &OciRef, pin: &Pin, error: RegistryError) -> LoadError {
+    let RegistryError {
+        reference: pinned,
+        reason: crate::registry::Reason::NotFound(detail),
+        ..
+    } = error
+    else {
+        return LoadError::Registry(error);
+    };
+    LoadError::Registry(RegistryError::new(
+        pinned,
+        crate::registry::Reason::NotFound(format!(
+            "toolhost.lock pins {} for {reference}, and the registry no longer has it ({detail}); \
+             run `toolhost lock --update {reference}` to pin what the tag names now, once you have checked it is the build you want",
+            pin.manifest
+        )),
+    ))
+}
+
 /// `--update REF`: each REF a reference the manifest names.
 fn check_update(references: &[OciRef], mode: &LockMode) -> Result<(), LoadError> {
     if let LockMode::Update(only) = mode
@@ -231,6 +263,15 @@ fn check_update(references: &[OciRef], mode: &LockMode) -> Result<(), LoadError>
         )));
     }
     Ok(())
+}
+
+/// With `--locked` and no lock file (components on the command line): a
+/// digest needs no pin, but a tag has nowhere to be pinned.
+fn check_digests(references: &[OciRef]) -> Result<(), LoadError> {
+    match references.iter().find(|r| r.digest().is_none()) {
+        Some(tag) => Err(LoadError::Unpinned(tag.to_string())),
+        None => Ok(()),
+    }
 }
 
 /// With `--locked`: every reference has a current pin and the lock has no

@@ -13,6 +13,11 @@ use toolhost::{ComponentConfig, LoadError, LockMode, Manifest, SandboxOptions, T
 use crate::registry_server::{PASSWORD, RegistryServer};
 use crate::util::{call, component, ok};
 
+mod credentials;
+mod locking;
+mod referrers;
+mod settings;
+
 /// A manifest directory and a cache of its own, so that what a test
 /// fetches is what it fetched, not what another test left.
 struct Scene {

@@ -4,8 +4,11 @@
 //! PKCS#8 `PRIVATE KEY` block, what `openssl genpkey` writes).
 //!
 //! Supported: ECDSA on P-256 (cosign's default), ECDSA on P-384 and
-//! Ed25519; ECDSA signatures are ASN.1 DER, as cosign writes them. All
-//! cryptography is ring's; this file only reads the key containers, and
+//! Ed25519; ECDSA signatures are ASN.1 DER, as cosign writes them. ECDSA
+//! hashes with SHA-256 whatever the curve, as cosign's `sign --key` and
+//! `verify --key` do (P-384 signatures over SHA-384 are accepted too). All
+//! cryptography is ring's, but for P-384 signing over SHA-256, which ring
+//! does not offer (RustCrypto's `p384`); this file only reads the key containers, and
 //! reads them strictly (one PEM block, the right label, DER with nothing
 //! left over), because a key file that two programs read differently is a
 //! key nobody checked.
@@ -296,9 +299,11 @@ pub struct SigningKey {
     public: PublicKey,
 }
 
-/// ring's key pair for each supported algorithm.
+/// The key pair for each supported algorithm: ring's, but for P-384,
+/// which cosign signs over SHA-256 and ring only over SHA-384.
 enum Pair {
     Ecdsa(EcdsaKeyPair),
+    EcdsaP384(p384::ecdsa::SigningKey),
     Ed25519(Ed25519KeyPair),
 }
 
@@ -323,14 +328,16 @@ impl SigningKey {
         let algorithm = read_algorithm(fields.read(der::SEQUENCE).map_err(KeyError::Der)?)?;
         let rejected = |error: ring::error::KeyRejected| KeyError::Rejected(error.to_string());
         let pair = match algorithm {
-            Algorithm::EcdsaP256 | Algorithm::EcdsaP384 => {
-                let signing = if algorithm == Algorithm::EcdsaP256 {
-                    &signature::ECDSA_P256_SHA256_ASN1_SIGNING
-                } else {
-                    &signature::ECDSA_P384_SHA384_ASN1_SIGNING
-                };
+            Algorithm::EcdsaP256 => {
+                let signing = &signature::ECDSA_P256_SHA256_ASN1_SIGNING;
                 let rng = SystemRandom::new();
                 Pair::Ecdsa(EcdsaKeyPair::from_pkcs8(signing, pkcs8, &rng).map_err(rejected)?)
+            }
+            Algorithm::EcdsaP384 => {
+                use p384::pkcs8::DecodePrivateKey as _;
+                let secret = p384::SecretKey::from_pkcs8_der(pkcs8)
+                    .map_err(|e| KeyError::Rejected(e.to_string()))?;
+                Pair::EcdsaP384(p384::ecdsa::SigningKey::from(secret))
             }
             // OpenSSL writes Ed25519 keys as PKCS#8 v1, without the public
             // half, which ring checks only in v2 documents.
@@ -339,10 +346,15 @@ impl SigningKey {
             }
         };
         let raw = match &pair {
-            Pair::Ecdsa(pair) => pair.public_key().as_ref(),
-            Pair::Ed25519(pair) => pair.public_key().as_ref(),
+            Pair::Ecdsa(pair) => pair.public_key().as_ref().to_vec(),
+            Pair::EcdsaP384(pair) => pair
+                .verifying_key()
+                .to_encoded_point(false)
+                .as_bytes()
+                .to_vec(),
+            Pair::Ed25519(pair) => pair.public_key().as_ref().to_vec(),
         };
-        let public = PublicKey::from_raw(algorithm, raw)?;
+        let public = PublicKey::from_raw(algorithm, &raw)?;
         Ok(Self { pair, public })
     }
 
@@ -371,6 +383,15 @@ impl SigningKey {
                 .sign(&SystemRandom::new(), message)
                 .map(|signature| signature.as_ref().to_vec())
                 .map_err(|_| KeyError::Random),
+            Pair::EcdsaP384(pair) => {
+                use p384::ecdsa::signature::hazmat::PrehashSigner as _;
+                // Deterministic nonces (RFC 6979): no random source needed.
+                let hash = ring::digest::digest(&ring::digest::SHA256, message);
+                let signature: p384::ecdsa::Signature = pair
+                    .sign_prehash(hash.as_ref())
+                    .map_err(|e| KeyError::Rejected(e.to_string()))?;
+                Ok(signature.to_der().as_bytes().to_vec())
+            }
             Pair::Ed25519(pair) => Ok(pair.sign(message).as_ref().to_vec()),
         }
     }
@@ -936,7 +957,7 @@ mNRfWM22Yp7HYtJSpxCB8wXHp5B7AWETxHgvWd/ZFkOEBN8lLl8tRA==
     /// PKCS#8 files load, and each side verifies the other's signatures.
     /// Skipped, saying so, where `openssl` is not installed.
     #[test]
-    fn openssl_keys_and_signatures_interoperate() {
+    fn openssl_keys_and_signatures_interoperate_with_cosigns_hashes() {
         use std::process::Command;
         if Command::new("openssl").arg("version").output().is_err() {
             eprintln!("openssl is not installed: interop test skipped");
@@ -956,7 +977,8 @@ mNRfWM22Yp7HYtJSpxCB8wXHp5B7AWETxHgvWd/ZFkOEBN8lLl8tRA==
             );
             output.stdout
         };
-        // Each curve with the hash cosign and OpenSSL pair with it.
+        // Each curve with the hash cosign pairs with it: SHA-256 for every
+        // ECDSA key (sigstore-go loads every ECDSA verifier with SHA-256).
         let curves: [(&[&str], &[&str], Algorithm); 3] = [
             (
                 &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
@@ -965,7 +987,7 @@ mNRfWM22Yp7HYtJSpxCB8wXHp5B7AWETxHgvWd/ZFkOEBN8lLl8tRA==
             ),
             (
                 &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384"],
-                &["-digest", "sha384"],
+                &["-digest", "sha256"],
                 Algorithm::EcdsaP384,
             ),
             (&["-algorithm", "ED25519"], &[], Algorithm::Ed25519),
@@ -995,10 +1017,21 @@ mNRfWM22Yp7HYtJSpxCB8wXHp5B7AWETxHgvWd/ZFkOEBN8lLl8tRA==
             let theirs = std::fs::read(dir.path().join("theirs.sig")).unwrap();
             assert!(public.verify(message, &theirs), "{algorithm}");
             if algorithm == Algorithm::EcdsaP384 {
-                // cosign has signed with SHA-256 whatever the curve.
-                run(&[&sign[..], &["-out", "sha256.sig", "-digest", "sha256"]].concat());
-                let sha256 = std::fs::read(dir.path().join("sha256.sig")).unwrap();
-                assert!(public.verify(message, &sha256), "P-384 over SHA-256");
+                // Ours is over SHA-256 exactly, not SHA-384, as cosign's.
+                let ours = std::fs::read(dir.path().join("ours.sig")).unwrap();
+                let sha384 = signature::UnparsedPublicKey::new(
+                    &signature::ECDSA_P384_SHA384_ASN1,
+                    &public.raw,
+                );
+                assert!(
+                    sha384.verify(message, &ours).is_err(),
+                    "P-384 signed over SHA-384"
+                );
+                // Signatures over the curve's own hash (as toolhost wrote
+                // them before) are still accepted.
+                run(&[&sign[..], &["-out", "sha384.sig", "-digest", "sha384"]].concat());
+                let theirs384 = std::fs::read(dir.path().join("sha384.sig")).unwrap();
+                assert!(public.verify(message, &theirs384), "P-384 over SHA-384");
             }
             assert!(!public.verify(b"something else", &theirs), "{algorithm}");
         }

@@ -24,6 +24,7 @@ mod fair;
 mod hostile;
 mod library;
 mod mcp_tasks;
+mod registry;
 mod replicas;
 mod tasks;
 
@@ -2022,77 +2023,4 @@ async fn mcp_calls_take_context_from_meta_and_send_progress_and_images() {
     assert_eq!(content[1]["type"], "image", "{content}");
     assert_eq!(content[1]["mimeType"], "image/png");
     assert_eq!(content[2]["type"], "resource_link");
-}
-
-#[tokio::test]
-async fn watch_picks_up_a_moved_pin_in_the_lock_file_and_metrics_count_registry_components() {
-    use toolhost::registry::{OciRef, Publication, Registry, Settings};
-    let registry = crate::registry_server::RegistryServer::start();
-    let registry_addr = registry.address();
-    let publisher = tempfile::tempdir().unwrap();
-    let reference: OciRef = format!("oci://{registry_addr}/tools/moving:v")
-        .parse()
-        .unwrap();
-    let publish = |file: &str| {
-        let client = Registry::new(Settings::default(), publisher.path()).unwrap();
-        let bytes = std::fs::read(component(file)).unwrap();
-        let reference = reference.clone();
-        async move {
-            client
-                .push(&reference, &bytes, &Publication::default())
-                .await
-                .unwrap()
-        }
-    };
-    publish("calc").await;
-    let server = Server::start(
-        &format!("[[tool]]\ncomponent = \"oci://{registry_addr}/tools/moving:v\"\n"),
-        &["--watch"],
-    );
-    assert_eq!(server.tool_names().await, ["calc"]);
-    let text = server.metrics().await;
-    let loaded = metric(
-        &text,
-        r#"toolhost_registry_components_total{source="network"}"#,
-    )
-    .unwrap_or(0.0)
-        + metric(
-            &text,
-            r#"toolhost_registry_components_total{source="cache"}"#,
-        )
-        .unwrap_or(0.0);
-    assert_eq!(loaded, 1.0, "{text}");
-    // The tag moves; the server keeps its pin until the lock moves.
-    publish("files").await;
-    let updated = toolhost(&server.manifest, &["lock", "--update"])
-        .output()
-        .unwrap();
-    assert!(
-        updated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&updated.stderr)
-    );
-    let server = &server;
-    let reloaded = eventually(Duration::from_secs(15), || async move {
-        !server.tool_names().await.iter().any(|n| n == "calc")
-    })
-    .await;
-    assert!(
-        reloaded,
-        "the new pin was not loaded\nstderr:\n{}",
-        server.stderr()
-    );
-    // Pulled or from the test cache (shared between runs): counted either way.
-    let text = server.metrics().await;
-    let loaded = metric(
-        &text,
-        r#"toolhost_registry_components_total{source="network"}"#,
-    )
-    .unwrap_or(0.0)
-        + metric(
-            &text,
-            r#"toolhost_registry_components_total{source="cache"}"#,
-        )
-        .unwrap_or(0.0);
-    assert!(loaded >= 2.0, "{text}");
 }
