@@ -23,6 +23,7 @@ use crate::serve::auth::{AuthRefusal, METADATA_PATH, METADATA_PREFIX, METRICS_SC
 use crate::serve::connections::{self, Stream};
 use crate::serve::edge;
 use crate::serve::sessions::{Admission, Full, MAX_SESSIONS, Reservation};
+use crate::serve::tasks::bucket_of;
 
 /// How long a client may take to send a request's whole body (at most
 /// `--max-body`, 4 MiB by default).
@@ -125,7 +126,7 @@ async fn admit(
     if let Some(response) = unauthorized(shared, work, principal) {
         return Err(response);
     }
-    let opening = room_for_session(edge, shared, work, principal).await?;
+    let opening = room_for_session(edge, shared, parts, work, principal).await?;
     Ok(Held { opening, restoring })
 }
 
@@ -282,13 +283,17 @@ fn too_many_streams(shared: &Shared) -> Response {
 
 /// Room for the MCP session `work` opens, if it opens one (the place held
 /// for it until it is claimed): a 503 when [`MAX_SESSIONS`] are open or
-/// being opened here, a 429 when `principal` holds its share of them, on
-/// every replica when sessions are shared (when callers are told apart).
+/// being opened here, a 429 when its holder holds its share of them, on
+/// every replica when sessions are shared. The holder is `principal` when
+/// callers are told apart; else the caller's address (see
+/// [`bucket_of`]), so that one client of a server without
+/// `[serve.auth]` cannot open every session and lock all others out.
 /// Only `initialize` opens a session, whatever the headers say: at the
 /// cap, the check looks inside.
 async fn room_for_session(
     edge: &Edge,
     shared: &Shared,
+    parts: &Parts,
     work: &Work,
     principal: &Principal,
 ) -> Result<Option<Reservation>, Response> {
@@ -303,16 +308,26 @@ async fn room_for_session(
         return Ok(None);
     }
     let told_apart = shared.auth().is_some();
-    match edge.sessions.reserve(principal.id(), told_apart).await {
+    let peer = parts.extensions.get::<Peer>().map(|peer| peer.0);
+    let holder = bucket_of(principal, told_apart, peer);
+    // Requests a server built into another app carry no address: without
+    // [serve.auth] they are the app's own, and share only the cap.
+    let counted = told_apart || peer.is_some();
+    match edge.sessions.reserve(&holder, counted).await {
         Ok(reservation) => Ok(Some(reservation)),
         Err(Full::Share) => {
             shared.metrics().reject("mcp", "sessions_principal");
             let share = edge.sessions.per_principal();
+            let whom = if told_apart {
+                "one caller may"
+            } else {
+                "one address may (callers are told apart by address without [serve.auth])"
+            };
             let mut response = error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_sessions",
                 format!(
-                    "you hold {share} MCP sessions open on this service, the most one caller may \
+                    "you hold {share} MCP sessions open on this service, the most {whom} \
                      ([serve.sessions] per_principal); close one (DELETE /mcp), wait for an idle \
                      one to expire, or use the stateless 2026-07-28 protocol"
                 ),
