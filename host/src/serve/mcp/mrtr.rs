@@ -14,6 +14,12 @@
 //! An answer must reach the server that asked: one that reaches another
 //! replica is told so (clients that declare the tasks extension get
 //! tasks, which any replica answers).
+//!
+//! A waiting call is work in flight for a graceful shutdown: the drain
+//! waits for its answer (which a draining server still takes, see
+//! `http::work`), and when the drain time is up the calls still waiting
+//! are stopped, and an answer that comes later is told the server is
+//! shutting down (to be tried again, elsewhere).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,6 +38,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use super::McpServer;
 use crate::identity::Principal;
 use crate::observe::{Answer, Asker, Question};
+use crate::serve::drain::{Drain, InFlight};
 use crate::serve::fair::Permit;
 use crate::serve::tasks::input::Reply;
 use crate::tool_call::ToolCall;
@@ -108,12 +115,16 @@ pub(super) struct Parked {
     answer: oneshot::Sender<Answer>,
     running: Running,
     until: Instant,
+    /// Holds a graceful shutdown open for the answer.
+    _in_flight: Option<InFlight>,
 }
 
 /// The calls waiting for answers on this server, by handle.
 #[derive(Default)]
 pub(super) struct Parking {
     parked: Mutex<HashMap<String, Parked>>,
+    /// The server's shutdown, which waits for waiting calls.
+    drain: Option<Drain>,
 }
 
 impl std::fmt::Debug for Parking {
@@ -123,14 +134,49 @@ impl std::fmt::Debug for Parking {
 }
 
 impl Parking {
+    /// Parking for a server that shuts down with `drain`: each waiting
+    /// call holds the drain open, and those still waiting when the drain
+    /// time is up are stopped.
+    pub(super) fn watching(drain: Drain) -> Arc<Self> {
+        let stop = drain.stop_calls();
+        let parking = Arc::new(Self {
+            parked: Mutex::default(),
+            drain: Some(drain),
+        });
+        let watched = Arc::downgrade(&parking);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                stop.cancelled().await;
+                if let Some(parking) = watched.upgrade() {
+                    // Dropped outside the lock: each stops its call.
+                    let stopped: Vec<Parked> = parking.parked().drain().map(|(_, p)| p).collect();
+                    if !stopped.is_empty() {
+                        tracing::info!(
+                            calls = stopped.len(),
+                            "stopped the calls still waiting for answers at the end of the drain"
+                        );
+                    }
+                }
+            });
+        }
+        parking
+    }
+
+    /// Whether the drain time is up: no call waits any more.
+    fn stopped(&self) -> bool {
+        self.drain
+            .as_ref()
+            .is_some_and(|drain| drain.stop_calls().is_cancelled())
+    }
+
     fn parked(&self) -> std::sync::MutexGuard<'_, HashMap<String, Parked>> {
         self.parked.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Keep `running`, which asked `asked`, for `owner`'s answer: the
     /// input-required result, or the call back when too many calls wait
-    /// already (then the question is answered as unavailable, and the call
-    /// goes on).
+    /// already, or the drain time is up (then the question is answered as
+    /// unavailable, and the call goes on).
     pub(super) fn park(
         &self,
         owner: &str,
@@ -142,6 +188,13 @@ impl Parking {
         let mut parked = self.parked();
         // Calls nobody came back for are stopped (dropping them aborts them).
         parked.retain(|_, p| p.until > now);
+        if self.stopped() {
+            drop(parked);
+            let _ = asked.answer.send(Answer::Unavailable(
+                "the server is shutting down; nobody can be asked".into(),
+            ));
+            return Err(running);
+        }
         let theirs = parked.values().filter(|p| p.owner == owner).count();
         if parked.len() >= MAX_PARKED || theirs >= MAX_PARKED_PER_OWNER {
             drop(parked);
@@ -179,6 +232,7 @@ impl Parking {
                 answer: asked.answer,
                 running,
                 until: now + KEPT,
+                _in_flight: self.drain.as_ref().map(Drain::track),
             },
         );
         Ok(InputRequiredResult::new(Some(requests), Some(handle)))
@@ -201,6 +255,9 @@ impl Parking {
             .is_some_and(|p| p.owner == owner && p.tool == tool);
         // Someone else's handle leaves the call where it is.
         let Some(call) = ours.then(|| parked.remove(handle)).flatten() else {
+            if self.stopped() {
+                return Err(shutting_down());
+            }
             return Err(unknown_state());
         };
         drop(parked);
@@ -314,6 +371,16 @@ impl McpServer {
     }
 }
 
+/// The answer to a `requestState` once the drain time is up: the calls
+/// that waited were stopped; a retry may help (on another server).
+fn shutting_down() -> ErrorData {
+    ErrorData::new(
+        crate::serve::requests::SHUTTING_DOWN,
+        crate::serve::requests::SHUTTING_DOWN_MESSAGE,
+        None,
+    )
+}
+
 /// The answer to a `requestState` that names no call of this caller
 /// waiting here, whoever's it is.
 fn unknown_state() -> ErrorData {
@@ -381,5 +448,29 @@ mod tests {
             assert!(parking.park(owner, "t", asked, running).is_ok(), "{i}");
         }
         assert!(refused("erin").await.contains("1024"));
+    }
+
+    /// Regression: a waiting call held nothing open in a graceful
+    /// shutdown, so the server could stop before its answer came. It holds
+    /// the drain now, and when the drain time is up it is stopped and a
+    /// late answer is told the server is shutting down (a retry may help).
+    #[tokio::test]
+    async fn a_waiting_call_holds_the_drain_until_its_time_is_up() {
+        let drain = Drain::new(std::time::Duration::from_millis(50));
+        let parking = Parking::watching(drain.clone());
+        let (running, asked, _answered) = waiting();
+        let Ok(input_required) = parking.park("alice", "t", asked, running) else {
+            panic!("the call is parked");
+        };
+        let handle = input_required.request_state.expect("a handle");
+        assert_eq!(drain.in_flight(), 1, "the waiting call is in flight");
+        assert_eq!(drain.finish().await, 1, "stopped at the end of the drain");
+        assert_eq!(drain.in_flight(), 0);
+        let late = parking.resume("alice", "t", &handle, None).err().unwrap();
+        assert_eq!(late.code, crate::serve::requests::SHUTTING_DOWN);
+        // Nor is a new question parked once the drain time is up.
+        let (running, asked, answered) = waiting();
+        assert!(parking.park("alice", "t", asked, running).is_err());
+        assert!(matches!(answered.await, Ok(Answer::Unavailable(_))));
     }
 }

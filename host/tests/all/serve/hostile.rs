@@ -364,7 +364,7 @@ fn a_repeated_id_over_stdio_gets_an_error_and_the_first_call_its_answer() {
 
 // 4. Shutdown, and sessions that end.
 
-fn sigterm(child: &Child) {
+pub(super) fn sigterm(child: &Child) {
     let pid = rustix::process::Pid::from_child(child);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
 }
