@@ -48,8 +48,10 @@ use crate::tool_host::{CallOptions, CallResult, ToolHost};
 /// holds a paused instance, so they are bounded beside the permits.
 pub(super) const MAX_PARKED: usize = 1024;
 
-/// The most of those one principal may have waiting: a quarter, so that
-/// one caller cannot leave nobody else room to be asked.
+/// The most of those one caller may have waiting: a quarter, so that one
+/// caller cannot leave nobody else room to be asked. A caller is a
+/// principal, or, when the server does not tell callers apart, a client
+/// address (see [`crate::serve::tasks::bucket_of`]).
 const MAX_PARKED_PER_OWNER: usize = MAX_PARKED / 4;
 
 /// How long a waiting call is kept for its answer: as long as a call may
@@ -109,7 +111,11 @@ impl Drop for Running {
 
 /// A call waiting for the answer to its question.
 pub(super) struct Parked {
+    /// The principal whose answer it waits for.
     owner: String,
+    /// Whose share of [`MAX_PARKED`] it takes: its principal, or its
+    /// caller's address when callers are not told apart.
+    bucket: String,
     tool: String,
     key: String,
     answer: oneshot::Sender<Answer>,
@@ -173,13 +179,14 @@ impl Parking {
         self.parked.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keep `running`, which asked `asked`, for `owner`'s answer: the
-    /// input-required result, or the call back when too many calls wait
-    /// already, or the drain time is up (then the question is answered as
-    /// unavailable, and the call goes on).
+    /// Keep `running`, which asked `asked`, for `owner`'s answer (in
+    /// `bucket`'s share): the input-required result, or the call back when
+    /// too many calls wait already, or the drain time is up (then the
+    /// question is answered as unavailable, and the call goes on).
     pub(super) fn park(
         &self,
         owner: &str,
+        bucket: &str,
         tool: &str,
         asked: Asked,
         running: Running,
@@ -195,12 +202,13 @@ impl Parking {
             ));
             return Err(running);
         }
-        let theirs = parked.values().filter(|p| p.owner == owner).count();
+        let theirs = parked.values().filter(|p| p.bucket == bucket).count();
         if parked.len() >= MAX_PARKED || theirs >= MAX_PARKED_PER_OWNER {
             drop(parked);
             let _ = asked.answer.send(Answer::Unavailable(format!(
                 "too many calls wait for answers already (at most {MAX_PARKED_PER_OWNER} of one \
-                 caller's, {MAX_PARKED} in all); answer those first"
+                 caller's, or of one address's without [serve.auth], {MAX_PARKED} in all); \
+                 answer those first"
             )));
             return Err(running);
         }
@@ -227,6 +235,7 @@ impl Parking {
             handle.clone(),
             Parked {
                 owner: owner.to_owned(),
+                bucket: bucket.to_owned(),
                 tool: tool.to_owned(),
                 key,
                 answer: asked.answer,
@@ -361,7 +370,15 @@ impl McpServer {
                     ));
                 }
                 Waited::Asks(asked, call) => {
-                    match self.parking.park(principal.id(), tool, asked, call) {
+                    let bucket = crate::serve::tasks::bucket_of(
+                        principal,
+                        self.shared.auth().is_some(),
+                        Self::peer(context),
+                    );
+                    match self
+                        .parking
+                        .park(principal.id(), &bucket, tool, asked, call)
+                    {
                         Ok(input_required) => return Ok(input_required.into()),
                         Err(call) => running = call,
                     }
@@ -428,7 +445,7 @@ mod tests {
         let parking = Parking::default();
         let refused = |owner: &'static str| {
             let (running, asked, answered) = waiting();
-            let refused = parking.park(owner, "t", asked, running).is_err();
+            let refused = parking.park(owner, owner, "t", asked, running).is_err();
             async move {
                 match answered.await {
                     Ok(Answer::Unavailable(why)) if refused => why,
@@ -438,16 +455,54 @@ mod tests {
         };
         for _ in 0..MAX_PARKED_PER_OWNER {
             let (running, asked, _) = waiting();
-            assert!(parking.park("alice", "t", asked, running).is_ok());
+            assert!(parking.park("alice", "alice", "t", asked, running).is_ok());
         }
         assert!(refused("alice").await.contains("256"));
         // Others still have room, until the server's bound.
         for i in MAX_PARKED_PER_OWNER..MAX_PARKED {
             let owner = ["bob", "carol", "dave"][i % 3];
             let (running, asked, _) = waiting();
-            assert!(parking.park(owner, "t", asked, running).is_ok(), "{i}");
+            assert!(
+                parking.park(owner, owner, "t", asked, running).is_ok(),
+                "{i}"
+            );
         }
         assert!(refused("erin").await.contains("1024"));
+    }
+
+    /// Regression: without `[serve.auth]` every caller is anyone, so the
+    /// share of waiting calls is counted per client address; one address
+    /// that holds its share leaves others room.
+    #[tokio::test]
+    async fn without_auth_each_address_has_its_own_share_of_waiting_calls() {
+        let parking = Parking::default();
+        let anyone = Principal::anyone();
+        let bucket = |last: u8| {
+            let peer = std::net::IpAddr::from([127, 0, 0, last]);
+            crate::serve::tasks::bucket_of(&anyone, false, Some(peer))
+        };
+        let (greedy, other) = (bucket(2), bucket(1));
+        for _ in 0..MAX_PARKED_PER_OWNER {
+            let (running, asked, _) = waiting();
+            assert!(
+                parking
+                    .park(anyone.id(), &greedy, "t", asked, running)
+                    .is_ok()
+            );
+        }
+        let (running, asked, answered) = waiting();
+        assert!(
+            parking
+                .park(anyone.id(), &greedy, "t", asked, running)
+                .is_err()
+        );
+        assert!(matches!(answered.await, Ok(Answer::Unavailable(_))));
+        let (running, asked, _) = waiting();
+        assert!(
+            parking
+                .park(anyone.id(), &other, "t", asked, running)
+                .is_ok()
+        );
     }
 
     /// Regression: a waiting call held nothing open in a graceful
@@ -459,7 +514,7 @@ mod tests {
         let drain = Drain::new(std::time::Duration::from_millis(50));
         let parking = Parking::watching(drain.clone());
         let (running, asked, _answered) = waiting();
-        let Ok(input_required) = parking.park("alice", "t", asked, running) else {
+        let Ok(input_required) = parking.park("alice", "alice", "t", asked, running) else {
             panic!("the call is parked");
         };
         let handle = input_required.request_state.expect("a handle");
@@ -470,7 +525,7 @@ mod tests {
         assert_eq!(late.code, crate::serve::requests::SHUTTING_DOWN);
         // Nor is a new question parked once the drain time is up.
         let (running, asked, answered) = waiting();
-        assert!(parking.park("alice", "t", asked, running).is_err());
+        assert!(parking.park("alice", "alice", "t", asked, running).is_err());
         assert!(matches!(answered.await, Ok(Answer::Unavailable(_))));
     }
 }
