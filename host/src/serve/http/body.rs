@@ -246,9 +246,10 @@ mod tests {
         assert_eq!(bodies.room(), full);
     }
 
-    /// Regression: a body past the budget waits for room, and is refused
-    /// when none comes, rather than growing the server past its bound.
-    #[tokio::test(start_paused = true)]
+    /// Regression: a body past the budget waits for room (5 s), and is
+    /// refused when none comes, rather than growing the server past its
+    /// bound.
+    #[tokio::test]
     async fn a_body_past_the_budget_is_refused_when_no_room_comes() {
         let bodies = Bodies::new(1 << 20);
         let _taken = bodies
