@@ -24,9 +24,9 @@ use crate::serve::sessions::{Admission, Full, MAX_SESSIONS, Reservation};
 use crate::serve::tasks::bucket_of;
 
 /// The edge checks, the token (but for `/healthz`, so that probes need
-/// none), the body read within its bounds (on the routes that take one), and, while the server drains,
-/// the refusal of new work; then the route, its answer counted in flight
-/// until its last byte.
+/// none), the body read within its bounds (on the routes that take one),
+/// and, while the server drains, the refusal of new work; then the route,
+/// its answer counted in flight until its last byte.
 pub(super) async fn check_request(
     State((edge, shared)): State<(Arc<Edge>, Shared)>,
     mut request: Request,

@@ -222,8 +222,8 @@ async fn connection(
     let service = {
         let admitted = admitted.clone();
         hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            // Busy from its headers to its answer's last byte, but while it
-            // reads its body (see `connections::Reading`): never shed.
+            // Busy (never shed) from its headers to its answer's last byte,
+            // but for the time it reads its body (`connections::Reading`).
             let busy = admitted.busy();
             let peer = admitted.peer();
             let app = app.clone();
