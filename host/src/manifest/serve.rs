@@ -29,7 +29,7 @@
 //! redis = { env = "REDIS_URL" }       # shared by replicas; absent: each its own
 //! prefix = "toolhost:sessions"        # the default
 //! idle = "2m"                         # closed after this long unused (default)
-//! per_principal = 256                 # sessions one principal may hold open (default)
+//! per_principal = 256                 # sessions one principal (address, without auth) may hold open (default)
 //! [serve.tasks]                       # see crate::durable_tasks
 //! redis = { env = "REDIS_URL" }       # or a literal URL; absent: in memory
 //! ttl = "1h"
@@ -133,8 +133,9 @@ const MAX_SESSION_IDLE: Duration = Duration::from_secs(24 * 3600);
 
 /// `[serve.sessions]`, validated. The defaults: each replica keeps its own
 /// sessions, in memory; an idle session closes after two minutes; one
-/// principal may hold a quarter of the 1,024 sessions a server keeps, so
-/// that one caller cannot take them all.
+/// principal (one address, when callers are not told apart) may hold a
+/// quarter of the 1,024 sessions a server keeps, so that one caller cannot
+/// take them all.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SessionSettings {
@@ -144,13 +145,20 @@ pub struct SessionSettings {
     per_principal: usize,
 }
 
+/// The sessions one principal (or, without `[serve.auth]`, one client
+/// address) may hold by default: a quarter of [`MAX_SESSIONS`], so that
+/// one caller can never take them all (at least three others always
+/// find room), while a client that opens a session per conversation
+/// still has hundreds.
+const DEFAULT_SESSION_SHARE: usize = MAX_SESSIONS / 4;
+
 impl Default for SessionSettings {
     fn default() -> Self {
         Self {
             redis: None,
             prefix: DEFAULT_SESSIONS_PREFIX.to_owned(),
             idle: DEFAULT_SESSION_IDLE,
-            per_principal: MAX_SESSIONS / 4,
+            per_principal: DEFAULT_SESSION_SHARE,
         }
     }
 }
@@ -185,7 +193,8 @@ impl SessionSettings {
     }
 
     /// The most sessions one principal may hold open (on every replica,
-    /// when sessions are shared).
+    /// when sessions are shared); without `[serve.auth]`, the most one
+    /// client address (an IPv6 /64) may.
     pub fn per_principal(&self) -> usize {
         self.per_principal
     }

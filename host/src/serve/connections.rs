@@ -15,6 +15,12 @@
 //!   request at once is busy, and kept, as soon as its headers are in. Only
 //!   when every connection is busy with a request is a new one refused
 //!   (with a 503 written before the connection closes).
+//! - **Slow bodies.** A connection whose request is still sending its
+//!   body is sheddable too, oldest first, as an idle one is (see
+//!   [`Reading`]): a flood of complete headers followed by bodies dribbled
+//!   a byte at a time replaces itself as a half-open flood does, rather
+//!   than holding every place busy for the 30 s a body may take. (What
+//!   those bodies may buffer is bounded in all by the HTTP front end.)
 //! - **Streams.** A request whose answer is a stream that lasts (an MCP
 //!   event stream, a `subscriptions/listen`) keeps its connection busy for
 //!   as long as it lasts, so streams may hold at most half of the
@@ -312,6 +318,72 @@ impl Drop for Busy {
     fn drop(&mut self) {
         if let Some(entry) = self.connections.table().open.get_mut(&self.id) {
             entry.busy -= 1;
+        }
+    }
+}
+
+impl Busy {
+    /// The handle with which the request marks its connection as reading
+    /// its body, see [`Reading`].
+    pub(super) fn reading(&self) -> Reading {
+        Reading {
+            id: self.id,
+            connections: self.connections.clone(),
+        }
+    }
+}
+
+/// A request's handle on its connection, carried in its extensions: while
+/// the request reads its body the connection is not busy, and may be shed
+/// to make room for another, oldest first (the request is then dropped,
+/// unread and unanswered, with its connection).
+#[derive(Debug, Clone)]
+pub(in crate::serve) struct Reading {
+    id: u64,
+    connections: Arc<Connections>,
+}
+
+impl Reading {
+    /// Mark the connection sheddable until the returned guard is dropped,
+    /// when the body is read (or its reading gave up).
+    pub(in crate::serve) fn start(&self) -> ReadingBody {
+        let mut table = self.connections.table();
+        let counted = match table.open.get_mut(&self.id) {
+            Some(entry) if entry.busy > 0 => {
+                entry.busy -= 1;
+                true
+            }
+            _ => false,
+        };
+        ReadingBody {
+            reading: self.clone(),
+            counted,
+        }
+    }
+}
+
+/// A connection reading its request's body: busy again when dropped.
+#[derive(Debug)]
+pub(in crate::serve) struct ReadingBody {
+    reading: Reading,
+    /// Whether the connection's busy count was lowered (it had not been
+    /// shed yet), to be raised again.
+    counted: bool,
+}
+
+impl Drop for ReadingBody {
+    fn drop(&mut self) {
+        if !self.counted {
+            return;
+        }
+        if let Some(entry) = self
+            .reading
+            .connections
+            .table()
+            .open
+            .get_mut(&self.reading.id)
+        {
+            entry.busy += 1;
         }
     }
 }

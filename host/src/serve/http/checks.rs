@@ -1,12 +1,10 @@
 //! What every request passes before its route: the edge guards (Host,
-//! Origin, the token), the body read whole within its size and time, the
-//! refusal of new work while the server drains, and the caps on event
-//! streams and MCP sessions.
+//! Origin, the token), the body read whole within its size, time and the
+//! server's budget (see [`super::body`]), the refusal of new work while
+//! the server drains, and the caps on event streams and MCP sessions.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -23,15 +21,12 @@ use crate::serve::auth::{AuthRefusal, METADATA_PATH, METADATA_PREFIX, METRICS_SC
 use crate::serve::connections::{self, Stream};
 use crate::serve::edge;
 use crate::serve::sessions::{Admission, Full, MAX_SESSIONS, Reservation};
-
-/// How long a client may take to send a request's whole body (at most
-/// `--max-body`, 4 MiB by default).
-const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::serve::tasks::bucket_of;
 
 /// The edge checks, the token (but for `/healthz`, so that probes need
-/// none), the body read within its bounds, and, while the server drains,
-/// the refusal of new work; then the route, its answer counted in flight
-/// until its last byte.
+/// none), the body read within its bounds (on the routes that take one),
+/// and, while the server drains, the refusal of new work; then the route,
+/// its answer counted in flight until its last byte.
 pub(super) async fn check_request(
     State((edge, shared)): State<(Arc<Edge>, Shared)>,
     mut request: Request,
@@ -67,8 +62,9 @@ pub(super) async fn check_request(
     }
     request.extensions_mut().insert(principal.clone());
     let (parts, body) = request.into_parts();
-    let body = match read_body(&shared, body, edge.max_body).await {
-        Ok(body) => body,
+    // Held until the route has answered (not while its answer streams).
+    let (body, _body_room) = match edge.bodies.read(&shared, &parts, body).await {
+        Ok(read) => read,
         Err(response) => return response,
     };
     let work = Work::of(&parts, &body);
@@ -125,7 +121,7 @@ async fn admit(
     if let Some(response) = unauthorized(shared, work, principal) {
         return Err(response);
     }
-    let opening = room_for_session(edge, shared, work, principal).await?;
+    let opening = room_for_session(edge, shared, parts, work, principal).await?;
     Ok(Held { opening, restoring })
 }
 
@@ -282,13 +278,17 @@ fn too_many_streams(shared: &Shared) -> Response {
 
 /// Room for the MCP session `work` opens, if it opens one (the place held
 /// for it until it is claimed): a 503 when [`MAX_SESSIONS`] are open or
-/// being opened here, a 429 when `principal` holds its share of them, on
-/// every replica when sessions are shared (when callers are told apart).
+/// being opened here, a 429 when its holder holds its share of them, on
+/// every replica when sessions are shared. The holder is `principal` when
+/// callers are told apart; else the caller's address (see
+/// [`bucket_of`]), so that one client of a server without
+/// `[serve.auth]` cannot open every session and lock all others out.
 /// Only `initialize` opens a session, whatever the headers say: at the
 /// cap, the check looks inside.
 async fn room_for_session(
     edge: &Edge,
     shared: &Shared,
+    parts: &Parts,
     work: &Work,
     principal: &Principal,
 ) -> Result<Option<Reservation>, Response> {
@@ -303,16 +303,26 @@ async fn room_for_session(
         return Ok(None);
     }
     let told_apart = shared.auth().is_some();
-    match edge.sessions.reserve(principal.id(), told_apart).await {
+    let peer = parts.extensions.get::<Peer>().map(|peer| peer.0);
+    let holder = bucket_of(principal, told_apart, peer);
+    // Requests a server built into another app carry no address: without
+    // [serve.auth] they are the app's own, and share only the cap.
+    let counted = told_apart || peer.is_some();
+    match edge.sessions.reserve(&holder, counted).await {
         Ok(reservation) => Ok(Some(reservation)),
         Err(Full::Share) => {
             shared.metrics().reject("mcp", "sessions_principal");
             let share = edge.sessions.per_principal();
+            let whom = if told_apart {
+                "one caller may"
+            } else {
+                "one address may (callers are told apart by address without [serve.auth])"
+            };
             let mut response = error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_sessions",
                 format!(
-                    "you hold {share} MCP sessions open on this service, the most one caller may \
+                    "you hold {share} MCP sessions open on this service, the most {whom} \
                      ([serve.sessions] per_principal); close one (DELETE /mcp), wait for an idle \
                      one to expire, or use the stateless 2026-07-28 protocol"
                 ),
@@ -348,44 +358,6 @@ fn replica_full(shared: &Shared) -> Response {
     response
 }
 
-/// The body, read whole within `max_body` and [`BODY_READ_TIMEOUT`]: a
-/// client that dribbles one cannot hold its connection.
-async fn read_body(
-    shared: &Shared,
-    body: axum::body::Body,
-    max_body: usize,
-) -> Result<Bytes, Response> {
-    let reject = |reason, status, message: String| {
-        shared.metrics().reject("http", reason);
-        error(status, "invalid_request", message)
-    };
-    match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, max_body)).await {
-        Ok(Ok(body)) => Ok(body),
-        Ok(Err(e)) if is_too_large(&e) => Err(reject(
-            "body_too_large",
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "the request body is over {max_body} bytes, the most this server accepts \
-                 (send fewer calls at once, or {})",
-                shared.fixes().max_body
-            ),
-        )),
-        Ok(Err(_)) => Err(reject(
-            "malformed",
-            StatusCode::BAD_REQUEST,
-            "the request body could not be read".into(),
-        )),
-        Err(_) => Err(reject(
-            "body_timeout",
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "the request body took over {} s to arrive",
-                BODY_READ_TIMEOUT.as_secs()
-            ),
-        )),
-    }
-}
-
 /// The answer to new work while the server drains: 503 with
 /// `Retry-After`, and for MCP a JSON-RPC error for each request's id.
 fn shutting_down(work: &Work) -> Response {
@@ -414,16 +386,4 @@ fn shutting_down(work: &Work) -> Response {
     );
     headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
-}
-
-/// Whether reading a body failed on its length.
-fn is_too_large(e: &axum::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(error) = source {
-        if error.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        source = error.source();
-    }
-    false
 }

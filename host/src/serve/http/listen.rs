@@ -222,7 +222,8 @@ async fn connection(
     let service = {
         let admitted = admitted.clone();
         hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            // Busy from its headers to its answer's last byte: never shed.
+            // Busy (never shed) from its headers to its answer's last byte,
+            // but for the time it reads its body (`connections::Reading`).
             let busy = admitted.busy();
             let peer = admitted.peer();
             let app = app.clone();
@@ -241,6 +242,7 @@ async fn connection(
                 };
                 let mut request = request.map(axum::body::Body::new);
                 request.extensions_mut().insert(Peer(peer));
+                request.extensions_mut().insert(busy.reading());
                 let response = tower::ServiceExt::oneshot(app, request).await?;
                 Ok::<_, std::convert::Infallible>(connections::hold(response, busy))
             }

@@ -36,6 +36,7 @@
 //! - `tool_calls`: `POST /v1/tool_calls`, from the body to the answers;
 //! - `tasks`: the tasks `?async=1` starts, read and cancelled.
 
+mod body;
 mod checks;
 mod listen;
 mod proxy_protocol;
@@ -74,7 +75,7 @@ const RETRY_AFTER_SECONDS: &str = "5";
 #[derive(Debug)]
 struct Edge {
     guard: Guard,
-    max_body: usize,
+    bodies: body::Bodies,
     sessions: Arc<Sessions>,
     streams: Arc<Streams>,
 }
@@ -95,7 +96,7 @@ pub fn router(
             config.token.as_deref(),
             &config.fixes,
         ),
-        max_body: config.max_body,
+        bodies: body::Bodies::new(config.max_body),
         sessions: sessions.clone(),
         streams: Arc::default(),
     });
@@ -120,7 +121,7 @@ pub fn router(
         .nest_service("/mcp", mcp)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        // `check_request` reads every body, within `max_body`.
+        // `check_request` reads the bodies of the routes that take one.
         .layer(DefaultBodyLimit::disable())
         // Last, so it wraps every route and both fallbacks.
         .layer(middleware::from_fn_with_state(

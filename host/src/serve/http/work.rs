@@ -19,6 +19,9 @@ pub(super) enum Work {
     Mcp {
         method: Method,
         requests: Vec<Value>,
+        /// Whether one of `requests` starts new work, rather than finishing
+        /// work under way (see [`finishes_work`]).
+        fresh: bool,
         opens_session: bool,
         /// A `GET` that resumes a stream (`Last-Event-ID`): it collects the
         /// answer of a call in flight.
@@ -59,6 +62,9 @@ impl Work {
                 .filter(|m| m.method.as_deref() == Some("tools/call"))
                 .filter_map(|m| m.params.as_ref()?.get("name")?.as_str().map(str::to_owned))
                 .collect(),
+            fresh: messages
+                .iter()
+                .any(|m| m.method.is_some() && m.id.is_some() && !finishes_work(m)),
             requests: messages
                 .into_iter()
                 .filter(|m| m.method.is_some())
@@ -69,9 +75,19 @@ impl Work {
 
     /// Whether it starts work a draining server no longer takes: calls,
     /// JSON-RPC requests, new event streams (but not a stream resumed to
-    /// collect an answer the drain waits for).
+    /// collect an answer the drain waits for, nor requests that finish
+    /// work under way, see [`finishes_work`]).
     pub(super) fn is_new(&self) -> bool {
-        self.counts(|method, requests, resumes| (method == Method::GET && !resumes) || requests)
+        match self {
+            Self::ToolCalls => true,
+            Self::Mcp {
+                method,
+                fresh,
+                resumes,
+                ..
+            } => (*method == Method::GET && !resumes) || *fresh,
+            Self::Other => false,
+        }
     }
 
     /// Whether the answer finishes work a drain must wait for.
@@ -111,6 +127,24 @@ struct Head {
     id: Option<Value>,
     #[serde(default)]
     params: Option<Value>,
+}
+
+/// Whether the JSON-RPC request `head` finishes work under way rather than
+/// starting new work: reading, answering or cancelling MCP tasks (the
+/// tasks extension), and a `tools/call` that brings a waiting call the
+/// answers it asked for (`requestState`, SEP-2322). A draining server
+/// still takes these: the drain waits for the work they finish, and
+/// refusing them would leave that work unanswered until it is stopped.
+fn finishes_work(head: &Head) -> bool {
+    match head.method.as_deref() {
+        Some("tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/list" | "tasks/result") => true,
+        Some("tools/call") => head
+            .params
+            .as_ref()
+            .and_then(|params| params.get("requestState"))
+            .is_some_and(|state| !state.is_null()),
+        _ => false,
+    }
 }
 
 /// The heads of the JSON-RPC messages in a body (one, or a batch); none
@@ -178,5 +212,37 @@ mod tests {
             .is_new()
         );
         assert!(!post(br#"{"jsonrpc":"2.0","id":0,"result":{"action":"accept"}}"#).is_new());
+    }
+
+    /// Regression: a draining server refused `tasks/get` and the answer a
+    /// waiting call asked for, leaving the work the drain waits for
+    /// without its end.
+    #[test]
+    fn requests_that_finish_work_under_way_are_not_new_work() {
+        let post = |body: &str| {
+            let (parts, ()) = axum::http::Request::post("/mcp")
+                .body(())
+                .unwrap()
+                .into_parts();
+            Work::of(&parts, body.as_bytes())
+        };
+        for method in ["tasks/get", "tasks/update", "tasks/cancel", "tasks/list"] {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{{"taskId":"t"}}}}"#
+            );
+            let work = post(&body);
+            assert!(!work.is_new(), "{method}");
+            assert!(
+                work.is_call(),
+                "{method} is answered before the server stops"
+            );
+        }
+        let continuation = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","requestState":"abc","inputResponses":{}}}"#;
+        assert!(!post(continuation).is_new());
+        let fresh = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","requestState":null}}"#;
+        assert!(post(fresh).is_new());
+        // One new request in a batch makes the batch new work.
+        let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t"}}]"#;
+        assert!(post(batch).is_new());
     }
 }

@@ -14,6 +14,12 @@
 //! An answer must reach the server that asked: one that reaches another
 //! replica is told so (clients that declare the tasks extension get
 //! tasks, which any replica answers).
+//!
+//! A waiting call is work in flight for a graceful shutdown: the drain
+//! waits for its answer (which a draining server still takes, see
+//! `http::work`), and when the drain time is up the calls still waiting
+//! are stopped, and an answer that comes later is told the server is
+//! shutting down (to be tried again, elsewhere).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,6 +38,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use super::McpServer;
 use crate::identity::Principal;
 use crate::observe::{Answer, Asker, Question};
+use crate::serve::drain::{Drain, InFlight};
 use crate::serve::fair::Permit;
 use crate::serve::tasks::input::Reply;
 use crate::tool_call::ToolCall;
@@ -41,8 +48,10 @@ use crate::tool_host::{CallOptions, CallResult, ToolHost};
 /// holds a paused instance, so they are bounded beside the permits.
 pub(super) const MAX_PARKED: usize = 1024;
 
-/// The most of those one principal may have waiting: a quarter, so that
-/// one caller cannot leave nobody else room to be asked.
+/// The most of those one caller may have waiting: a quarter, so that one
+/// caller cannot leave nobody else room to be asked. A caller is a
+/// principal, or, when the server does not tell callers apart, a client
+/// address (see [`crate::serve::tasks::bucket_of`]).
 const MAX_PARKED_PER_OWNER: usize = MAX_PARKED / 4;
 
 /// How long a waiting call is kept for its answer: as long as a call may
@@ -102,18 +111,26 @@ impl Drop for Running {
 
 /// A call waiting for the answer to its question.
 pub(super) struct Parked {
+    /// The principal whose answer it waits for.
     owner: String,
+    /// Whose share of [`MAX_PARKED`] it takes: its principal, or its
+    /// caller's address when callers are not told apart.
+    bucket: String,
     tool: String,
     key: String,
     answer: oneshot::Sender<Answer>,
     running: Running,
     until: Instant,
+    /// Holds a graceful shutdown open for the answer.
+    _in_flight: Option<InFlight>,
 }
 
 /// The calls waiting for answers on this server, by handle.
 #[derive(Default)]
 pub(super) struct Parking {
     parked: Mutex<HashMap<String, Parked>>,
+    /// The server's shutdown, which waits for waiting calls.
+    drain: Option<Drain>,
 }
 
 impl std::fmt::Debug for Parking {
@@ -123,17 +140,53 @@ impl std::fmt::Debug for Parking {
 }
 
 impl Parking {
+    /// Parking for a server that shuts down with `drain`: each waiting
+    /// call holds the drain open, and those still waiting when the drain
+    /// time is up are stopped.
+    pub(super) fn watching(drain: Drain) -> Arc<Self> {
+        let stop = drain.stop_calls();
+        let parking = Arc::new(Self {
+            parked: Mutex::default(),
+            drain: Some(drain),
+        });
+        let watched = Arc::downgrade(&parking);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                stop.cancelled().await;
+                if let Some(parking) = watched.upgrade() {
+                    // Dropped outside the lock: each stops its call.
+                    let stopped: Vec<Parked> = parking.parked().drain().map(|(_, p)| p).collect();
+                    if !stopped.is_empty() {
+                        tracing::info!(
+                            calls = stopped.len(),
+                            "stopped the calls still waiting for answers at the end of the drain"
+                        );
+                    }
+                }
+            });
+        }
+        parking
+    }
+
+    /// Whether the drain time is up: no call waits any more.
+    fn stopped(&self) -> bool {
+        self.drain
+            .as_ref()
+            .is_some_and(|drain| drain.stop_calls().is_cancelled())
+    }
+
     fn parked(&self) -> std::sync::MutexGuard<'_, HashMap<String, Parked>> {
         self.parked.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keep `running`, which asked `asked`, for `owner`'s answer: the
-    /// input-required result, or the call back when too many calls wait
-    /// already (then the question is answered as unavailable, and the call
-    /// goes on).
+    /// Keep `running`, which asked `asked`, for `owner`'s answer (in
+    /// `bucket`'s share): the input-required result, or the call back when
+    /// too many calls wait already, or the drain time is up (then the
+    /// question is answered as unavailable, and the call goes on).
     pub(super) fn park(
         &self,
         owner: &str,
+        bucket: &str,
         tool: &str,
         asked: Asked,
         running: Running,
@@ -142,12 +195,20 @@ impl Parking {
         let mut parked = self.parked();
         // Calls nobody came back for are stopped (dropping them aborts them).
         parked.retain(|_, p| p.until > now);
-        let theirs = parked.values().filter(|p| p.owner == owner).count();
+        if self.stopped() {
+            drop(parked);
+            let _ = asked.answer.send(Answer::Unavailable(
+                "the server is shutting down; nobody can be asked".into(),
+            ));
+            return Err(running);
+        }
+        let theirs = parked.values().filter(|p| p.bucket == bucket).count();
         if parked.len() >= MAX_PARKED || theirs >= MAX_PARKED_PER_OWNER {
             drop(parked);
             let _ = asked.answer.send(Answer::Unavailable(format!(
                 "too many calls wait for answers already (at most {MAX_PARKED_PER_OWNER} of one \
-                 caller's, {MAX_PARKED} in all); answer those first"
+                 caller's, or of one address's without [serve.auth], {MAX_PARKED} in all); \
+                 answer those first"
             )));
             return Err(running);
         }
@@ -174,11 +235,13 @@ impl Parking {
             handle.clone(),
             Parked {
                 owner: owner.to_owned(),
+                bucket: bucket.to_owned(),
                 tool: tool.to_owned(),
                 key,
                 answer: asked.answer,
                 running,
                 until: now + KEPT,
+                _in_flight: self.drain.as_ref().map(Drain::track),
             },
         );
         Ok(InputRequiredResult::new(Some(requests), Some(handle)))
@@ -201,6 +264,9 @@ impl Parking {
             .is_some_and(|p| p.owner == owner && p.tool == tool);
         // Someone else's handle leaves the call where it is.
         let Some(call) = ours.then(|| parked.remove(handle)).flatten() else {
+            if self.stopped() {
+                return Err(shutting_down());
+            }
             return Err(unknown_state());
         };
         drop(parked);
@@ -304,7 +370,15 @@ impl McpServer {
                     ));
                 }
                 Waited::Asks(asked, call) => {
-                    match self.parking.park(principal.id(), tool, asked, call) {
+                    let bucket = crate::serve::tasks::bucket_of(
+                        principal,
+                        self.shared.auth().is_some(),
+                        Self::peer(context),
+                    );
+                    match self
+                        .parking
+                        .park(principal.id(), &bucket, tool, asked, call)
+                    {
                         Ok(input_required) => return Ok(input_required.into()),
                         Err(call) => running = call,
                     }
@@ -312,6 +386,16 @@ impl McpServer {
             }
         }
     }
+}
+
+/// The answer to a `requestState` once the drain time is up: the calls
+/// that waited were stopped; a retry may help (on another server).
+fn shutting_down() -> ErrorData {
+    ErrorData::new(
+        crate::serve::requests::SHUTTING_DOWN,
+        crate::serve::requests::SHUTTING_DOWN_MESSAGE,
+        None,
+    )
 }
 
 /// The answer to a `requestState` that names no call of this caller
@@ -361,7 +445,7 @@ mod tests {
         let parking = Parking::default();
         let refused = |owner: &'static str| {
             let (running, asked, answered) = waiting();
-            let refused = parking.park(owner, "t", asked, running).is_err();
+            let refused = parking.park(owner, owner, "t", asked, running).is_err();
             async move {
                 match answered.await {
                     Ok(Answer::Unavailable(why)) if refused => why,
@@ -371,15 +455,77 @@ mod tests {
         };
         for _ in 0..MAX_PARKED_PER_OWNER {
             let (running, asked, _) = waiting();
-            assert!(parking.park("alice", "t", asked, running).is_ok());
+            assert!(parking.park("alice", "alice", "t", asked, running).is_ok());
         }
         assert!(refused("alice").await.contains("256"));
         // Others still have room, until the server's bound.
         for i in MAX_PARKED_PER_OWNER..MAX_PARKED {
             let owner = ["bob", "carol", "dave"][i % 3];
             let (running, asked, _) = waiting();
-            assert!(parking.park(owner, "t", asked, running).is_ok(), "{i}");
+            assert!(
+                parking.park(owner, owner, "t", asked, running).is_ok(),
+                "{i}"
+            );
         }
         assert!(refused("erin").await.contains("1024"));
+    }
+
+    /// Regression: without `[serve.auth]` every caller is anyone, so the
+    /// share of waiting calls is counted per client address; one address
+    /// that holds its share leaves others room.
+    #[tokio::test]
+    async fn without_auth_each_address_has_its_own_share_of_waiting_calls() {
+        let parking = Parking::default();
+        let anyone = Principal::anyone();
+        let bucket = |last: u8| {
+            let peer = std::net::IpAddr::from([127, 0, 0, last]);
+            crate::serve::tasks::bucket_of(&anyone, false, Some(peer))
+        };
+        let (greedy, other) = (bucket(2), bucket(1));
+        for _ in 0..MAX_PARKED_PER_OWNER {
+            let (running, asked, _) = waiting();
+            assert!(
+                parking
+                    .park(anyone.id(), &greedy, "t", asked, running)
+                    .is_ok()
+            );
+        }
+        let (running, asked, answered) = waiting();
+        assert!(
+            parking
+                .park(anyone.id(), &greedy, "t", asked, running)
+                .is_err()
+        );
+        assert!(matches!(answered.await, Ok(Answer::Unavailable(_))));
+        let (running, asked, _) = waiting();
+        assert!(
+            parking
+                .park(anyone.id(), &other, "t", asked, running)
+                .is_ok()
+        );
+    }
+
+    /// Regression: a waiting call held nothing open in a graceful
+    /// shutdown, so the server could stop before its answer came. It holds
+    /// the drain now, and when the drain time is up it is stopped and a
+    /// late answer is told the server is shutting down (a retry may help).
+    #[tokio::test]
+    async fn a_waiting_call_holds_the_drain_until_its_time_is_up() {
+        let drain = Drain::new(std::time::Duration::from_millis(50));
+        let parking = Parking::watching(drain.clone());
+        let (running, asked, _answered) = waiting();
+        let Ok(input_required) = parking.park("alice", "alice", "t", asked, running) else {
+            panic!("the call is parked");
+        };
+        let handle = input_required.request_state.expect("a handle");
+        assert_eq!(drain.in_flight(), 1, "the waiting call is in flight");
+        assert_eq!(drain.finish().await, 1, "stopped at the end of the drain");
+        assert_eq!(drain.in_flight(), 0);
+        let late = parking.resume("alice", "t", &handle, None).err().unwrap();
+        assert_eq!(late.code, crate::serve::requests::SHUTTING_DOWN);
+        // Nor is a new question parked once the drain time is up.
+        let (running, asked, answered) = waiting();
+        assert!(parking.park("alice", "alice", "t", asked, running).is_err());
+        assert!(matches!(answered.await, Ok(Answer::Unavailable(_))));
     }
 }

@@ -117,7 +117,7 @@ pub(in crate::serve) fn http_service(
     // state in the store and restores it on a replica that lacks it.
     http.session_store = sessions.store();
     let listeners = Arc::new(Listeners::default());
-    let parking = Arc::new(super::mrtr::Parking::default());
+    let parking = super::mrtr::Parking::watching(shared.drain().clone());
     // Ends with the runtime; the server lives as long as the process.
     drop(listeners.spawn_notifier(&shared));
     StreamableHttpService::new(

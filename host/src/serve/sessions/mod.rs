@@ -23,7 +23,10 @@
 //!   answer a question, keeps it open. (rmcp's own timer counts only
 //!   messages, so a quiet five-minute call would lose its session.)
 //! - **A cap** of [`MAX_SESSIONS`], and a share of it per principal
-//!   (`per_principal`), enforced by the HTTP guard.
+//!   (`per_principal`), enforced by the HTTP guard; without
+//!   `[serve.auth]`, where every caller is the same anyone, the share is
+//!   each client address's (counted in Redis under the address too, when
+//!   sessions are shared), so that one client cannot take every session.
 //! - **Shared by replicas** when `[serve.sessions] redis` is set (see
 //!   [`shared`]): a session opened on one replica is served by any other,
 //!   still bound to its principal.

@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use super::*;
 
 /// Send `request` as is on a new connection and read the whole answer.
-async fn raw(server: &Server, request: &str) -> String {
+pub(super) async fn raw(server: &Server, request: &str) -> String {
     let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     tcp.write_all(request.as_bytes()).await.unwrap();
     let mut answer = Vec::new();
@@ -20,7 +20,7 @@ async fn raw(server: &Server, request: &str) -> String {
 }
 
 /// The status code of a raw HTTP answer.
-fn status_of(answer: &str) -> u16 {
+pub(super) fn status_of(answer: &str) -> u16 {
     answer
         .split_whitespace()
         .nth(1)
@@ -29,7 +29,7 @@ fn status_of(answer: &str) -> u16 {
 }
 
 /// A refusals counter of `/metrics`.
-fn rejected(metrics: &str, front_end: &str, reason: &str) -> f64 {
+pub(super) fn rejected(metrics: &str, front_end: &str, reason: &str) -> f64 {
     metric(
         metrics,
         &format!(
@@ -364,7 +364,7 @@ fn a_repeated_id_over_stdio_gets_an_error_and_the_first_call_its_answer() {
 
 // 4. Shutdown, and sessions that end.
 
-fn sigterm(child: &Child) {
+pub(super) fn sigterm(child: &Child) {
     let pid = rustix::process::Pid::from_child(child);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
 }

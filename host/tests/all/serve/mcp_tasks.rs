@@ -371,3 +371,63 @@ async fn mcp_2026_a_task_whose_client_declares_no_elicitation_is_never_input_req
         .unwrap_or_default();
     assert!(text.contains("unavailable"), "{done}");
 }
+
+/// Poll `/healthz` until the server says it is draining.
+async fn wait_draining(server: &Server) {
+    let start = Instant::now();
+    loop {
+        let response = server
+            .http
+            .get(server.url("/healthz"))
+            .send()
+            .await
+            .unwrap();
+        let health: Value = response.json().await.unwrap();
+        if health["status"] == "draining" {
+            return;
+        }
+        assert!(start.elapsed() < WAIT, "never drained: {health}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Regression: a draining server refused every JSON-RPC request, so a call
+/// waiting for its person's answer could only be cut off at the end of the
+/// drain, and a task could not even be read. What finishes work under way
+/// passes now, and the server exits 0 once it is done.
+#[tokio::test]
+async fn mcp_2026_a_draining_server_takes_the_answers_and_task_reads_that_finish_work() {
+    let mut server = Server::start_with_env(&manifest(), &["--drain", "120s"], &TOKENS);
+    // A plain call waiting for its answer, and a task waiting for one.
+    let reply = ask_confirm(&server, ALICE, json!({})).await;
+    let state = reply["result"]["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("input required: {reply}"))
+        .to_owned();
+    let id = start_task(&server, "ask_confirm", json!({"question": "Deploy?"})).await;
+    wait_for(&server, &id, "input_required").await;
+    super::hostile::sigterm(&server.child);
+    wait_draining(&server).await;
+    // New work is refused.
+    let fresh = ask_confirm(&server, ALICE, json!({})).await;
+    assert_eq!(fresh["error"]["code"], -32000, "{fresh}");
+    // The task is read, and answered.
+    let task = get(&server, ALICE, &id).await;
+    assert_eq!(task["result"]["status"], "input_required", "{task}");
+    let answer = json!({"taskId": id, "inputResponses": {
+        "r1q1": {"action": "accept", "content": {"confirm": true}}}});
+    let reply = request(&server, ALICE, true, "tasks/update", answer).await;
+    assert!(reply.get("error").is_none(), "{reply}");
+    // The waiting call gets its answer, and answers with the tool's result.
+    let answer = json!({
+        "requestState": state,
+        "inputResponses": {"q1": {"action": "accept", "content": {"confirm": true}}},
+    });
+    let reply = ask_confirm(&server, ALICE, answer).await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "confirm=true",
+        "{reply}"
+    );
+    let exit = wait_exit_async(&mut server.child, WAIT).await;
+    assert_eq!(exit.and_then(|s| s.code()), Some(0), "{}", server.stderr());
+}

@@ -24,6 +24,7 @@ mod fair;
 mod hostile;
 mod library;
 mod mcp_tasks;
+mod peers;
 mod registry;
 mod replicas;
 mod tasks;
@@ -129,6 +130,19 @@ fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .no_proxy()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("an HTTP client")
+}
+
+/// A client whose connections come from `address` (any 127.0.0.0/8
+/// address is this machine on Linux): a client the server tells apart
+/// from [`client`]'s by its address.
+fn client_from(address: [u8; 4]) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .no_proxy()
+        .local_address(std::net::IpAddr::from(address))
         .timeout(Duration::from_secs(60))
         .build()
         .expect("an HTTP client")
@@ -256,8 +270,18 @@ impl Server {
 
     /// POST one JSON-RPC message to `/mcp` with `headers`.
     async fn mcp(&self, body: &Value, headers: &[(&str, &str)]) -> McpResponse {
-        let mut request = self
-            .http
+        self.mcp_via(&self.http, body, headers).await
+    }
+
+    /// POST one JSON-RPC message to `/mcp` with `headers`, from `http`
+    /// (a client bound to another address, see [`client_from`]).
+    async fn mcp_via(
+        &self,
+        http: &reqwest::Client,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> McpResponse {
+        let mut request = http
             .post(self.url("/mcp"))
             .header(CONTENT_TYPE, "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -1756,15 +1780,22 @@ fn stdio_serves_mcp_until_stdin_closes() {
 #[tokio::test]
 async fn mcp_sessions_are_capped_and_stateless_requests_still_pass() {
     let server = Server::start(&manifest(None), &[]);
-    // Sessions that never send `initialized` count too.
+    // Sessions that never send `initialized` count too. Without
+    // `[serve.auth]` one address may hold a quarter of them: four
+    // addresses fill the server.
     let mut refused = None;
-    for i in 0..1100u64 {
-        let response = server.mcp(&initialize_2025(i), &[]).await;
-        if response.status == StatusCode::SERVICE_UNAVAILABLE {
-            refused = Some((i, response.text));
-            break;
+    let mut opened = 0;
+    'fill: for last in 2..=6u8 {
+        let http = client_from([127, 0, 0, last]);
+        for _ in 0..256 {
+            let response = server.mcp_via(&http, &initialize_2025(opened), &[]).await;
+            if response.status == StatusCode::SERVICE_UNAVAILABLE {
+                refused = Some((opened, response.text));
+                break 'fill;
+            }
+            assert!(response.status.is_success(), "{}", response.status);
+            opened += 1;
         }
-        assert!(response.status.is_success(), "{}", response.status);
     }
     let (at, text) = refused.expect("the 1025th session is refused");
     assert_eq!(at, 1024, "sessions open before the refusal");
