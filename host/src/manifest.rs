@@ -270,14 +270,28 @@ struct RawManifest {
     serve: serve::RawServe,
 }
 
-/// Only the tables that concern registries, every other key ignored: what
-/// `push`, `pull`, `sign`, `inspect` and `call --component` read, so that
-/// a tool entry whose file is missing does not stop them.
+/// Only the tables that concern registries, the others not looked into:
+/// what `push`, `pull`, `sign`, `inspect` and `call --component` read, so
+/// that a tool entry whose file is missing does not stop them. An unknown
+/// top-level key is still refused, as [`RawManifest`] refuses it: a
+/// misspelt `[verfiy]` must not pass for no policy here while `serve`
+/// refuses the manifest.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawRegistryOnly {
     #[serde(default)]
     registry: registry::RawRegistry,
     verify: Option<registry::RawVerify>,
+    #[serde(default, rename = "model")]
+    _model: serde::de::IgnoredAny,
+    #[serde(default, rename = "limits")]
+    _limits: serde::de::IgnoredAny,
+    #[serde(default, rename = "tool")]
+    _tool: serde::de::IgnoredAny,
+    #[serde(default, rename = "store")]
+    _store: serde::de::IgnoredAny,
+    #[serde(default, rename = "serve")]
+    _serve: serde::de::IgnoredAny,
 }
 
 /// A manifest's `[registry]` and `[verify]` tables alone, read by

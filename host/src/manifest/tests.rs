@@ -522,3 +522,22 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn the_registry_tables_alone_still_refuse_a_misspelt_table_and_skip_the_others() {
+    let path = Path::new("/nowhere/toolhost.toml");
+    let misspelt = "[verfiy]\nkey = \"keys/tools.pub\"\n";
+    let err = Manifest::parse_registry(path, misspelt)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("verfiy"), "{err}");
+    // The other tables are not looked into: a tool whose file is missing,
+    // or limits that would not validate, do not stop a registry command.
+    let others = "[limits]\ntimeout = \"never\"\n[[tool]]\ncomponent = \"missing.wasm\"\n\
+                  [model]\nmodel = \"m\"\n[serve]\n[store.s]\nbackend = \"memory\"\n";
+    let config = Manifest::parse_registry(path, others).unwrap();
+    assert!(matches!(
+        config.verify,
+        crate::registry::verify::Policy::None
+    ));
+}
