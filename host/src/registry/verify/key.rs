@@ -8,8 +8,8 @@
 //! hashes with SHA-256 whatever the curve, as cosign's `sign --key` and
 //! `verify --key` do (P-384 signatures over SHA-384 are accepted too). All
 //! cryptography is ring's, but for P-384 signing over SHA-256, which ring
-//! does not offer (RustCrypto's `p384`); this file only reads the key containers, and
-//! reads them strictly (one PEM block, the right label, DER with nothing
+//! does not offer (RustCrypto's `p384`); this file reads the key
+//! containers, strictly (one PEM block, the right label, DER with nothing
 //! left over), because a key file that two programs read differently is a
 //! key nobody checked.
 

@@ -37,8 +37,10 @@ const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub(super) const BODY_BUDGET: usize = 64 << 20;
 
 /// How long a body waits for room in [`BODY_BUDGET`] before its request
-/// is refused with 503 (bodies in flight are read or cut off within
-/// [`BODY_READ_TIMEOUT`], so room comes back).
+/// is refused with 503 and `Retry-After`. Room comes back as requests are
+/// answered: a body's room is held until its route answers, so for
+/// `POST /v1/tool_calls` while its calls run (a per-address share of the
+/// budget is not built yet).
 const BODY_BUDGET_WAIT: Duration = Duration::from_secs(5);
 
 /// The bytes of request bodies being held, see [`BODY_BUDGET`].

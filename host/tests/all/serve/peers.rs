@@ -1,7 +1,8 @@
 //! `toolhost serve` without `[serve.auth]`, where every caller is the same
 //! anonymous principal: what one client address may take of what all
-//! share (MCP sessions, parked calls, request bodies being read), so that
-//! one client cannot lock the others out.
+//! share (MCP sessions, request bodies being read; parked calls are tested
+//! in `serve/mcp/mrtr.rs`'s unit tests), so that one client cannot lock
+//! the others out.
 //!
 //! Clients are told apart by address: every 127.0.0.0/8 address is this
 //! machine on Linux, so a client bound to 127.0.0.2 is another client.
