@@ -328,6 +328,8 @@ impl fmt::Debug for OciRef {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn docker_hub_references_reach_its_api_host_and_official_images_under_library() {
         let hub: OciRef = "oci://docker.io/alpine:3".parse().unwrap();
@@ -341,8 +343,6 @@ mod tests {
         assert_eq!(other.api_registry(), "ghcr.io");
         assert_eq!(other.api_repository(), "calc");
     }
-
-    use super::*;
 
     const HEX: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 

@@ -52,7 +52,7 @@ pub(super) const MAX_PARKED: usize = 1024;
 /// caller cannot leave nobody else room to be asked. A caller is a
 /// principal, or, when the server does not tell callers apart, a client
 /// address (see [`crate::serve::tasks::bucket_of`]).
-const MAX_PARKED_PER_OWNER: usize = MAX_PARKED / 4;
+const MAX_PARKED_PER_CALLER: usize = MAX_PARKED / 4;
 
 /// How long a waiting call is kept for its answer: as long as a call may
 /// wait for answers, and a minute more for its last steps; past it, the
@@ -203,10 +203,10 @@ impl Parking {
             return Err(running);
         }
         let theirs = parked.values().filter(|p| p.bucket == bucket).count();
-        if parked.len() >= MAX_PARKED || theirs >= MAX_PARKED_PER_OWNER {
+        if parked.len() >= MAX_PARKED || theirs >= MAX_PARKED_PER_CALLER {
             drop(parked);
             let _ = asked.answer.send(Answer::Unavailable(format!(
-                "too many calls wait for answers already (at most {MAX_PARKED_PER_OWNER} of one \
+                "too many calls wait for answers already (at most {MAX_PARKED_PER_CALLER} of one \
                  caller's, or of one address's without [serve.auth], {MAX_PARKED} in all); \
                  answer those first"
             )));
@@ -453,13 +453,13 @@ mod tests {
                 }
             }
         };
-        for _ in 0..MAX_PARKED_PER_OWNER {
+        for _ in 0..MAX_PARKED_PER_CALLER {
             let (running, asked, _) = waiting();
             assert!(parking.park("alice", "alice", "t", asked, running).is_ok());
         }
         assert!(refused("alice").await.contains("256"));
         // Others still have room, until the server's bound.
-        for i in MAX_PARKED_PER_OWNER..MAX_PARKED {
+        for i in MAX_PARKED_PER_CALLER..MAX_PARKED {
             let owner = ["bob", "carol", "dave"][i % 3];
             let (running, asked, _) = waiting();
             assert!(
@@ -482,7 +482,7 @@ mod tests {
             crate::serve::tasks::bucket_of(&anyone, false, Some(peer))
         };
         let (greedy, other) = (bucket(2), bucket(1));
-        for _ in 0..MAX_PARKED_PER_OWNER {
+        for _ in 0..MAX_PARKED_PER_CALLER {
             let (running, asked, _) = waiting();
             assert!(
                 parking
