@@ -20,7 +20,10 @@
 //! them while a prompt waits for its line and lets them out when it is
 //! answered or withdrawn. So a tool's log line (a tool logs through the
 //! host, in parallel with the call that asks) can neither land inside an
-//! approval prompt nor pass for the next one.
+//! approval prompt nor pass for the next one. A log line is written
+//! holding the lock prompts are printed under, taken before it checks
+//! that no prompt is open: a prompt that opens meanwhile is printed after
+//! the line, never before it.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -66,8 +69,21 @@ impl Terminal {
     /// each write waits while a prompt is on screen.
     pub(crate) fn held_while_prompting<W: Write>(&'static self, out: W) -> HeldWhilePrompting<W> {
         HeldWhilePrompting {
-            prompting: &self.prompting,
+            terminal: self,
             out,
+        }
+    }
+
+    /// The lock prompts are printed under, taken once no prompt is open
+    /// (a prompt opened while it is held prints once it is let go).
+    fn screen_between_prompts(&self) -> MutexGuard<'_, Box<dyn Write + Send>> {
+        loop {
+            let screen = self.prompts.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.prompting.none_open() {
+                return screen;
+            }
+            drop(screen);
+            self.prompting.wait_for_none();
         }
     }
 
@@ -138,6 +154,11 @@ impl Prompting {
         PromptOpen(self)
     }
 
+    /// Whether no prompt is on screen now.
+    fn none_open(&self) -> bool {
+        *self.open.lock().unwrap_or_else(PoisonError::into_inner) == 0
+    }
+
     /// Return once no prompt is on screen.
     fn wait_for_none(&self) {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
@@ -171,18 +192,18 @@ impl Drop for PromptOpen<'_> {
 /// [`Terminal::held_while_prompting`]). A whole buffer given to
 /// `write_all`, a log line, waits once and is written in one piece.
 pub(crate) struct HeldWhilePrompting<W> {
-    prompting: &'static Prompting,
+    terminal: &'static Terminal,
     out: W,
 }
 
 impl<W: Write> Write for HeldWhilePrompting<W> {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.prompting.wait_for_none();
+        let _screen = self.terminal.screen_between_prompts();
         self.out.write(data)
     }
 
     fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
-        self.prompting.wait_for_none();
+        let _screen = self.terminal.screen_between_prompts();
         self.out.write_all(data)
     }
 
@@ -639,6 +660,66 @@ pub(crate) mod tests {
         assert_eq!(
             screen.text(),
             "? run wipe with {}? [y/N] WARN tool=wipe approved: y\n"
+        );
+    }
+
+    /// A writer that lets a test hold a write in the middle of writing.
+    struct Gate {
+        screen: Screen,
+        entered: mpsc::Sender<()>,
+        go: mpsc::Receiver<()>,
+    }
+
+    impl Write for Gate {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            self.entered.send(()).unwrap();
+            self.go.recv().unwrap();
+            self.screen.write(data)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Regression: a log line that had checked for a prompt let go of its
+    /// check before writing, so a prompt opening in that instant was
+    /// printed first and the line landed inside it. A prompt opening while
+    /// a line is written now prints after it.
+    #[tokio::test]
+    async fn a_prompt_opening_while_a_log_line_is_written_prints_after_it() {
+        let (terminal, keyboard, screen) = terminal();
+        let (entered, entered_rx) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel();
+        let mut log = terminal.held_while_prompting(Gate {
+            screen: screen.clone(),
+            entered,
+            go: go_rx,
+        });
+        let writer = std::thread::spawn(move || log.write_all(b"WARN tool=wipe approved: y\n"));
+        // The line has checked that no prompt is open, and is being written.
+        entered_rx.recv().unwrap();
+        let release = std::thread::spawn(move || {
+            while terminal.prompting.none_open() {
+                std::thread::yield_now();
+            }
+            // The prompt is open and wants the screen: let the line end.
+            go.send(()).unwrap();
+        });
+        let turn = terminal.turn().await;
+        let answer = turn.answer("? run wipe? [y/N] ");
+        let mut answer = std::pin::pin!(answer);
+        let reading = until(terminal, "waited for input", |(_, reading)| reading);
+        tokio::select! {
+            _ = &mut answer => panic!("the prompt was answered"),
+            () = reading => {}
+        }
+        release.join().unwrap();
+        keyboard.send(typed("n\n")).unwrap();
+        assert_eq!(within(answer).await.as_deref(), Some("n"));
+        writer.join().unwrap().unwrap();
+        assert_eq!(
+            screen.text(),
+            "WARN tool=wipe approved: y\n? run wipe? [y/N] "
         );
     }
 

@@ -29,7 +29,7 @@
 //! redis = { env = "REDIS_URL" }       # shared by replicas; absent: each its own
 //! prefix = "toolhost:sessions"        # the default
 //! idle = "2m"                         # closed after this long unused (default)
-//! per_principal = 256                 # sessions one principal (address, without auth) may hold open (default)
+//! per_principal = 256                 # sessions one principal may hold open (default 256; 32 per address without auth)
 //! [serve.tasks]                       # see crate::durable_tasks
 //! redis = { env = "REDIS_URL" }       # or a literal URL; absent: in memory
 //! ttl = "1h"
@@ -133,16 +133,17 @@ const MAX_SESSION_IDLE: Duration = Duration::from_secs(24 * 3600);
 
 /// `[serve.sessions]`, validated. The defaults: each replica keeps its own
 /// sessions, in memory; an idle session closes after two minutes; one
-/// principal (one address, when callers are not told apart) may hold a
-/// quarter of the 1,024 sessions a server keeps, so that one caller cannot
-/// take them all.
+/// principal may hold a quarter of the 1,024 sessions a server keeps, so
+/// that one caller cannot take them all, and one client address (when
+/// callers are not told apart) 32 of them.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SessionSettings {
     redis: Option<String>,
     prefix: String,
     idle: Duration,
-    per_principal: usize,
+    /// As the operator set it; `None`: the defaults below.
+    per_principal: Option<usize>,
 }
 
 /// The sessions one principal (or, without `[serve.auth]`, one client
@@ -152,13 +153,20 @@ pub struct SessionSettings {
 /// still has hundreds.
 const DEFAULT_SESSION_SHARE: usize = MAX_SESSIONS / 4;
 
+/// The sessions one client address (an IPv6 /64) may hold by default
+/// when callers are not told apart (no `[serve.auth]`): a thirty-second
+/// of [`MAX_SESSIONS`]. Anyone who can reach the server has an address,
+/// and a quarter each would let four of them (or four /64s) hold every
+/// session; 32 is still far more than one client's conversations.
+const DEFAULT_ADDRESS_SHARE: usize = MAX_SESSIONS / 32;
+
 impl Default for SessionSettings {
     fn default() -> Self {
         Self {
             redis: None,
             prefix: DEFAULT_SESSIONS_PREFIX.to_owned(),
             idle: DEFAULT_SESSION_IDLE,
-            per_principal: DEFAULT_SESSION_SHARE,
+            per_principal: None,
         }
     }
 }
@@ -169,7 +177,8 @@ impl std::fmt::Debug for SessionSettings {
             .field("redis", &self.redis.as_deref().map(redacted))
             .field("prefix", &self.prefix)
             .field("idle", &self.idle)
-            .field("per_principal", &self.per_principal)
+            .field("per_principal", &self.per_principal())
+            .field("per_address", &self.per_address())
             .finish()
     }
 }
@@ -193,10 +202,16 @@ impl SessionSettings {
     }
 
     /// The most sessions one principal may hold open (on every replica,
-    /// when sessions are shared); without `[serve.auth]`, the most one
-    /// client address (an IPv6 /64) may.
+    /// when sessions are shared): `per_principal`, 256 by default.
     pub fn per_principal(&self) -> usize {
-        self.per_principal
+        self.per_principal.unwrap_or(DEFAULT_SESSION_SHARE)
+    }
+
+    /// The most sessions one client address (an IPv6 /64) may hold open
+    /// when callers are not told apart (no `[serve.auth]`):
+    /// `per_principal` when set, else 32.
+    pub fn per_address(&self) -> usize {
+        self.per_principal.unwrap_or(DEFAULT_ADDRESS_SHARE)
     }
 
     /// The defaults, shared on the Redis at `url` (the crate's own tests).
@@ -376,7 +391,7 @@ fn sessions(
                 MAX_SESSIONS / 4
             ));
         }
-        settings.per_principal = most;
+        settings.per_principal = Some(most);
     }
     Ok(settings)
 }

@@ -16,11 +16,18 @@
 //!   when every connection is busy with a request is a new one refused
 //!   (with a 503 written before the connection closes).
 //! - **Slow bodies.** A connection whose request is still sending its
-//!   body is sheddable too, oldest first, as an idle one is (see
-//!   [`Reading`]): a flood of complete headers followed by bodies dribbled
-//!   a byte at a time replaces itself as a half-open flood does, rather
-//!   than holding every place busy for the 30 s a body may take. (What
-//!   those bodies may buffer is bounded in all by the HTTP front end.)
+//!   body (or waits for room to buffer it) is sheddable too (see
+//!   [`Reading`]), but only once no idle connection is left to shed, and
+//!   then from the address that holds the most such connections, oldest
+//!   first: a flood of complete headers followed by bodies dribbled a byte
+//!   at a time replaces itself, rather than holding every place busy for
+//!   the 30 s a body may take, while an honest slow upload from an address
+//!   that is not flooding is kept. (What those bodies may buffer is
+//!   bounded in all, and per address, by the HTTP front end.)
+//! - **Addresses.** Every per-address limit here and in the HTTP front end
+//!   counts an IPv6 address's /64 as one address ([`limit_key`]): a host
+//!   is commonly given a whole /64, so counting its addresses one by one
+//!   would bound nothing.
 //! - **Streams.** A request whose answer is a stream that lasts (an MCP
 //!   event stream, a `subscriptions/listen`) keeps its connection busy for
 //!   as long as it lasts, so streams may hold at most half of the
@@ -53,6 +60,21 @@ pub(super) const MAX_STREAMS_PER_PEER: usize = MAX_PER_PEER / 2;
 /// buffers: room for a long bearer token and every MCP header, and small
 /// enough that all connections together hold a few MiB.
 pub(super) const MAX_HEADER_BYTES: usize = 16 << 10;
+
+/// The address a per-address limit counts `ip` under: an IPv4 address
+/// (also when written as an IPv4-mapped IPv6 address), or the /64 network
+/// of an IPv6 address.
+pub(in crate::serve) fn limit_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(
+                u128::from(v6) & !((1u128 << 64) - 1),
+            )),
+        },
+    }
+}
 
 /// The open connections, oldest first.
 #[derive(Debug, Default)]
@@ -89,6 +111,9 @@ struct Entry {
     /// to its response's last byte. Read and written under the table's
     /// lock, so a connection is never shed as a request starts on it.
     busy: usize,
+    /// Requests on the connection reading their body (not counted in
+    /// `busy` meanwhile, see [`Reading`]).
+    reading: usize,
     /// Closes the connection when it is shed.
     shed: CancellationToken,
 }
@@ -106,13 +131,31 @@ impl Table {
         Some(entry)
     }
 
-    /// Shed the oldest idle connection that `matches`; whether one was.
-    fn shed_oldest_idle(&mut self, matches: impl Fn(&Entry) -> bool) -> bool {
-        let victim = self
+    /// Shed a connection that `matches` to make room for another; whether
+    /// one was. The oldest idle one goes first (headers unfinished, or
+    /// between requests); failing that, a connection reading its request's
+    /// body, from the address holding the most of those, oldest first.
+    /// Connections busy with a request otherwise are never shed.
+    fn shed_one(&mut self, matches: impl Fn(&Entry) -> bool) -> bool {
+        let sheddable = |entry: &Entry| matches(entry) && entry.busy == 0;
+        let idle = self
             .open
             .iter()
-            .find(|(_, entry)| matches(entry) && entry.busy == 0)
+            .find(|(_, entry)| sheddable(entry) && entry.reading == 0)
             .map(|(&id, _)| id);
+        let victim = idle.or_else(|| {
+            let mut reading: HashMap<IpAddr, usize> = HashMap::new();
+            for entry in self.open.values().filter(|entry| sheddable(entry)) {
+                *reading.entry(entry.peer).or_default() += 1;
+            }
+            let most = reading.values().copied().max()?;
+            self.open
+                .iter()
+                .find(|(_, entry)| {
+                    sheddable(entry) && reading.get(&entry.peer).copied() == Some(most)
+                })
+                .map(|(&id, _)| id)
+        });
         match victim.and_then(|id| self.remove(id)) {
             Some(entry) => {
                 entry.shed.cancel();
@@ -145,17 +188,18 @@ impl Refused {
 impl Connections {
     /// Take a connection from `peer`, shedding an idle one to make room if
     /// a cap is reached.
-    pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Admitted, Refused> {
+    pub(super) fn admit(self: &Arc<Self>, address: IpAddr) -> Result<Admitted, Refused> {
+        let peer = limit_key(address);
         let mut table = self
             .table
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if table.per_peer.get(&peer).copied().unwrap_or(0) >= MAX_PER_PEER
-            && !table.shed_oldest_idle(|entry| entry.peer == peer)
+            && !table.shed_one(|entry| entry.peer == peer)
         {
             return Err(Refused::Peer);
         }
-        if table.open.len() >= MAX_CONNECTIONS && !table.shed_oldest_idle(|_| true) {
+        if table.open.len() >= MAX_CONNECTIONS && !table.shed_one(|_| true) {
             return Err(Refused::Full);
         }
         let id = table.next;
@@ -166,13 +210,14 @@ impl Connections {
             Entry {
                 peer,
                 busy: 0,
+                reading: 0,
                 shed: shed.clone(),
             },
         );
         *table.per_peer.entry(peer).or_default() += 1;
         Ok(Admitted {
             id,
-            peer,
+            peer: address,
             connections: self.clone(),
             shed,
         })
@@ -205,7 +250,8 @@ impl Connections {
 
 impl Streams {
     /// Hold a long-lived stream for `peer`, if streams have room.
-    pub(super) fn hold(self: &Arc<Self>, peer: IpAddr) -> Option<Stream> {
+    pub(super) fn hold(self: &Arc<Self>, address: IpAddr) -> Option<Stream> {
+        let peer = limit_key(address);
         let mut streams = self
             .table
             .lock()
@@ -233,7 +279,8 @@ pub(super) struct Admitted {
 }
 
 impl Admitted {
-    /// The peer's address.
+    /// The peer's address, as it connected (its limits count it as
+    /// [`limit_key`] of it).
     pub(super) fn peer(&self) -> IpAddr {
         self.peer
     }
@@ -351,6 +398,7 @@ impl Reading {
         let counted = match table.open.get_mut(&self.id) {
             Some(entry) if entry.busy > 0 => {
                 entry.busy -= 1;
+                entry.reading += 1;
                 true
             }
             _ => false,
@@ -383,6 +431,7 @@ impl Drop for ReadingBody {
             .open
             .get_mut(&self.reading.id)
         {
+            entry.reading -= 1;
             entry.busy += 1;
         }
     }
@@ -487,6 +536,78 @@ mod tests {
         drop(mine);
         assert!(streams.hold(ip(1)).is_some());
         drop(others);
+    }
+
+    /// A connection from `peer` whose request is reading its body.
+    fn reading_from(connections: &Arc<Connections>, peer: IpAddr) -> (Admitted, Busy, ReadingBody) {
+        let admitted = connections.admit(peer).unwrap();
+        let busy = admitted.busy().unwrap();
+        let reading = busy.reading().start();
+        (admitted, busy, reading)
+    }
+
+    /// Regression: shedding mid-body connections oldest first killed an
+    /// honest slow upload. Idle connections go first; then reading ones
+    /// from the address holding the most, so a flood of dribbled bodies
+    /// sheds itself and the upload is kept.
+    #[test]
+    fn an_honest_slow_upload_is_kept_while_a_flood_of_slow_bodies_is_shed() {
+        let connections = Arc::new(Connections::default());
+        // The honest upload is the oldest connection of all.
+        let upload = reading_from(&connections, ip(1));
+        let mut flood: Vec<_> = (1..MAX_CONNECTIONS)
+            .map(|i| reading_from(&connections, ip(2 + u8::try_from(i % 5).unwrap())))
+            .collect();
+        // Full, and nothing idle: a reading connection from a flooding
+        // address makes room, never the upload.
+        let idle = connections.admit(ip(200)).unwrap();
+        assert!(!upload.0.shed.is_cancelled());
+        assert_eq!(flood.iter().filter(|c| c.0.shed.is_cancelled()).count(), 1);
+        // An idle connection, though newer than every reading one, goes
+        // first.
+        flood.push(reading_from(&connections, ip(201)));
+        assert!(idle.shed.is_cancelled());
+        assert_eq!(flood.iter().filter(|c| c.0.shed.is_cancelled()).count(), 1);
+        // The flood goes on from new addresses: it keeps shedding itself.
+        for i in 0..2000 {
+            flood.push(reading_from(
+                &connections,
+                ip(210 + u8::try_from(i % 3).unwrap()),
+            ));
+        }
+        assert!(
+            !upload.0.shed.is_cancelled(),
+            "the upload outlives the flood"
+        );
+        assert_eq!(connections.open(), MAX_CONNECTIONS);
+    }
+
+    #[test]
+    fn an_ipv6_network_is_one_address() {
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(limit_key(a), limit_key(b));
+        assert_ne!(limit_key(a), limit_key(c));
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(limit_key(mapped), ip(1));
+        let connections = Arc::new(Connections::default());
+        let _held: Vec<(Admitted, Busy)> = (0..MAX_PER_PEER)
+            .map(|i| {
+                let ip = IpAddr::V6(std::net::Ipv6Addr::from(
+                    u128::from("2001:db8:1:2::".parse::<std::net::Ipv6Addr>().unwrap()) + i as u128,
+                ));
+                let admitted = connections.admit(ip).unwrap();
+                let busy = admitted.busy().unwrap();
+                (admitted, busy)
+            })
+            .collect();
+        assert_eq!(
+            connections.admit(b).unwrap_err(),
+            Refused::Peer,
+            "one /64 shares one cap"
+        );
+        assert!(connections.admit(c).is_ok());
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! never shed) for 30 s each, locking out every other client, and could
 //! make the server buffer 4 GiB.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -20,9 +22,10 @@ use futures::StreamExt as _;
 use http_body::Body as _;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::listen::Peer;
 use super::{RETRY_AFTER_SECONDS, error};
 use crate::serve::Shared;
-use crate::serve::connections::Reading;
+use crate::serve::connections::{Reading, limit_key};
 
 /// How long a client may take to send a request's whole body (at most
 /// `--max-body`, 4 MiB by default).
@@ -36,38 +39,107 @@ const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// body of `--max-body`.
 pub(super) const BODY_BUDGET: usize = 64 << 20;
 
+/// How much of the budget the bodies from one client address (an IPv6
+/// address's /64) may hold at once: a quarter, and never less than one
+/// body of `--max-body`. A client's room is held until its route answers
+/// (for `POST /v1/tool_calls`, while its calls run), so without a share
+/// one address's slow calls could hold all of it.
+const BODY_SHARE_DIVISOR: usize = 4;
+
 /// How long a body waits for room in [`BODY_BUDGET`] before its request
 /// is refused with 503 and `Retry-After`. Room comes back as requests are
 /// answered: a body's room is held until its route answers, so for
-/// `POST /v1/tool_calls` while its calls run (a per-address share of the
-/// budget is not built yet).
+/// `POST /v1/tool_calls` while its calls run.
 const BODY_BUDGET_WAIT: Duration = Duration::from_secs(5);
 
 /// The bytes of request bodies being held, see [`BODY_BUDGET`].
 #[derive(Debug)]
 pub(super) struct Bodies {
     budget: Arc<Semaphore>,
+    /// The budget in force (bytes): [`BODY_BUDGET`], or one `max_body`.
+    total: usize,
+    /// What one address may hold of it, see [`BODY_SHARE_DIVISOR`].
+    share: usize,
     max_body: usize,
+    /// The bytes held per client address.
+    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
-/// Room held in [`BODY_BUDGET`] for one body, given back when dropped.
-pub(super) type BodyRoom = Option<OwnedSemaphorePermit>;
+/// Room held for one body, in the budget and in its address's share,
+/// given back when dropped.
+#[derive(Debug, Default)]
+pub(super) struct BodyRoom {
+    permit: Option<OwnedSemaphorePermit>,
+    share: Option<ShareHeld>,
+}
+
+/// Bytes of one address's share held for one body.
+#[derive(Debug)]
+struct ShareHeld {
+    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    address: IpAddr,
+    bytes: usize,
+}
+
+impl ShareHeld {
+    /// Give back `bytes` of what is held (all of it at most).
+    fn give_back(&mut self, bytes: usize) {
+        let bytes = bytes.min(self.bytes);
+        self.bytes -= bytes;
+        let mut held = lock(&self.held);
+        if let Some(count) = held.get_mut(&self.address) {
+            *count = count.saturating_sub(bytes);
+            if *count == 0 {
+                held.remove(&self.address);
+            }
+        }
+    }
+}
+
+impl Drop for ShareHeld {
+    fn drop(&mut self) {
+        self.give_back(self.bytes);
+    }
+}
+
+impl BodyRoom {
+    /// Keep room for `used` bytes only, giving back the rest.
+    fn keep(&mut self, used: usize) {
+        if let Some(permit) = &mut self.permit {
+            let extra = permit.num_permits().saturating_sub(used.max(1));
+            drop(permit.split(extra));
+        }
+        if let Some(share) = &mut self.share {
+            share.give_back(share.bytes.saturating_sub(used));
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Why a body was not read.
 enum Unread {
     TooLarge,
     Broken,
     NoRoom,
+    OverShare,
 }
 
 impl Bodies {
     /// Bodies of at most `max_body` bytes each, within [`BODY_BUDGET`]
     /// (or one `max_body`, if that is more).
     pub(super) fn new(max_body: usize) -> Self {
-        let budget = BODY_BUDGET.max(max_body).min(Semaphore::MAX_PERMITS);
+        let total = BODY_BUDGET.max(max_body).min(Semaphore::MAX_PERMITS);
         Self {
-            budget: Arc::new(Semaphore::new(budget)),
+            budget: Arc::new(Semaphore::new(total)),
+            total,
+            share: (total / BODY_SHARE_DIVISOR).max(max_body).min(total),
             max_body,
+            held: Arc::default(),
         }
     }
 
@@ -78,9 +150,10 @@ impl Bodies {
     }
 
     /// The body of the request with `parts`, read whole within its size,
-    /// its time and the budget (with the room it holds there, to be kept
-    /// until the request is handled); empty without reading on a route
-    /// that takes none, where a body is refused (413) instead.
+    /// its time, the budget and its address's share of it (with the room
+    /// it holds there, to be kept until the request is handled); empty
+    /// without reading on a route that takes none, where a body is refused
+    /// (413) instead.
     pub(super) async fn read(
         &self,
         shared: &Shared,
@@ -89,7 +162,7 @@ impl Bodies {
     ) -> Result<(Bytes, BodyRoom), Response> {
         if !takes_body(parts) {
             return if body.is_end_stream() {
-                Ok((Bytes::new(), None))
+                Ok((Bytes::new(), BodyRoom::default()))
             } else {
                 Err(no_body_here(shared, parts))
             };
@@ -114,9 +187,19 @@ impl Bodies {
         if usize::try_from(body.size_hint().lower()).map_or(true, |n| n > self.max_body) {
             return Err(too_large());
         }
-        // Sheddable while the client sends its body, oldest first.
+        let address = parts
+            .extensions
+            .get::<Peer>()
+            .map(|Peer(ip)| limit_key(*ip));
+        // Sheddable while it waits for room and while the client sends its
+        // body (see `connections`).
         let _reading = parts.extensions.get::<Reading>().map(Reading::start);
-        match tokio::time::timeout(BODY_READ_TIMEOUT, self.collect(body)).await {
+        let declared = body.size_hint().exact();
+        let read = async {
+            let room = self.room_for(address, declared).await?;
+            self.collect(body, room).await
+        };
+        match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
             Ok(Ok(read)) => Ok(read),
             Ok(Err(Unread::TooLarge)) => Err(too_large()),
             Ok(Err(Unread::Broken)) => Err(reject(
@@ -124,7 +207,8 @@ impl Bodies {
                 StatusCode::BAD_REQUEST,
                 "the request body could not be read".into(),
             )),
-            Ok(Err(Unread::NoRoom)) => Err(no_room(shared)),
+            Ok(Err(Unread::NoRoom)) => Err(self.no_room(shared)),
+            Ok(Err(Unread::OverShare)) => Err(self.over_share(shared)),
             Err(_) => Err(reject(
                 "body_timeout",
                 StatusCode::REQUEST_TIMEOUT,
@@ -136,46 +220,129 @@ impl Bodies {
         }
     }
 
-    /// Read `body` whole, taking room in the budget for each piece as it
-    /// arrives (so the room held is what was sent, not what was claimed).
-    async fn collect(&self, body: Body) -> Result<(Bytes, BodyRoom), Unread> {
+    /// Room for a body from `address` that `declared` its length, taken
+    /// whole before any byte is read: that length, or `--max-body` when it
+    /// declares none (what is not used is given back once it is read).
+    /// Taking it in one piece means two bodies never each hold part of the
+    /// room the other waits for.
+    async fn room_for(
+        &self,
+        address: Option<IpAddr>,
+        declared: Option<u64>,
+    ) -> Result<BodyRoom, Unread> {
+        let wanted = match declared {
+            Some(exact) => usize::try_from(exact).map_err(|_| Unread::TooLarge)?,
+            None => self.max_body,
+        };
+        if wanted == 0 {
+            return Ok(BodyRoom::default());
+        }
+        let share = match address {
+            Some(address) => {
+                let mut held = lock(&self.held);
+                let holds = held.entry(address).or_default();
+                if *holds + wanted > self.share {
+                    if *holds == 0 {
+                        held.remove(&address);
+                    }
+                    return Err(Unread::OverShare);
+                }
+                *holds += wanted;
+                Some(ShareHeld {
+                    held: self.held.clone(),
+                    address,
+                    bytes: wanted,
+                })
+            }
+            None => None,
+        };
+        let permits = u32::try_from(wanted).map_err(|_| Unread::TooLarge)?;
+        let permit = match self.budget.clone().try_acquire_many_owned(permits) {
+            Ok(permit) => permit,
+            Err(_) => tokio::time::timeout(
+                BODY_BUDGET_WAIT,
+                self.budget.clone().acquire_many_owned(permits),
+            )
+            .await
+            .map_err(|_| Unread::NoRoom)?
+            .map_err(|_| Unread::NoRoom)?,
+        };
+        Ok(BodyRoom {
+            permit: Some(permit),
+            share,
+        })
+    }
+
+    /// Read `body` whole into one buffer within the `room` taken for it,
+    /// keeping room for what arrived only.
+    async fn collect(&self, body: Body, mut room: BodyRoom) -> Result<(Bytes, BodyRoom), Unread> {
+        let limit = room
+            .permit
+            .as_ref()
+            .map_or(0, OwnedSemaphorePermit::num_permits)
+            .min(self.max_body);
+        let exact = body.size_hint().exact().is_some();
         let mut stream = body.into_data_stream();
-        let mut pieces: Vec<Bytes> = Vec::new();
-        let mut total = 0usize;
-        let mut room: BodyRoom = None;
+        let mut first: Option<Bytes> = None;
+        let mut buffer: Vec<u8> = Vec::new();
         while let Some(piece) = stream.next().await {
             let piece = piece.map_err(|_| Unread::Broken)?;
-            total = total.saturating_add(piece.len());
-            if total > self.max_body {
+            let total = first.as_ref().map_or(buffer.len(), Bytes::len) + piece.len();
+            if total > limit {
                 return Err(Unread::TooLarge);
             }
-            let Ok(wanted) = u32::try_from(piece.len()) else {
-                return Err(Unread::TooLarge);
-            };
-            if wanted == 0 {
+            if piece.is_empty() {
                 continue;
             }
-            let permit = match self.budget.clone().try_acquire_many_owned(wanted) {
-                Ok(permit) => permit,
-                Err(_) => tokio::time::timeout(
-                    BODY_BUDGET_WAIT,
-                    self.budget.clone().acquire_many_owned(wanted),
-                )
-                .await
-                .map_err(|_| Unread::NoRoom)?
-                .map_err(|_| Unread::NoRoom)?,
-            };
-            match &mut room {
-                Some(held) => held.merge(permit),
-                None => room = Some(permit),
+            // One piece is kept as it came; more are copied into one
+            // buffer as they arrive (each freed once copied), which grows
+            // at most to the room taken: to the declared length at once.
+            if first.is_none() && buffer.is_empty() {
+                first = Some(piece);
+                continue;
             }
-            pieces.push(piece);
+            if let Some(first) = first.take() {
+                buffer.reserve_exact(if exact { limit } else { first.len() * 2 });
+                buffer.extend_from_slice(&first);
+            }
+            if buffer.capacity() < total {
+                let grown = total.max(buffer.capacity() * 2).min(limit);
+                buffer.reserve_exact(grown - buffer.len());
+            }
+            buffer.extend_from_slice(&piece);
         }
-        let body = match <[Bytes; 1]>::try_from(pieces) {
-            Ok([one]) => one,
-            Err(pieces) => Bytes::from(pieces.concat()),
+        let body = match first {
+            Some(one) => one,
+            None => Bytes::from(buffer),
         };
+        room.keep(body.len());
+        if body.is_empty() {
+            room = BodyRoom::default();
+        }
         Ok((body, room))
+    }
+
+    /// The answer to a body there was no room for in the budget: 503,
+    /// counted, to be sent again.
+    fn no_room(&self, shared: &Shared) -> Response {
+        shared.metrics().reject("http", "body_budget");
+        busy(format!(
+            "the server holds {} MiB of request bodies, the most it buffers at once; \
+             send the request again shortly",
+            self.total >> 20
+        ))
+    }
+
+    /// The answer to a body past its address's share of the budget: 503,
+    /// counted, to be sent again once the address's other requests are
+    /// answered.
+    fn over_share(&self, shared: &Shared) -> Response {
+        shared.metrics().reject("http", "body_share");
+        busy(format!(
+            "requests from your address hold {} MiB of request bodies, the most one address \
+             may hold at once; send the request again once your other requests are answered",
+            self.share >> 20
+        ))
     }
 }
 
@@ -207,19 +374,10 @@ fn no_body_here(shared: &Shared, parts: &Parts) -> Response {
     response
 }
 
-/// The answer to a body there was no room for in [`BODY_BUDGET`]: 503,
-/// counted, to be sent again.
-fn no_room(shared: &Shared) -> Response {
-    shared.metrics().reject("http", "body_budget");
-    let mut response = error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "server_busy",
-        format!(
-            "the server holds {} MiB of request bodies, the most it buffers at once; \
-             send the request again shortly",
-            BODY_BUDGET >> 20
-        ),
-    );
+/// A 503 `server_busy` with `message`, to be sent again after
+/// `Retry-After`.
+fn busy(message: String) -> Response {
+    let mut response = error(StatusCode::SERVICE_UNAVAILABLE, "server_busy", message);
     response.headers_mut().insert(
         header::RETRY_AFTER,
         HeaderValue::from_static(RETRY_AFTER_SECONDS),
@@ -231,26 +389,147 @@ fn no_room(shared: &Shared) -> Response {
 mod tests {
     use super::*;
 
+    const ADDRESS: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+
+    fn chunked(pieces: Vec<&'static [u8]>) -> Body {
+        let pieces = pieces
+            .into_iter()
+            .map(|piece| Ok::<_, std::io::Error>(Bytes::from_static(piece)));
+        Body::from_stream(futures::stream::iter(pieces))
+    }
+
+    async fn read(
+        bodies: &Bodies,
+        address: Option<IpAddr>,
+        body: Body,
+    ) -> Result<(Bytes, BodyRoom), Unread> {
+        let room = bodies.room_for(address, body.size_hint().exact()).await?;
+        bodies.collect(body, room).await
+    }
+
     /// Regression: the room a body holds in the budget is what it sent,
     /// held until the request is handled, and given back then.
     #[tokio::test]
     async fn a_body_holds_room_for_what_it_sent_until_dropped() {
         let bodies = Bodies::new(1 << 20);
         let full = bodies.room();
-        let (body, room) = bodies
-            .collect(Body::from(vec![b'x'; 1000]))
+        let (body, room) = read(&bodies, Some(ADDRESS), Body::from(vec![b'x'; 1000]))
             .await
             .ok()
             .expect("a small body is read");
         assert_eq!(body.len(), 1000);
         assert_eq!(bodies.room(), full - 1000);
+        assert_eq!(lock(&bodies.held).get(&ADDRESS), Some(&1000));
+        drop(room);
+        assert_eq!(bodies.room(), full);
+        assert!(
+            lock(&bodies.held).is_empty(),
+            "the address's share is given back"
+        );
+    }
+
+    /// Regression: a body that declares its length takes room for all of
+    /// it before a byte is read (two bodies taking room piece by piece
+    /// could each hold part of what the other waits for).
+    #[tokio::test]
+    async fn a_declared_length_takes_its_room_whole_before_reading() {
+        let bodies = Bodies::new(1 << 20);
+        let full = bodies.room();
+        let body = Body::from(vec![b'x'; 300_000]);
+        let room = bodies
+            .room_for(Some(ADDRESS), body.size_hint().exact())
+            .await
+            .ok()
+            .unwrap();
+        assert_eq!(bodies.room(), full - 300_000);
+        drop(room);
+    }
+
+    /// A body that declares no length takes room for `--max-body`, and
+    /// keeps room for what arrived only; its pieces come out whole.
+    #[tokio::test]
+    async fn a_chunked_body_gives_back_the_room_it_did_not_use() {
+        let bodies = Bodies::new(1 << 20);
+        let full = bodies.room();
+        let body = chunked(vec![b"{\"a\":", b"1", b"}"]);
+        let room = bodies
+            .room_for(Some(ADDRESS), body.size_hint().exact())
+            .await
+            .ok()
+            .unwrap();
+        assert_eq!(bodies.room(), full - (1 << 20));
+        let (body, room) = bodies.collect(body, room).await.ok().unwrap();
+        assert_eq!(&body[..], b"{\"a\":1}");
+        assert_eq!(bodies.room(), full - body.len());
+        assert_eq!(lock(&bodies.held).get(&ADDRESS), Some(&body.len()));
         drop(room);
         assert_eq!(bodies.room(), full);
     }
 
+    /// A body that sends more than `--max-body` without declaring it is
+    /// refused once it passes the bound.
+    #[tokio::test]
+    async fn a_chunked_body_past_the_bound_is_refused() {
+        let bodies = Bodies::new(4);
+        assert!(matches!(
+            read(&bodies, Some(ADDRESS), chunked(vec![b"abc", b"de"])).await,
+            Err(Unread::TooLarge)
+        ));
+        assert_eq!(
+            bodies.room(),
+            bodies.total,
+            "nothing is held after a refusal"
+        );
+        assert!(lock(&bodies.held).is_empty());
+    }
+
+    /// Regression: one address holds at most its share of the budget (a
+    /// quarter), so its slow calls cannot hold the room every other
+    /// client needs; another address still has room.
+    #[tokio::test]
+    async fn one_address_holds_at_most_its_share_of_the_budget() {
+        let max_body = 4 << 20;
+        let bodies = Bodies::new(max_body);
+        assert_eq!(bodies.share, BODY_BUDGET / 4);
+        let mut held = Vec::new();
+        for _ in 0..bodies.share / max_body {
+            let (_, room) = read(&bodies, Some(ADDRESS), Body::from(vec![b'x'; max_body]))
+                .await
+                .ok()
+                .expect("within the share");
+            held.push(room);
+        }
+        assert!(matches!(
+            read(&bodies, Some(ADDRESS), Body::from(vec![b'x'; 10])).await,
+            Err(Unread::OverShare)
+        ));
+        let other = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+        assert!(
+            read(&bodies, Some(other), Body::from(vec![b'x'; 10]))
+                .await
+                .is_ok()
+        );
+        held.pop();
+        assert!(
+            read(&bodies, Some(ADDRESS), Body::from(vec![b'x'; 10]))
+                .await
+                .is_ok(),
+            "room given back is room again"
+        );
+    }
+
+    /// The share is never less than one body of `--max-body`.
+    #[test]
+    fn the_share_holds_at_least_one_body() {
+        let bodies = Bodies::new(40 << 20);
+        assert_eq!(bodies.share, 40 << 20);
+        let bodies = Bodies::new(100 << 20);
+        assert_eq!((bodies.total, bodies.share), (100 << 20, 100 << 20));
+    }
+
     /// Regression: a body past the budget waits for room (5 s), and is
     /// refused when none comes, rather than growing the server past its
-    /// bound.
+    /// bound; what it was given of its address's share comes back.
     #[tokio::test]
     async fn a_body_past_the_budget_is_refused_when_no_room_comes() {
         let bodies = Bodies::new(1 << 20);
@@ -260,8 +539,9 @@ mod tests {
             .acquire_many_owned(u32::try_from(bodies.room()).unwrap())
             .await;
         assert!(matches!(
-            bodies.collect(Body::from(vec![b'x'; 10])).await,
+            read(&bodies, Some(ADDRESS), Body::from(vec![b'x'; 10])).await,
             Err(Unread::NoRoom)
         ));
+        assert!(lock(&bodies.held).is_empty());
     }
 }

@@ -52,6 +52,7 @@ pub(in crate::serve) async fn serve(
     // once every call in flight is answered.
     let hard_stop = CancellationToken::new();
     let app = router(shared.clone(), config, local, hard_stop.clone());
+    warn_if_callers_share_an_address(&shared, config, local);
     on_ready(Some(local));
     let connections = Arc::new(Connections::default());
     let headers_pending = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HEADERS));
@@ -198,6 +199,27 @@ async fn turn_away(mut tcp: tokio::net::TcpStream) {
         body.len()
     );
     let _ = tokio::time::timeout(Duration::from_secs(1), tcp.write_all(answer.as_bytes())).await;
+}
+
+/// Warn, at start, when a server others can reach tells its callers apart
+/// by address alone (no `[serve.auth]`) and takes every address as the
+/// peer's (no `--proxy-protocol`): behind a reverse proxy, every caller
+/// then has the proxy's address and shares one address's sessions, parked
+/// questions, tasks and bodies.
+fn warn_if_callers_share_an_address(shared: &Shared, config: &ServeConfig, local: SocketAddr) {
+    if local.ip().is_loopback() || shared.auth().is_some() || !config.proxy_protocol.is_empty() {
+        return;
+    }
+    let (sessions, _) = shared.sessions();
+    tracing::warn!(
+        listen = %local,
+        "callers are told apart by their address only (no [serve.auth]): each address may hold \
+         {} MCP sessions and its share of waiting calls, tasks and request bodies. Behind a \
+         reverse proxy every caller has the proxy's address and they all share one address's \
+         share: add [serve.auth] to tell callers apart, or --proxy-protocol PROXY_ADDRESS to \
+         take each caller's own address from the proxy",
+        sessions.per_address()
+    );
 }
 
 /// The address a request came from, for the limits kept per address.

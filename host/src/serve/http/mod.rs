@@ -88,7 +88,14 @@ pub fn router(
     hard_stop: CancellationToken,
 ) -> Router {
     let (settings, store) = shared.sessions();
-    let sessions = Sessions::start(settings, store, shared.drain().clone());
+    // Without [serve.auth] the share is per client address (a smaller
+    // default: anyone who can reach the server has one).
+    let share = if shared.auth().is_some() {
+        settings.per_principal()
+    } else {
+        settings.per_address()
+    };
+    let sessions = Sessions::start(settings, share, store, shared.drain().clone());
     let edge = Arc::new(Edge {
         guard: Guard::new(
             local.ip().is_loopback(),

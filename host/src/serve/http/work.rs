@@ -46,6 +46,11 @@ impl Work {
             return Self::Other;
         }
         let messages = jsonrpc_messages(body);
+        // A body that is not JSON-RPC is new work for a draining server:
+        // it finishes nothing (rmcp answers it with an error otherwise).
+        let unreadable = parts.method == Method::POST
+            && messages.is_empty()
+            && !body.iter().all(u8::is_ascii_whitespace);
         let in_session = parts
             .headers
             .get("mcp-session-id")
@@ -62,9 +67,10 @@ impl Work {
                 .filter(|m| m.method.as_deref() == Some("tools/call"))
                 .filter_map(|m| m.params.as_ref()?.get("name")?.as_str().map(str::to_owned))
                 .collect(),
-            fresh: messages
-                .iter()
-                .any(|m| m.method.is_some() && m.id.is_some() && !finishes_work(m)),
+            fresh: unreadable
+                || messages
+                    .iter()
+                    .any(|m| m.method.is_some() && m.id.is_some() && !finishes_work(m)),
             requests: messages
                 .into_iter()
                 .filter(|m| m.method.is_some())
@@ -137,7 +143,7 @@ struct Head {
 /// refusing them would leave that work unanswered until it is stopped.
 fn finishes_work(head: &Head) -> bool {
     match head.method.as_deref() {
-        Some("tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/list" | "tasks/result") => true,
+        Some("tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/list") => true,
         Some("tools/call") => head
             .params
             .as_ref()
@@ -150,9 +156,11 @@ fn finishes_work(head: &Head) -> bool {
 /// The heads of the JSON-RPC messages in a body (one, or a batch); none
 /// when it is not JSON-RPC (rmcp answers that).
 fn jsonrpc_messages(body: &[u8]) -> Vec<Head> {
-    match serde_json::from_slice::<Head>(body) {
-        Ok(message) => vec![message],
-        Err(_) => serde_json::from_slice::<Vec<Head>>(body).unwrap_or_default(),
+    // A batch is an array (a `Head` would also read one, as a tuple).
+    if body.trim_ascii_start().starts_with(b"[") {
+        serde_json::from_slice::<Vec<Head>>(body).unwrap_or_default()
+    } else {
+        serde_json::from_slice::<Head>(body).map_or_else(|_| Vec::new(), |message| vec![message])
     }
 }
 
@@ -212,6 +220,16 @@ mod tests {
             .is_new()
         );
         assert!(!post(br#"{"jsonrpc":"2.0","id":0,"result":{"action":"accept"}}"#).is_new());
+        // Regression: a body that is not JSON-RPC at all passed a draining
+        // server as if it finished something.
+        for unreadable in [&b"not json"[..], b"{\"method\": 5, \"id\": 1}", b"[]"] {
+            assert!(
+                post(unreadable).is_new(),
+                "{}",
+                String::from_utf8_lossy(unreadable)
+            );
+        }
+        assert!(!post(b"").is_new(), "an empty POST carries no work");
     }
 
     /// Regression: a draining server refused `tasks/get` and the answer a

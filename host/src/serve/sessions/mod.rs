@@ -130,12 +130,13 @@ impl Session {
 }
 
 impl Sessions {
-    /// A session manager as `settings` say (idle time, share per
-    /// principal), sharing sessions with other replicas through `shared`
+    /// A session manager as `settings` say (idle time), where one
+    /// principal may hold `per_principal` sessions, sharing sessions with other replicas through `shared`
     /// when given, whose calls in flight hold `drain` open; the task that
     /// closes idle sessions ends with the manager.
     pub(super) fn start(
         settings: &SessionSettings,
+        per_principal: usize,
         shared: Option<Arc<SharedSessions>>,
         drain: Drain,
     ) -> Arc<Self> {
@@ -147,7 +148,7 @@ impl Sessions {
             sessions: RwLock::new(HashMap::new()),
             drain,
             shared,
-            per_principal: settings.per_principal(),
+            per_principal,
             opening: Mutex::new(HashMap::new()),
         });
         tokio::spawn(reap(Arc::downgrade(&sessions), settings.idle()));
@@ -371,6 +372,18 @@ async fn reap(sessions: Weak<Sessions>, idle: Duration) {
     }
 }
 
+/// The answer to a request naming a session that is being closed.
+fn closing(id: &RequestId) -> ServerSseMessage {
+    ServerSseMessage::from_message(JsonRpcMessage::error(
+        ErrorData::invalid_request(
+            "this MCP session is closing (it ended, or was idle too long); open a new one with \
+             initialize and send the request there",
+            None,
+        ),
+        Some(id.clone()),
+    ))
+}
+
 impl SessionManager for Sessions {
     type Error = LocalSessionManagerError;
     type Transport = Tracked<WorkerTransport<LocalSessionWorker>>;
@@ -412,6 +425,12 @@ impl SessionManager for Sessions {
                     return Ok(futures::stream::iter([refusal]).left_stream());
                 }
                 Some((session, request.id.clone()))
+            }
+            // Closing: the table forgets a session before rmcp does. Its
+            // requests are answered rather than run unchecked (no id
+            // check, no drain hold).
+            (JsonRpcMessage::Request(request), None) => {
+                return Ok(futures::stream::iter([closing(&request.id)]).left_stream());
             }
             _ => None,
         };
@@ -493,12 +512,58 @@ mod tests {
     use super::*;
     use crate::stores::parity::RedisServer;
 
+    /// Regression: a request naming a session this table had already
+    /// forgotten (closing: rmcp still held it) skipped the id check and
+    /// ran untracked; it is answered instead.
+    #[tokio::test]
+    async fn a_request_to_a_closing_session_is_answered_not_run_unchecked() {
+        use futures::StreamExt as _;
+        let settings = SessionSettings::default();
+        let sessions = Sessions::start(
+            &settings,
+            settings.per_principal(),
+            None,
+            Drain::new(Duration::ZERO),
+        );
+        let (id, _transport) = sessions.create_session().await.unwrap();
+        sessions.forget(&id);
+        assert!(
+            sessions.inner.has_session(&id).await.unwrap(),
+            "rmcp still holds it"
+        );
+        let request: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "id": 7, "method": "tools/list"
+        }))
+        .unwrap();
+        let answers: Vec<ServerSseMessage> = sessions
+            .create_stream(&id, request)
+            .await
+            .unwrap()
+            .collect()
+            .await;
+        assert_eq!(answers.len(), 1);
+        let answer = serde_json::to_value(answers[0].message.as_deref().unwrap()).unwrap();
+        assert_eq!(answer["id"], 7);
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("closing"),
+            "{answer}"
+        );
+    }
+
     #[tokio::test]
     async fn a_session_held_elsewhere_is_not_restored_on_a_full_replica() {
         let redis = RedisServer::start();
         let settings = SessionSettings::shared_on(&redis.url());
         let shared = SharedSessions::new(&settings).unwrap();
-        let sessions = Sessions::start(&settings, shared.clone(), Drain::new(Duration::ZERO));
+        let sessions = Sessions::start(
+            &settings,
+            settings.per_principal(),
+            shared.clone(),
+            Drain::new(Duration::ZERO),
+        );
         // Another replica opened Alice's session.
         shared
             .as_ref()

@@ -224,15 +224,12 @@ pub(crate) fn bucket_of(
     authenticated: bool,
     peer: Option<std::net::IpAddr>,
 ) -> String {
-    match (authenticated, peer) {
+    match (
+        authenticated,
+        peer.map(crate::serve::connections::limit_key),
+    ) {
         (false, Some(std::net::IpAddr::V4(v4))) => format!("{}@{v4}", principal.id()),
-        (false, Some(std::net::IpAddr::V6(v6))) => match v6.to_ipv4_mapped() {
-            Some(v4) => format!("{}@{v4}", principal.id()),
-            None => {
-                let net = u128::from(v6) & !((1u128 << 64) - 1);
-                format!("{}@{}/64", principal.id(), std::net::Ipv6Addr::from(net))
-            }
-        },
+        (false, Some(std::net::IpAddr::V6(net))) => format!("{}@{net}/64", principal.id()),
         _ => principal.id().to_owned(),
     }
 }
