@@ -8,9 +8,10 @@
 //! (`everything-server.ts`).
 //!
 //! The `test_input_required_result_*` tools ask their questions as any
-//! tool does; toolhost does not yet turn a question into a SEP-2322
-//! input-required result for a 2026-07-28 client (it is refused
-//! `unavailable`), so those scenarios stay in the baselines until it does.
+//! tool does; toolhost turns a question into a SEP-2322 input-required
+//! result for a 2026-07-28 client that declared elicitation. Two of those
+//! scenarios stay in the baseline: they expect the question under the key
+//! `user_name`, and contract 0.2's `ask` lets a tool name no key.
 //! `test_missing_capability` is built alone, with the `needs-sampling`
 //! feature, as `mcp-fixtures-sampling.wasm`, whose manifest entry requires
 //! the client's `sampling` capability: a client that did not declare it is
