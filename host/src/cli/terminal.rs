@@ -702,7 +702,10 @@ pub(crate) mod tests {
             while terminal.prompting.none_open() {
                 std::thread::yield_now();
             }
-            // The prompt is open and wants the screen: let the line end.
+            // The prompt is open. Without the fix it prints at once; give
+            // it the time to (with the fix it waits for the line), then
+            // let the line end.
+            std::thread::sleep(Duration::from_millis(200));
             go.send(()).unwrap();
         });
         let turn = terminal.turn().await;

@@ -18,7 +18,7 @@
 //! - **Slow bodies.** A connection whose request is still sending its
 //!   body (or waits for room to buffer it) is sheddable too (see
 //!   [`Reading`]), but only once no idle connection is left to shed, and
-//!   then from the address that holds the most such connections, oldest
+//!   then from the address that holds the most such connections, newest
 //!   first: a flood of complete headers followed by bodies dribbled a byte
 //!   at a time replaces itself, rather than holding every place busy for
 //!   the 30 s a body may take, while an honest slow upload from an address
@@ -134,7 +134,7 @@ impl Table {
     /// Shed a connection that `matches` to make room for another; whether
     /// one was. The oldest idle one goes first (headers unfinished, or
     /// between requests); failing that, a connection reading its request's
-    /// body, from the address holding the most of those, oldest first.
+    /// body, from the address holding the most of those, newest first.
     /// Connections busy with a request otherwise are never shed.
     fn shed_one(&mut self, matches: impl Fn(&Entry) -> bool) -> bool {
         let sheddable = |entry: &Entry| matches(entry) && entry.busy == 0;
@@ -149,8 +149,12 @@ impl Table {
                 *reading.entry(entry.peer).or_default() += 1;
             }
             let most = reading.values().copied().max()?;
+            // The newest of those: when a flood comes one connection per
+            // address, every address ties, and the oldest reading
+            // connection is likelier an honest upload than a new one.
             self.open
                 .iter()
+                .rev()
                 .find(|(_, entry)| {
                     sheddable(entry) && reading.get(&entry.peer).copied() == Some(most)
                 })
@@ -579,6 +583,22 @@ mod tests {
             !upload.0.shed.is_cancelled(),
             "the upload outlives the flood"
         );
+        assert_eq!(connections.open(), MAX_CONNECTIONS);
+    }
+
+    /// A flood of slow bodies from many addresses, one connection each,
+    /// ties every address: the newest connection goes, not the honest
+    /// upload that came first.
+    #[test]
+    fn a_flood_of_one_slow_body_per_address_sheds_its_newest_not_the_upload() {
+        let connections = Arc::new(Connections::default());
+        let upload = reading_from(&connections, ip(1));
+        let mut flood = Vec::new();
+        for i in 1..MAX_CONNECTIONS + 500 {
+            let [a, b] = u16::try_from(i).unwrap().to_be_bytes();
+            flood.push(reading_from(&connections, IpAddr::from([10, 1, a, b])));
+        }
+        assert!(!upload.0.shed.is_cancelled(), "the upload is kept");
         assert_eq!(connections.open(), MAX_CONNECTIONS);
     }
 

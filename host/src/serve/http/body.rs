@@ -46,8 +46,8 @@ pub(super) const BODY_BUDGET: usize = 64 << 20;
 /// one address's slow calls could hold all of it.
 const BODY_SHARE_DIVISOR: usize = 4;
 
-/// How long a body waits for room in [`BODY_BUDGET`] before its request
-/// is refused with 503 and `Retry-After`. Room comes back as requests are
+/// How long a body waits for room in [`BODY_BUDGET`] (as its bytes
+/// arrive) before its request is refused with 503 and `Retry-After`. Room comes back as requests are
 /// answered: a body's room is held until its route answers, so for
 /// `POST /v1/tool_calls` while its calls run.
 const BODY_BUDGET_WAIT: Duration = Duration::from_secs(5);
@@ -99,19 +99,6 @@ impl ShareHeld {
 impl Drop for ShareHeld {
     fn drop(&mut self) {
         self.give_back(self.bytes);
-    }
-}
-
-impl BodyRoom {
-    /// Keep room for `used` bytes only, giving back the rest.
-    fn keep(&mut self, used: usize) {
-        if let Some(permit) = &mut self.permit {
-            let extra = permit.num_permits().saturating_sub(used.max(1));
-            drop(permit.split(extra));
-        }
-        if let Some(share) = &mut self.share {
-            share.give_back(share.bytes.saturating_sub(used));
-        }
     }
 }
 
@@ -220,43 +207,65 @@ impl Bodies {
         }
     }
 
-    /// Room for a body from `address` that `declared` its length, taken
-    /// whole before any byte is read: that length, or `--max-body` when it
-    /// declares none (what is not used is given back once it is read).
-    /// Taking it in one piece means two bodies never each hold part of the
-    /// room the other waits for.
+    /// Room in its address's share for a body from `address` that
+    /// `declared` its length: that length, taken whole before any byte is
+    /// read (a client holding its own share with bodies it never sends
+    /// locks out only itself). Room in the budget all addresses share is
+    /// taken as bytes arrive ([`Bodies::collect`]), so holding it means
+    /// sending it.
     async fn room_for(
         &self,
         address: Option<IpAddr>,
         declared: Option<u64>,
     ) -> Result<BodyRoom, Unread> {
-        let wanted = match declared {
-            Some(exact) => usize::try_from(exact).map_err(|_| Unread::TooLarge)?,
-            None => self.max_body,
-        };
-        if wanted == 0 {
-            return Ok(BodyRoom::default());
+        let mut room = BodyRoom::default();
+        if let (Some(address), Some(declared)) = (address, declared) {
+            let declared = usize::try_from(declared).map_err(|_| Unread::TooLarge)?;
+            room.share = Some(ShareHeld {
+                held: self.held.clone(),
+                address,
+                bytes: 0,
+            });
+            self.take_share(&mut room, declared)?;
+        } else if let Some(address) = address {
+            room.share = Some(ShareHeld {
+                held: self.held.clone(),
+                address,
+                bytes: 0,
+            });
         }
-        let share = match address {
-            Some(address) => {
-                let mut held = lock(&self.held);
-                let holds = held.entry(address).or_default();
-                if *holds + wanted > self.share {
-                    if *holds == 0 {
-                        held.remove(&address);
-                    }
-                    return Err(Unread::OverShare);
-                }
-                *holds += wanted;
-                Some(ShareHeld {
-                    held: self.held.clone(),
-                    address,
-                    bytes: wanted,
-                })
-            }
-            None => None,
+        Ok(room)
+    }
+
+    /// Take `bytes` more of the address's share for `room`.
+    fn take_share(&self, room: &mut BodyRoom, bytes: usize) -> Result<(), Unread> {
+        let Some(share) = &mut room.share else {
+            return Ok(());
         };
-        let permits = u32::try_from(wanted).map_err(|_| Unread::TooLarge)?;
+        let mut held = lock(&self.held);
+        let holds = held.entry(share.address).or_default();
+        if *holds + bytes > self.share {
+            if *holds == 0 {
+                held.remove(&share.address);
+            }
+            return Err(Unread::OverShare);
+        }
+        *holds += bytes;
+        share.bytes += bytes;
+        Ok(())
+    }
+
+    /// Take `bytes` more of the budget for `room` (and of its address's
+    /// share, when the body declared no length), waiting up to
+    /// [`BODY_BUDGET_WAIT`] for room in the budget.
+    async fn take(&self, room: &mut BodyRoom, bytes: usize, declared: bool) -> Result<(), Unread> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        if !declared {
+            self.take_share(room, bytes)?;
+        }
+        let permits = u32::try_from(bytes).map_err(|_| Unread::TooLarge)?;
         let permit = match self.budget.clone().try_acquire_many_owned(permits) {
             Ok(permit) => permit,
             Err(_) => tokio::time::timeout(
@@ -267,24 +276,28 @@ impl Bodies {
             .map_err(|_| Unread::NoRoom)?
             .map_err(|_| Unread::NoRoom)?,
         };
-        Ok(BodyRoom {
-            permit: Some(permit),
-            share,
-        })
+        match &mut room.permit {
+            Some(held) => held.merge(permit),
+            None => room.permit = Some(permit),
+        }
+        Ok(())
     }
 
-    /// Read `body` whole into one buffer within the `room` taken for it,
-    /// keeping room for what arrived only.
+    /// Read `body` whole into one buffer, taking room in the budget for
+    /// the memory it holds as it grows (so room held is memory held: a
+    /// buffer's spare capacity counts), within its declared length or
+    /// `--max-body`.
     async fn collect(&self, body: Body, mut room: BodyRoom) -> Result<(Bytes, BodyRoom), Unread> {
-        let limit = room
-            .permit
-            .as_ref()
-            .map_or(0, OwnedSemaphorePermit::num_permits)
+        let declared = body.size_hint().exact();
+        let limit = declared
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(self.max_body)
             .min(self.max_body);
-        let exact = body.size_hint().exact().is_some();
         let mut stream = body.into_data_stream();
         let mut first: Option<Bytes> = None;
         let mut buffer: Vec<u8> = Vec::new();
+        // Bytes of the budget taken: the memory the body holds.
+        let mut charged = 0usize;
         while let Some(piece) = stream.next().await {
             let piece = piece.map_err(|_| Unread::Broken)?;
             let total = first.as_ref().map_or(buffer.len(), Bytes::len) + piece.len();
@@ -295,19 +308,26 @@ impl Bodies {
                 continue;
             }
             // One piece is kept as it came; more are copied into one
-            // buffer as they arrive (each freed once copied), which grows
-            // at most to the room taken: to the declared length at once.
+            // buffer as they arrive (each freed once copied), grown by
+            // doubling up to the limit.
             if first.is_none() && buffer.is_empty() {
+                self.take(&mut room, piece.len(), declared.is_some())
+                    .await?;
+                charged = piece.len();
                 first = Some(piece);
                 continue;
             }
-            if let Some(first) = first.take() {
-                buffer.reserve_exact(if exact { limit } else { first.len() * 2 });
-                buffer.extend_from_slice(&first);
-            }
             if buffer.capacity() < total {
-                let grown = total.max(buffer.capacity() * 2).min(limit);
+                let grown = total
+                    .max(2 * first.as_ref().map_or(buffer.capacity(), Bytes::len))
+                    .min(limit);
+                self.take(&mut room, grown.saturating_sub(charged), declared.is_some())
+                    .await?;
+                charged = charged.max(grown);
                 buffer.reserve_exact(grown - buffer.len());
+            }
+            if let Some(first) = first.take() {
+                buffer.extend_from_slice(&first);
             }
             buffer.extend_from_slice(&piece);
         }
@@ -315,9 +335,11 @@ impl Bodies {
             Some(one) => one,
             None => Bytes::from(buffer),
         };
-        room.keep(body.len());
         if body.is_empty() {
             room = BodyRoom::default();
+        } else if let Some(share) = &mut room.share {
+            // A declared length held its share up front; keep what is held.
+            share.give_back(share.bytes.saturating_sub(charged));
         }
         Ok((body, room))
     }
@@ -428,27 +450,35 @@ mod tests {
         );
     }
 
-    /// Regression: a body that declares its length takes room for all of
-    /// it before a byte is read (two bodies taking room piece by piece
-    /// could each hold part of what the other waits for).
+    /// Regression: a body's declared length took room in the budget all
+    /// addresses share as its headers arrived, so 16 requests that sent
+    /// only headers held all of it. A declared length now takes room in its
+    /// own address's share only; the budget is taken as bytes arrive.
     #[tokio::test]
-    async fn a_declared_length_takes_its_room_whole_before_reading() {
-        let bodies = Bodies::new(1 << 20);
+    async fn a_declared_length_holds_its_own_share_not_the_budget() {
+        let bodies = Bodies::new(4 << 20);
         let full = bodies.room();
-        let body = Body::from(vec![b'x'; 300_000]);
+        let body = Body::from(vec![b'x'; 4 << 20]);
         let room = bodies
             .room_for(Some(ADDRESS), body.size_hint().exact())
             .await
             .ok()
             .unwrap();
-        assert_eq!(bodies.room(), full - 300_000);
+        assert_eq!(
+            bodies.room(),
+            full,
+            "nothing sent, nothing of the budget held"
+        );
+        assert_eq!(lock(&bodies.held).get(&ADDRESS), Some(&(4 << 20)));
         drop(room);
+        assert!(lock(&bodies.held).is_empty());
     }
 
-    /// A body that declares no length takes room for `--max-body`, and
-    /// keeps room for what arrived only; its pieces come out whole.
+    /// A body that declares no length takes room as it arrives, for the
+    /// memory it holds (its buffer's capacity), and its pieces come out
+    /// whole.
     #[tokio::test]
-    async fn a_chunked_body_gives_back_the_room_it_did_not_use() {
+    async fn a_chunked_body_takes_room_for_the_memory_it_holds() {
         let bodies = Bodies::new(1 << 20);
         let full = bodies.room();
         let body = chunked(vec![b"{\"a\":", b"1", b"}"]);
@@ -457,13 +487,15 @@ mod tests {
             .await
             .ok()
             .unwrap();
-        assert_eq!(bodies.room(), full - (1 << 20));
+        assert_eq!(bodies.room(), full);
         let (body, room) = bodies.collect(body, room).await.ok().unwrap();
         assert_eq!(&body[..], b"{\"a\":1}");
-        assert_eq!(bodies.room(), full - body.len());
-        assert_eq!(lock(&bodies.held).get(&ADDRESS), Some(&body.len()));
+        let held = full - bodies.room();
+        assert!(held >= body.len() && held <= 2 * body.len(), "{held}");
+        assert_eq!(lock(&bodies.held).get(&ADDRESS), Some(&held));
         drop(room);
         assert_eq!(bodies.room(), full);
+        assert!(lock(&bodies.held).is_empty());
     }
 
     /// A body that sends more than `--max-body` without declaring it is

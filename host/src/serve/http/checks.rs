@@ -61,6 +61,7 @@ pub(super) async fn check_request(
         return auth.refusal(&refusal);
     }
     request.extensions_mut().insert(principal.clone());
+    warn_if_proxied(&edge, &shared, &request);
     let (parts, body) = request.into_parts();
     // Held until the route has answered (not while its answer streams).
     let (body, _body_room) = match edge.bodies.read(&shared, &parts, body).await {
@@ -105,6 +106,37 @@ pub(super) async fn check_request(
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
     connections::hold(response, (in_flight, stream))
+}
+
+/// Warn, once, when a request that a reverse proxy on this machine
+/// forwarded (a loopback peer with `Forwarded`, `X-Forwarded-For` or
+/// `X-Real-IP`) reaches a server that tells callers apart by address
+/// alone: every caller then shares the proxy's address, and its share of
+/// sessions, waiting calls, tasks and bodies. (A server listening beyond
+/// loopback says so at start.)
+fn warn_if_proxied(edge: &Edge, shared: &Shared, request: &Request) {
+    use std::sync::atomic::Ordering;
+    if !edge.warn_if_proxied.load(Ordering::Relaxed) {
+        return;
+    }
+    let from_loopback = request
+        .extensions()
+        .get::<Peer>()
+        .is_some_and(|Peer(ip)| ip.to_canonical().is_loopback());
+    let forwarded = ["forwarded", "x-forwarded-for", "x-real-ip"]
+        .iter()
+        .any(|name| request.headers().contains_key(*name));
+    if from_loopback && forwarded && edge.warn_if_proxied.swap(false, Ordering::Relaxed) {
+        let (sessions, _) = shared.sessions();
+        tracing::warn!(
+            "a request came through a reverse proxy on this machine (it carries forwarding \
+             headers), and callers are told apart by their address only (no [serve.auth]): every \
+             caller shares the proxy's address and its share ({} MCP sessions, and its share of \
+             waiting calls, tasks and request bodies). Add [serve.auth] to tell callers apart, or \
+             have the proxy send a PROXY header and name it with --proxy-protocol",
+            sessions.per_address()
+        );
+    }
 }
 
 /// Room for the session `work` opens (the place held for it, when it

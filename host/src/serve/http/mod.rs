@@ -78,6 +78,10 @@ struct Edge {
     bodies: body::Bodies,
     sessions: Arc<Sessions>,
     streams: Arc<Streams>,
+    /// Whether a request from a loopback proxy (forwarding headers, no
+    /// PROXY protocol) is still to be warned of, when callers are told
+    /// apart by address alone; see [`checks::warn_if_proxied`].
+    warn_if_proxied: std::sync::atomic::AtomicBool,
 }
 
 /// The whole app: routes, and the guards every request passes first.
@@ -106,6 +110,9 @@ pub fn router(
         bodies: body::Bodies::new(config.max_body),
         sessions: sessions.clone(),
         streams: Arc::default(),
+        warn_if_proxied: std::sync::atomic::AtomicBool::new(
+            shared.auth().is_none() && config.proxy_protocol.is_empty(),
+        ),
     });
     let mcp = super::mcp::http_service(shared.clone(), config, local, hard_stop, sessions);
     Router::new()

@@ -49,7 +49,7 @@ impl Work {
         // A body that is not JSON-RPC is new work for a draining server:
         // it finishes nothing (rmcp answers it with an error otherwise).
         let unreadable = parts.method == Method::POST
-            && messages.is_empty()
+            && (messages.is_empty() || !messages.iter().all(Head::is_message))
             && !body.iter().all(u8::is_ascii_whitespace);
         let in_session = parts
             .headers
@@ -133,11 +133,26 @@ struct Head {
     id: Option<Value>,
     #[serde(default)]
     params: Option<Value>,
+    #[serde(default)]
+    result: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+impl Head {
+    /// Whether it is a JSON-RPC message at all: a request or notification
+    /// (a method), or an answer (a result or an error, under an id).
+    fn is_message(&self) -> bool {
+        self.method.is_some()
+            || (self.id.as_ref().is_some_and(|id| !id.is_null())
+                && (self.result.is_some() || self.error.is_some()))
+    }
 }
 
 /// Whether the JSON-RPC request `head` finishes work under way rather than
 /// starting new work: reading, answering or cancelling MCP tasks (the
-/// tasks extension), and a `tools/call` that brings a waiting call the
+/// tasks extension; `tasks/result` is not among them, as toolhost does
+/// not serve the 2025-11-25 tasks it belongs to), and a `tools/call` that brings a waiting call the
 /// answers it asked for (`requestState`, SEP-2322). A draining server
 /// still takes these: the drain waits for the work they finish, and
 /// refusing them would leave that work unanswered until it is stopped.
@@ -222,7 +237,14 @@ mod tests {
         assert!(!post(br#"{"jsonrpc":"2.0","id":0,"result":{"action":"accept"}}"#).is_new());
         // Regression: a body that is not JSON-RPC at all passed a draining
         // server as if it finished something.
-        for unreadable in [&b"not json"[..], b"{\"method\": 5, \"id\": 1}", b"[]"] {
+        for unreadable in [
+            &b"not json"[..],
+            b"{\"method\": 5, \"id\": 1}",
+            b"[]",
+            b"{}",
+            b"{\"jsonrpc\":\"2.0\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":null,\"result\":{}}",
+        ] {
             assert!(
                 post(unreadable).is_new(),
                 "{}",

@@ -300,3 +300,80 @@ fn serving_beyond_loopback_without_auth_warns_that_callers_share_an_address() {
         assert!(text.contains(needle), "{needle}: {text}");
     }
 }
+
+/// Regression (review): room for a declared length was taken from the
+/// budget all addresses share as the headers arrived, so 16 requests that
+/// sent only their headers, from four addresses, held all 64 MiB and
+/// every other client's body got 503. A declared length now holds only
+/// its own address's share; the budget is taken as bytes arrive.
+#[tokio::test]
+async fn bodies_announced_and_never_sent_hold_no_room_of_other_clients() {
+    let server = Server::start(&manifest(None), &[]);
+    let mut held = Vec::new();
+    for last in 2..6u8 {
+        for _ in 0..4 {
+            let source = std::net::SocketAddr::from(([127, 0, 0, last], 0));
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(source).unwrap();
+            let mut tcp = socket.connect(server.addr).await.unwrap();
+            tcp.write_all(
+                format!(
+                    "POST /v1/tool_calls HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                     Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                    4 << 20
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+            held.push(tcp);
+        }
+    }
+    // Another client's call is served, not refused for room.
+    let response = client_from([127, 0, 0, 9])
+        .post(server.url("/v1/tool_calls"))
+        .json(&json!([calc("a", "6*7")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let answers: Vec<Value> = response.json().await.unwrap();
+    assert_eq!(answers[0]["content"], "42", "{answers:?}");
+    let metrics = server.metrics().await;
+    assert_eq!(
+        hostile::rejected(&metrics, "http", "body_budget"),
+        0.0,
+        "{metrics}"
+    );
+    drop(held);
+}
+
+/// A reverse proxy on the same machine reaches a loopback server as
+/// 127.0.0.1: without `[serve.auth]` every caller then shares one
+/// address's share. The first forwarded request is warned of, once.
+#[tokio::test]
+async fn a_request_forwarded_by_a_loopback_proxy_is_warned_of_once() {
+    let server = Server::start(&manifest(None), &[]);
+    for _ in 0..2 {
+        let response = server
+            .http
+            .get(server.url("/v1/tools"))
+            .header("X-Forwarded-For", "203.0.113.7")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let warned = eventually(Duration::from_secs(10), || async {
+        server
+            .stderr()
+            .contains("through a reverse proxy on this machine")
+    })
+    .await;
+    assert!(warned, "{}", server.stderr());
+    let text = server.stderr();
+    assert_eq!(text.matches("through a reverse proxy").count(), 1, "{text}");
+    for needle in ["32 MCP sessions", "[serve.auth]", "--proxy-protocol"] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+}
