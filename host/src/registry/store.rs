@@ -5,7 +5,7 @@
 //! swapped or damaged on disk is caught, never used.
 //!
 //! A pull writes into a staging directory of its own inside the cache
-//! directory ([`Store::staged`]; the same file system, so committing is a
+//! directory (`Store::staged`; the same file system, so committing is a
 //! rename per blob) and reads it before the store. Only a pull that
 //! verified and whose layer is a component commits; a refused one drops
 //! its staging directory, and the store is as it was.
