@@ -40,6 +40,7 @@ use crate::model::config::{
     ControlOverrides, ModelConfig, Overrides, Prices, Provider, ResponseFormat, ToolChoice,
 };
 use crate::stores::StoreConfig;
+use lines::KeyLines;
 pub(crate) use serve::MAX_SESSIONS;
 pub use serve::{ServeSettings, SessionSettings};
 use store::RawStore;
@@ -208,6 +209,7 @@ impl RawResponseFormat {
 #[derive(Debug, thiserror::Error)]
 pub struct ManifestError {
     file: PathBuf,
+    line: Option<usize>,
     tool: Option<String>,
     key: Option<String>,
     message: String,
@@ -216,6 +218,9 @@ pub struct ManifestError {
 impl fmt::Display for ManifestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
         if let Some(tool) = &self.tool {
             write!(f, ": {tool}")?;
         }
@@ -231,10 +236,17 @@ impl ManifestError {
     pub(crate) fn file(file: &Path, message: impl Into<String>) -> Self {
         Self {
             file: file.to_owned(),
+            line: None,
             tool: None,
             key: None,
             message: message.into(),
         }
+    }
+
+    /// The same error, said to be at `line` of the file (when known).
+    pub(crate) fn at_line(mut self, line: Option<usize>) -> Self {
+        self.line = line;
+        self
     }
 
     /// An error about key `key` of tool `tool` in `file`.
@@ -246,6 +258,7 @@ impl ManifestError {
     ) -> Self {
         Self {
             file: file.to_owned(),
+            line: None,
             tool: Some(tool.to_owned()),
             key: key.map(str::to_owned),
             message: message.into(),
@@ -286,16 +299,25 @@ struct RawRegistryOnly {
     _model: serde::de::IgnoredAny,
     #[serde(default, rename = "limits")]
     _limits: serde::de::IgnoredAny,
-    #[serde(default, rename = "tool")]
-    _tool: serde::de::IgnoredAny,
+    #[serde(default)]
+    tool: Vec<RawToolPolicy>,
     #[serde(default, rename = "store")]
     _store: serde::de::IgnoredAny,
     #[serde(default, rename = "serve")]
     _serve: serde::de::IgnoredAny,
 }
 
-/// A manifest's `[registry]` and `[verify]` tables alone, read by
-/// [`Manifest::load_registry`].
+/// Of a `[[tool]]` entry, what the registry commands read: its component
+/// and its own `verify` policy. Its other keys are not looked into (serde
+/// skips them here; the full load refuses the unknown ones).
+#[derive(Deserialize)]
+struct RawToolPolicy {
+    component: Option<String>,
+    verify: Option<registry::RawVerify>,
+}
+
+/// A manifest's `[registry]` and `[verify]` tables, and the policies of its
+/// registry tools, read by [`Manifest::load_registry`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RegistryConfig {
@@ -304,6 +326,16 @@ pub struct RegistryConfig {
     pub registry: crate::registry::Settings,
     /// The top-level `[verify]` policy (`Policy::None` without one).
     pub verify: crate::registry::verify::Policy,
+    /// Where it was read from.
+    path: PathBuf,
+    /// Each `[[tool]]` entry naming a registry component: its number (from
+    /// 1), its reference and its policy (its own `verify`, else
+    /// `[verify]`).
+    tools: Vec<(
+        usize,
+        crate::registry::OciRef,
+        crate::registry::verify::Policy,
+    )>,
 }
 
 impl Default for RegistryConfig {
@@ -311,7 +343,46 @@ impl Default for RegistryConfig {
         Self {
             registry: crate::registry::Settings::default(),
             verify: crate::registry::verify::Policy::None,
+            path: PathBuf::new(),
+            tools: Vec::new(),
         }
+    }
+}
+
+impl RegistryConfig {
+    /// The policy a command that pulls `reference` by itself (`pull`,
+    /// `call --component`) applies, as loading the manifest would: that of
+    /// the `[[tool]]` entries naming the same reference (their own
+    /// `verify`, else `[verify]`), else `[verify]`.
+    ///
+    /// # Errors
+    ///
+    /// When entries naming the reference ask for different policies: a
+    /// load checks each, a lone pull could honour only one, so it refuses
+    /// and names them.
+    pub fn policy_for(
+        &self,
+        reference: &crate::registry::OciRef,
+    ) -> Result<&crate::registry::verify::Policy, ManifestError> {
+        let same = |other: &crate::registry::OciRef| {
+            other.api_registry() == reference.api_registry()
+                && other.api_repository() == reference.api_repository()
+                && other.tag() == reference.tag()
+                && other.digest() == reference.digest()
+        };
+        let mut matching = self.tools.iter().filter(|(_, other, _)| same(other));
+        let Some((first, _, policy)) = matching.next() else {
+            return Ok(&self.verify);
+        };
+        if let Some((other, _, _)) = matching.find(|(_, _, other)| other != policy) {
+            return Err(ManifestError::file(
+                &self.path,
+                format!(
+                    "tool #{first} and tool #{other} both name {reference} with different verify policies; loading the manifest checks both, but a command given the reference alone cannot choose between them: give both entries the same verify, or pass --key"
+                ),
+            ));
+        }
+        Ok(policy)
     }
 }
 
@@ -405,9 +476,34 @@ impl Manifest {
         let raw: RawRegistryOnly = toml::from_str(text)
             .map_err(|e| ManifestError::file(path, e.to_string().trim_end().to_owned()))?;
         let base = path.parent().unwrap_or(Path::new("."));
+        let lines = KeyLines::new(text);
+        let registry = raw.registry.validate(path, &lines)?;
+        let verify = validate_verify(raw.verify, path, base, &lines)?;
+        let mut tools = Vec::new();
+        for (index, tool) in raw.tool.into_iter().enumerate() {
+            // A file (or a reference that does not parse, which the full
+            // load refuses) has no policy to apply.
+            let Some(reference) = tool
+                .component
+                .as_deref()
+                .and_then(|c| c.parse::<crate::registry::OciRef>().ok())
+            else {
+                continue;
+            };
+            let policy = match tool.verify {
+                Some(raw) => raw.validate(base).map_err(|e| {
+                    let name = format!("tool #{} ({reference})", index + 1);
+                    ManifestError::tool(path, &name, Some("verify"), e)
+                })?,
+                None => verify.clone(),
+            };
+            tools.push((index + 1, reference, policy));
+        }
         Ok(RegistryConfig {
-            registry: raw.registry.validate(path)?,
-            verify: validate_verify(raw.verify, path, base)?,
+            registry,
+            verify,
+            path: path.to_owned(),
+            tools,
         })
     }
 
@@ -429,7 +525,8 @@ impl Manifest {
             .overridden_by(&raw.limits)
             .map_err(|(key, e)| ManifestError::file(path, format!("`limits.{key}`: {e}")))?;
         let stores = store::validate(raw.store, path, base, lookup_env)?;
-        let verify = validate_verify(raw.verify, path, base)?;
+        let lines = KeyLines::new(text);
+        let verify = validate_verify(raw.verify, path, base, &lines)?;
         let components = raw
             .tool
             .into_iter()
@@ -443,7 +540,7 @@ impl Manifest {
             })
             .collect::<Result<_, _>>()?;
         let model = raw.model.map(|m| m.validate(path)).transpose()?;
-        let registry = raw.registry.validate(path)?;
+        let registry = raw.registry.validate(path, &lines)?;
         let lock = registry::read_lock(path)?;
         let serve = raw.serve.validate(path, base, lookup_env)?;
         Ok(Self {
@@ -466,10 +563,13 @@ fn validate_verify(
     raw: Option<registry::RawVerify>,
     path: &Path,
     base: &Path,
+    lines: &KeyLines<'_>,
 ) -> Result<crate::registry::verify::Policy, ManifestError> {
     raw.map(|v| v.validate(base))
         .transpose()
-        .map_err(|e| ManifestError::file(path, format!("`verify`: {e}")))
+        .map_err(|e| {
+            ManifestError::file(path, format!("`verify`: {e}")).at_line(lines.line(&["verify"]))
+        })
         .map(|policy| policy.unwrap_or(crate::registry::verify::Policy::None))
 }
 
@@ -496,6 +596,7 @@ impl RawValue {
     }
 }
 
+mod lines;
 mod registry;
 mod serve;
 mod store;

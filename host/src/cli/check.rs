@@ -44,14 +44,13 @@ fn opts_out(manifest: &Manifest, config: &ComponentConfig) -> bool {
 fn opt_outs(manifest: &Manifest, host: &ToolHost) -> Vec<String> {
     host.components()
         .filter(|(config, _, _)| opts_out(manifest, config))
-        .map(|(config, _, _)| {
-            let reference = match &config.source {
-                ComponentSource::Pinned(pinned) => pinned.reference.to_string(),
-                other => format!("{other:?}"),
-            };
-            format!(
-                "{reference} opts out of [verify] (verify = \"none\"), so its signature is not checked; remove that line to require the manifest's policy"
-            )
+        .filter_map(|(config, _, _)| match &config.source {
+            ComponentSource::Pinned(pinned) => Some(format!(
+                "{} opts out of [verify] (verify = \"none\"), so its signature is not checked; remove that line to require the manifest's policy",
+                pinned.reference
+            )),
+            // `opts_out` holds only for pinned components.
+            _ => None,
         })
         .collect()
 }

@@ -153,8 +153,9 @@ async fn run_with_manifest(
 
 /// The manifest at `path`; for `call --component`, which needs none, one
 /// made of its flags stands in, with the `[registry]` table of the manifest
-/// at `path` (when there is one) and its `[verify]` policy unless `--key`
-/// gives another.
+/// at `path` (when there is one) and the policy loading it would apply to
+/// the reference (a `[[tool]]` entry's own `verify`, else `[verify]`)
+/// unless `--key` gives another.
 fn manifest(command: &Command, path: &Path) -> anyhow::Result<Manifest> {
     let from_flags = match command {
         Command::Call(flags) => flags
@@ -166,8 +167,8 @@ fn manifest(command: &Command, path: &Path) -> anyhow::Result<Manifest> {
     Ok(match from_flags {
         Some((mut config, keyed)) => {
             let section = registry::config(path)?;
-            if !keyed && matches!(config.source, toolhost::ComponentSource::Registry(_)) {
-                config.verify = section.verify;
+            if !keyed && let toolhost::ComponentSource::Registry(reference) = &config.source {
+                config.verify = section.policy_for(reference)?.clone();
             }
             let mut manifest = Manifest::of_components(vec![config]);
             manifest.registry = section.registry;

@@ -44,7 +44,8 @@ pub(crate) fn config(path: &Path) -> anyhow::Result<RegistryConfig> {
 
 /// The registry client, keeping blobs in the cache directory (also with
 /// `--no-cache`, which concerns compiled code), or, with none at all, in
-/// a directory dropped at exit.
+/// a directory dropped at exit. Staged: a command keeps what it fetched
+/// only by committing once it succeeded, so a refused one changes nothing.
 fn registry(
     settings: Settings,
     options: &SandboxOptions,
@@ -54,10 +55,11 @@ fn registry(
         .map(Path::to_path_buf)
         .or_else(toolhost::default_cache_dir);
     match dir {
-        Some(dir) => Ok((Registry::new(settings, &dir)?, None)),
+        Some(dir) => Ok((Registry::new(settings, &dir)?.staged()?, None)),
         None => {
             let scratch = tempfile::tempdir().context("creating a scratch directory")?;
-            Ok((Registry::new(settings, scratch.path())?, Some(scratch)))
+            let registry = Registry::new(settings, scratch.path())?.staged()?;
+            Ok((registry, Some(scratch)))
         }
     }
 }
@@ -106,6 +108,7 @@ pub(crate) async fn push(
     let publication = publication(&host, &args, &tag)?;
     let (registry, _scratch) = registry(settings, &options)?;
     let digest = registry.push(&reference, &bytes, &publication).await?;
+    registry.commit()?;
     out!("{}", reference.pinned(digest));
     Ok(ExitCode::SUCCESS)
 }
@@ -172,8 +175,9 @@ pub(crate) struct PullArgs {
 
 /// `toolhost pull oci://… [-o FILE] [--key KEY.pub]`: pulled by digest
 /// into the cache, every blob checked, the signature too under `--key` or
-/// else the manifest's `[verify]` policy (before anything is written); the
-/// digests printed.
+/// else the policy the manifest gives the reference (a `[[tool]]` entry's
+/// own `verify`, else `[verify]`), before anything is kept; the digests
+/// printed.
 pub(crate) async fn pull(
     args: PullArgs,
     config: RegistryConfig,
@@ -191,12 +195,13 @@ pub(crate) async fn pull(
                 key,
             }
         }
-        None => config.verify,
+        None => config.policy_for(&reference)?.clone(),
     };
     let (registry, _scratch) = registry(config.registry, &options)?;
     let digest = registry.resolve(&reference).await?;
     let verdict = registry.verify(&reference, &digest, &policy).await?;
     let pulled = registry.pull(&reference, &digest).await?;
+    registry.commit()?;
     if let Some(output) = output {
         std::fs::copy(&pulled.blob, output)
             .with_context(|| format!("writing {}", output.display()))?;
@@ -227,6 +232,7 @@ pub(crate) async fn inspect(
     let layer = manifest.component_layer().map_err(|e| {
         anyhow::anyhow!("{}: not a component: {e}", reference.pinned(digest.clone()))
     })?;
+    registry.commit()?;
     let annotation = |key: &str| -> Value {
         manifest
             .annotations
@@ -332,6 +338,7 @@ pub(crate) async fn sign(
         SignatureKind::Cosign => registry.sign(&reference, &digest, &signing).await?,
         SignatureKind::Bundle => registry.sign_bundle(&reference, &digest, &signing).await?,
     };
+    registry.commit()?;
     let public = signing.public_key();
     if added {
         let how = match kind {

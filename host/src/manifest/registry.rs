@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::ManifestError;
+use super::lines::KeyLines;
 use crate::limits::ByteSize;
 use crate::registry::verify::keyless::TrustedRoot;
 use crate::registry::verify::{Policy, PublicKey};
@@ -47,9 +48,18 @@ struct RawHost {
 }
 
 impl RawRegistry {
-    pub(super) fn validate(self, file: &Path) -> Result<Settings, ManifestError> {
+    pub(super) fn validate(
+        self,
+        file: &Path,
+        lines: &KeyLines<'_>,
+    ) -> Result<Settings, ManifestError> {
         let err = |key: &str, message: String| {
+            let path: Vec<&str> = ["registry"]
+                .into_iter()
+                .chain(key.splitn(2, '.').map(|k| k.trim_matches('"')))
+                .collect();
             ManifestError::file(file, format!("`registry.{key}`: {message}"))
+                .at_line(lines.line(&path))
         };
         let mut settings = Settings::default();
         if let Some(text) = &self.timeout {

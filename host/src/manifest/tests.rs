@@ -541,3 +541,62 @@ fn the_registry_tables_alone_still_refuse_a_misspelt_table_and_skip_the_others()
         crate::registry::verify::Policy::None
     ));
 }
+
+/// The top-level keys a table type accepts, as serde lists them when it
+/// refuses an unknown one.
+fn top_level_keys<T: serde::de::DeserializeOwned>() -> std::collections::BTreeSet<String> {
+    let Err(error) = toml::from_str::<T>("no_such_key = 1\n") else {
+        panic!("an unknown key was accepted");
+    };
+    let error = error.to_string();
+    let (_, expected) = error
+        .split_once("expected one of ")
+        .unwrap_or_else(|| panic!("{error}"));
+    expected
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split(", ")
+        .map(|key| key.trim().trim_matches('`').to_owned())
+        .collect()
+}
+
+#[test]
+fn the_registry_tables_alone_accept_exactly_the_top_level_keys_of_a_manifest() {
+    let full = top_level_keys::<super::RawManifest>();
+    let alone = top_level_keys::<super::RawRegistryOnly>();
+    assert!(
+        full.contains("registry") && full.contains("tool"),
+        "{full:?}"
+    );
+    assert_eq!(full, alone, "RawRegistryOnly must list RawManifest's keys");
+}
+
+#[test]
+fn registry_validation_errors_read_alone_name_the_line() {
+    let path = Path::new("/nowhere/toolhost.toml");
+    let cases = [
+        (
+            "[limits]\n\n[registry]\ntimeout = \"never\"\n",
+            "toolhost.toml:4: `registry.timeout`",
+        ),
+        (
+            "[registry]\nmax_component = \"0B\"\n",
+            "toolhost.toml:2: `registry.max_component`",
+        ),
+        (
+            "# a comment\n[registry.host.\"ghcr.io\"]\nusername = \"bot\"\n",
+            "toolhost.toml:2: `registry.host.\"ghcr.io\"`",
+        ),
+        ("\n\nverify = \"sometimes\"\n", "toolhost.toml:3: `verify`"),
+    ];
+    for (text, expected) in cases {
+        let alone = Manifest::parse_registry(path, text)
+            .unwrap_err()
+            .to_string();
+        assert!(alone.contains(expected), "{alone}");
+        // And the same in the whole manifest.
+        let whole = Manifest::parse(path, text, &env).unwrap_err().to_string();
+        assert!(whole.contains(expected), "{whole}");
+    }
+}

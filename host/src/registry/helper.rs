@@ -7,6 +7,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::auth::Credentials;
@@ -17,8 +18,9 @@ use super::auth::Credentials;
 /// half the registry timeout).
 pub(crate) const HELPER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The most of a helper's output read: its answer is a few hundred bytes
-/// (a token a few kilobytes); more is a helper gone wrong.
+/// The most of a helper's output (and of its error output) read: its
+/// answer is a few hundred bytes (a token a few kilobytes); more is a
+/// helper gone wrong, killed.
 const MAX_OUTPUT: u64 = 64 << 10;
 
 /// What the helpers of docker-credential-helpers print when they hold
@@ -62,6 +64,9 @@ pub(crate) async fn get(ask: &Ask<'_>, timeout: Duration) -> Result<Option<Crede
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // A group of its own, so that what it starts (and leaves holding
+        // its output) is killed with it.
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| match e.kind() {
@@ -70,6 +75,8 @@ pub(crate) async fn get(ask: &Ask<'_>, timeout: Duration) -> Result<Option<Crede
             }
             _ => fail(format!("could not be started ({e})")),
         })?;
+    // Killed on every way out: answered, overflowed, timed out, dropped.
+    let group = Group(child.id().and_then(|id| Pid::from_raw(id.try_into().ok()?)));
     let (Some(mut stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -79,19 +86,17 @@ pub(crate) async fn get(ask: &Ask<'_>, timeout: Duration) -> Result<Option<Crede
         // A helper that exits without reading its input is its own affair.
         let _ = stdin.write_all(ask.server.as_bytes()).await;
         drop(stdin);
-        let (out, err) = tokio::join!(capped(stdout), capped(stderr));
-        let status = child.wait().await;
-        (out, err, status)
+        read_while_running(&mut child, &group, stdout, stderr).await
     };
     let limit = timeout.min(HELPER_TIMEOUT);
-    let Ok((out, err, status)) = tokio::time::timeout(limit, run).await else {
+    let Ok(ran) = tokio::time::timeout(limit, run).await else {
         return Err(fail(format!(
             "did not answer within {}",
             humantime::format_duration(limit)
         )));
     };
-    let (Some(out), Some(err)) = (out, err) else {
-        return Err(fail(format!("printed more than {MAX_OUTPUT} bytes")));
+    let Some((out, err, status)) = ran else {
+        return Err(fail(format!("printed more than {} KiB", MAX_OUTPUT >> 10)));
     };
     let says = |needle: &str| {
         String::from_utf8_lossy(&out).contains(needle)
@@ -142,15 +147,61 @@ fn parse(out: &[u8]) -> Result<Option<Credentials>, String> {
     }))
 }
 
-/// All of `reader`, or `None` when it is over [`MAX_OUTPUT`].
-async fn capped(reader: impl AsyncRead + Unpin) -> Option<Vec<u8>> {
-    let mut bytes = Vec::new();
-    reader
-        .take(MAX_OUTPUT + 1)
-        .read_to_end(&mut bytes)
-        .await
-        .ok()?;
-    (bytes.len() as u64 <= MAX_OUTPUT).then_some(bytes)
+/// A helper's process group, killed when dropped (and when it exits: what
+/// it left running is not waited for).
+struct Group(Option<Pid>);
+
+impl Group {
+    fn kill(&self) {
+        if let Some(group) = self.0 {
+            // Gone already is fine.
+            let _ = kill_process_group(group, Signal::KILL);
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The helper's standard output and error, each read as it comes (a helper
+/// that prints much must not block on a full pipe) and at most
+/// [`MAX_OUTPUT`], and how it exited; `None` as soon as either is over the
+/// cap. Once it has exited, its group is killed, so that a process it left
+/// behind holding the pipes does not keep them open.
+async fn read_while_running(
+    child: &mut tokio::process::Child,
+    group: &Group,
+    mut stdout: impl AsyncRead + Unpin,
+    mut stderr: impl AsyncRead + Unpin,
+) -> Option<(Vec<u8>, Vec<u8>, std::io::Result<std::process::ExitStatus>)> {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let (mut out_open, mut err_open) = (true, true);
+    let mut status = None;
+    let (mut out_chunk, mut err_chunk) = ([0u8; 8192], [0u8; 8192]);
+    while out_open || err_open || status.is_none() {
+        tokio::select! {
+            read = stdout.read(&mut out_chunk), if out_open => match read {
+                Ok(0) | Err(_) => out_open = false,
+                Ok(n) => out.extend_from_slice(&out_chunk[..n]),
+            },
+            read = stderr.read(&mut err_chunk), if err_open => match read {
+                Ok(0) | Err(_) => err_open = false,
+                Ok(n) => err.extend_from_slice(&err_chunk[..n]),
+            },
+            waited = child.wait(), if status.is_none() => {
+                status = Some(waited);
+                group.kill();
+            },
+        }
+        if out.len() as u64 > MAX_OUTPUT || err.len() as u64 > MAX_OUTPUT {
+            return None;
+        }
+    }
+    let status = status.expect("the loop ends only once the helper exited");
+    Some((out, err, status))
 }
 
 #[cfg(test)]

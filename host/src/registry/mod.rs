@@ -73,11 +73,27 @@ pub const BUILT_IN_BLOB_REDIRECTS: &[(&str, &str)] = &[
     ("registry-1.docker.io", "production.cloudflare.docker.com"),
 ];
 
+/// The names references and manifests give Docker Hub: its name, its old
+/// index host, and the host of its API.
+const DOCKER_HUB_NAMES: [&str; 3] = ["docker.io", "index.docker.io", DOCKER_HUB_API];
+
 impl Settings {
-    /// The settings of one registry, if the manifest has any.
+    /// The settings of one registry, if the manifest has any: under its
+    /// name as written, else, for Docker Hub, under any of its spellings
+    /// (`docker.io`, `index.docker.io`, `registry-1.docker.io` are one
+    /// registry, and settings for one apply to all).
     #[must_use]
     pub fn host(&self, registry: &str) -> Option<&HostSettings> {
-        self.hosts.get(registry)
+        self.hosts.get(registry).or_else(|| {
+            DOCKER_HUB_NAMES
+                .contains(&registry)
+                .then(|| {
+                    DOCKER_HUB_NAMES
+                        .iter()
+                        .find_map(|name| self.hosts.get(*name))
+                })
+                .flatten()
+        })
     }
 
     /// The hosts blob downloads from `reference`'s registry may be
@@ -249,5 +265,40 @@ mod tests {
             ]
         );
         assert_eq!(settings.blob_redirects(&other).len(), 2);
+    }
+
+    #[test]
+    fn docker_hub_settings_apply_to_every_spelling_of_docker_hub() {
+        for written in ["docker.io", "index.docker.io", "registry-1.docker.io"] {
+            let mut settings = Settings::default();
+            let mut host = HostSettings::new();
+            host.username = Some("acme-bot".into());
+            host.password_env = Some("HUB_TOKEN".into());
+            host.blob_redirects = vec!["cdn.example".into()];
+            settings.hosts.insert(written.to_owned(), host.clone());
+            for used in ["docker.io", "index.docker.io", "registry-1.docker.io"] {
+                assert_eq!(settings.host(used), Some(&host), "[{written}] for {used}");
+                let reference: OciRef = format!("oci://{used}/acme/calc:1").parse().unwrap();
+                assert_eq!(
+                    settings.blob_redirects(&reference),
+                    [
+                        ("production.cloudflare.docker.com".to_owned(), true),
+                        ("cdn.example".to_owned(), false)
+                    ],
+                    "[{written}] for {used}"
+                );
+            }
+            // Another registry is another registry.
+            assert_eq!(settings.host("ghcr.io"), None);
+        }
+        // A spelling's own settings come first.
+        let mut settings = Settings::default();
+        let mut own = HostSettings::new();
+        own.insecure = true;
+        settings
+            .hosts
+            .insert("docker.io".into(), HostSettings::new());
+        settings.hosts.insert("index.docker.io".into(), own.clone());
+        assert_eq!(settings.host("index.docker.io"), Some(&own));
     }
 }

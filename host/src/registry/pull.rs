@@ -55,6 +55,37 @@ impl Registry {
         })
     }
 
+    /// This registry with what it fetches staged (in a directory of its
+    /// own inside the cache directory) until [`Registry::commit`]: a pull
+    /// that is refused, dropped uncommitted, leaves the cache as it was.
+    ///
+    /// # Errors
+    ///
+    /// When the cache directory cannot be written.
+    pub fn staged(&self) -> Result<Self, RegistryError> {
+        let store = self
+            .store
+            .staged()
+            .map_err(|e| RegistryError::new("the blob store", store_error(&e)))?;
+        Ok(Self {
+            client: self.client.clone(),
+            store,
+            settings: self.settings.clone(),
+        })
+    }
+
+    /// Keep what was staged: once its pulls verified and their layers are
+    /// components. Nothing to do for a registry that is not staged.
+    ///
+    /// # Errors
+    ///
+    /// When the cache directory cannot be written.
+    pub fn commit(&self) -> Result<(), RegistryError> {
+        self.store
+            .commit()
+            .map_err(|e| RegistryError::new("the blob store", store_error(&e)))
+    }
+
     /// The blob store.
     #[must_use]
     pub fn store(&self) -> &Store {
@@ -214,6 +245,8 @@ impl Registry {
         let read = std::fs::File::open(&path)
             .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
             .map_err(|e| store_error(&e))?;
+        // In the staging directory of a staged pull (which is then never
+        // committed), else in the store, which must not keep it.
         if let Err(e) = check_component(&head[..read]) {
             let _ = std::fs::remove_file(&path);
             return Err(Reason::Layout(e.to_string()));

@@ -41,6 +41,11 @@ struct ReferrerEntry {
 /// The empty descriptor's content: an artifact's config.
 const EMPTY_CONFIG: &[u8] = b"{}";
 
+/// How many times a signature's entry is merged into the referrers tag
+/// again after another writer replaced the index without it: signers
+/// writing at the same moment are a handful.
+const MAX_MERGES: usize = 5;
+
 impl Registry {
     /// The bytes of manifest `digest` of `reference`'s repository, from
     /// the store, else fetched (checked against the digest) and stored.
@@ -218,17 +223,30 @@ impl Registry {
         }
         let entry = serde_json::json!({"mediaType": OCI_MANIFEST, "digest": digest.to_string(),
                                        "size": size, "artifactType": bundle_type});
-        let index = self
-            .referrers_tag_with(reference, &subject_digest, entry)
-            .await?;
         let tag = format!("sha256-{}", subject_digest.hex());
-        client.put_manifest(reference, &tag, index, OCI_INDEX).await
+        // The tag has no compare-and-swap: a signer writing at the same
+        // time can replace the index this one wrote. So the index is read
+        // back, and merged and written again while the entry is missing.
+        for _ in 0..MAX_MERGES {
+            let index = self
+                .referrers_tag_with(reference, &subject_digest, entry.clone())
+                .await?;
+            client
+                .put_manifest(reference, &tag, index, OCI_INDEX)
+                .await?;
+            let listed = client.manifest(reference, &tag).await?;
+            if referrer_entries(&listed.bytes).contains(&digest) {
+                return Ok(());
+            }
+        }
+        Err(Reason::Refused(format!(
+            "the referrers tag {tag} was replaced by another writer {MAX_MERGES} times in a row, each time without this signature; sign again once the other signers are done"
+        )))
     }
 
     /// The index at the referrers tag of `subject` with `entry` added
     /// (a new index when there is none). What is there is kept: an index
-    /// that cannot be read is refused rather than replaced. Two writers at
-    /// once can still lose one entry: the tag scheme has no compare-and-swap.
+    /// that cannot be read is refused rather than replaced.
     async fn referrers_tag_with(
         &self,
         reference: &OciRef,

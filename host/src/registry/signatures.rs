@@ -8,8 +8,6 @@
 //! manifest digest they vouch for: a load of a cached component verifies
 //! them again from the store, with no network.
 
-use std::path::PathBuf;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
@@ -362,22 +360,22 @@ impl Registry {
         )
     }
 
-    /// Where the cache remembers which signature manifest vouched for
-    /// manifest `digest`.
-    /// One file per kind of evidence, so that a key policy and a keyless
+    /// The name of the note in which the cache remembers which signature
+    /// manifest vouched for manifest `digest`.
+    /// One note per kind of evidence, so that a key policy and a keyless
     /// one over the same manifest do not overwrite each other's.
-    fn evidence_file(&self, digest: &Digest, kind: Evidence) -> PathBuf {
+    fn evidence_note(digest: &Digest, kind: Evidence) -> String {
         let extension = match kind {
             Evidence::Cosign => "cosign-signature",
             Evidence::Bundle => "sigstore-bundle",
             Evidence::KeyBundle => "sigstore-key-bundle",
         };
-        self.store().path(digest).with_extension(extension)
+        format!("{}.{extension}", digest.hex())
     }
 
     fn remembered(&self, digest: &Digest, kind: Evidence) -> Option<Digest> {
-        std::fs::read_to_string(self.evidence_file(digest, kind))
-            .ok()?
+        self.store()
+            .note(&Self::evidence_note(digest, kind))?
             .trim()
             .parse()
             .ok()
@@ -385,7 +383,9 @@ impl Registry {
 
     fn remember(&self, digest: &Digest, kind: Evidence, evidence: &Digest) {
         // A cache: failing to write it costs a fetch next time, nothing more.
-        let _ = std::fs::write(self.evidence_file(digest, kind), evidence.to_string());
+        let _ = self
+            .store()
+            .set_note(&Self::evidence_note(digest, kind), &evidence.to_string());
     }
 }
 
@@ -595,6 +595,106 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(verdict.signer.contains(kit::IDENTITY));
+    }
+
+    /// Every path under `dir` (a refused load must add none).
+    fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                found.extend(entries(&path));
+            }
+            found.push(path);
+        }
+        found.sort();
+        found
+    }
+
+    #[tokio::test]
+    async fn a_keyless_bundle_by_another_identity_or_issuer_is_a_load_error_through_the_manifest() {
+        let server = RegistryServer::start();
+        let publisher = tempfile::tempdir().unwrap();
+        let registry = Registry::new(Settings::default(), publisher.path()).unwrap();
+        let reference: OciRef = format!("oci://{}/keyless/calc:1", server.address())
+            .parse()
+            .unwrap();
+        let calc = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/calc.wasm"),
+        )
+        .expect("scripts/build-tools.sh built calc.wasm");
+        let digest = registry
+            .push(&reference, &calc, &Publication::default())
+            .await
+            .unwrap();
+        let manifest = registry.store().read(&digest, MAX_MANIFEST).unwrap();
+        let mut options = kit::Options::default();
+        options.artifact = manifest.clone();
+        let built = kit::build(&options);
+        refer(
+            &registry,
+            &reference,
+            &manifest,
+            &serde_json::to_vec(&built.bundle).unwrap(),
+        )
+        .await;
+        let scene = tempfile::tempdir().unwrap();
+        std::fs::write(
+            scene.path().join("trusted_root.json"),
+            serde_json::to_vec(&built.root).unwrap(),
+        )
+        .unwrap();
+        let cache = scene.path().join("cache");
+        std::fs::create_dir(&cache).unwrap();
+        let load = |identity: &str, issuer: &str| {
+            let text = format!(
+                "[[tool]]\ncomponent = \"{reference}\"\nverify = {{ identity = \"{identity}\", issuer = \"{issuer}\", trusted_root = \"trusted_root.json\" }}\n"
+            );
+            let path = scene.path().join("toolhost.toml");
+            std::fs::write(&path, text).unwrap();
+            let manifest = crate::Manifest::load(&path).unwrap();
+            let options = crate::SandboxOptions::default().with_cache_dir(Some(cache.clone()));
+            async move {
+                crate::ToolHost::load_manifest(&manifest, options, &crate::LockMode::Write)
+                    .await
+                    .map(|_| ())
+            }
+        };
+        let mallory = "https://github.com/mallory/x/.github/workflows/r.yml@refs/heads/main";
+        let elsewhere = "https://accounts.example.org";
+        for (identity, issuer, wanted) in [
+            (
+                mallory,
+                kit::ISSUER,
+                format!("the policy wants {mallory} (issuer {})", kit::ISSUER),
+            ),
+            (
+                kit::IDENTITY,
+                elsewhere,
+                format!("the policy wants {} (issuer {elsewhere})", kit::IDENTITY),
+            ),
+        ] {
+            let error = load(identity, issuer).await.unwrap_err().to_string();
+            // The reference, the digest, and the reason: who signed, and
+            // who the policy wants.
+            assert!(
+                error.contains(&format!("{}/keyless/calc", server.address())),
+                "{error}"
+            );
+            assert!(error.contains(&digest.to_string()), "{error}");
+            assert!(
+                error.contains(&format!("identity: signed by {}", kit::IDENTITY))
+                    && error.contains(&format!("(issuer {})", kit::ISSUER))
+                    && error.contains(&wanted),
+                "{error}"
+            );
+            // Nothing of it kept, and no lock written.
+            assert!(entries(&cache).is_empty(), "{:?}", entries(&cache));
+            assert!(!scene.path().join("toolhost.lock").exists());
+        }
+        // The signer the bundle names loads.
+        load(kit::IDENTITY, kit::ISSUER).await.unwrap();
+        assert!(scene.path().join("toolhost.lock").exists());
     }
 
     #[test]

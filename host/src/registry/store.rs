@@ -3,16 +3,28 @@
 //! written only after its bytes hashed to its digest (to a temporary file,
 //! renamed into place), and hashed again whenever it is read, so a file
 //! swapped or damaged on disk is caught, never used.
+//!
+//! A pull writes into a staging directory of its own inside the cache
+//! directory (`Store::staged`; the same file system, so committing is a
+//! rename per blob) and reads it before the store. Only a pull that
+//! verified and whose layer is a component commits; a refused one drops
+//! its staging directory, and the store is as it was.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::digest::{Digest, Sha256};
 
 /// The content-addressed blob store.
 #[derive(Debug, Clone)]
 pub struct Store {
+    /// The cache directory, where staging directories go.
+    cache: PathBuf,
     dir: PathBuf,
+    /// Where this pull writes until it commits (removed when the last
+    /// clone of the store is dropped).
+    staging: Option<Arc<tempfile::TempDir>>,
 }
 
 /// A blob being written: hashed as it arrives, in place only once
@@ -31,20 +43,84 @@ impl Store {
     #[must_use]
     pub fn new(cache_dir: &Path) -> Self {
         Self {
+            cache: cache_dir.to_owned(),
             dir: cache_dir.join("blobs").join("sha256"),
+            staging: None,
         }
     }
 
-    /// Where the blob `digest` is kept (whether or not it is there yet).
+    /// This store with writes going to a new staging directory inside the
+    /// cache directory (created if need be) until [`Store::commit`]; reads
+    /// look there first.
+    pub(crate) fn staged(&self) -> std::io::Result<Self> {
+        create_private_dir(&self.cache)?;
+        let staging = tempfile::Builder::new()
+            .prefix(".pulling-")
+            .tempdir_in(&self.cache)?;
+        Ok(Self {
+            cache: self.cache.clone(),
+            dir: self.dir.clone(),
+            staging: Some(Arc::new(staging)),
+        })
+    }
+
+    /// Move what was staged into the store (a rename per file); a store
+    /// that is not staged has nothing to move.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be written.
+    pub(crate) fn commit(&self) -> std::io::Result<()> {
+        let Some(staging) = &self.staging else {
+            return Ok(());
+        };
+        create_private_dir(&self.dir)?;
+        for entry in std::fs::read_dir(staging.path())? {
+            let entry = entry?;
+            std::fs::rename(entry.path(), self.dir.join(entry.file_name()))?;
+        }
+        Ok(())
+    }
+
+    /// Where the blob `digest` is kept once committed (whether or not it is
+    /// there yet).
     #[must_use]
     pub fn path(&self, digest: &Digest) -> PathBuf {
         self.dir.join(digest.hex())
     }
 
-    /// Whether the blob is there (unchecked: [`Store::read`] checks).
+    /// The file named `name`: staged, else in the store.
+    fn find(&self, name: &str) -> Option<PathBuf> {
+        let staged = self.staging.as_ref().map(|s| s.path().join(name));
+        staged
+            .into_iter()
+            .chain([self.dir.join(name)])
+            .find(|p| p.is_file())
+    }
+
+    /// Where writes go: the staging directory, else the store.
+    fn write_dir(&self) -> &Path {
+        self.staging.as_ref().map_or(&self.dir, |s| s.path())
+    }
+
+    /// Whether the blob is there, staged or stored (unchecked:
+    /// [`Store::read`] checks).
     #[must_use]
     pub fn contains(&self, digest: &Digest) -> bool {
-        self.path(digest).is_file()
+        self.find(digest.hex()).is_some()
+    }
+
+    /// The note `name` beside the blobs (which signature vouched for a
+    /// manifest), staged or stored.
+    pub(crate) fn note(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.find(name)?).ok()
+    }
+
+    /// Write the note `name`, staged when the store is.
+    pub(crate) fn set_note(&self, name: &str, text: &str) -> std::io::Result<()> {
+        let dir = self.write_dir().to_owned();
+        create_private_dir(&dir)?;
+        std::fs::write(dir.join(name), text)
     }
 
     /// The blob `digest`, if it is there and no larger than `max` bytes,
@@ -52,7 +128,7 @@ impl Store {
     /// removed (it will be pulled again) and reads as absent.
     #[must_use]
     pub fn read(&self, digest: &Digest, max: u64) -> Option<Vec<u8>> {
-        let path = self.path(digest);
+        let path = self.find(digest.hex())?;
         let length = std::fs::metadata(&path).ok()?.len();
         if length > max {
             return None;
@@ -84,12 +160,13 @@ impl Store {
 
     /// Start writing the blob `expected`.
     pub(crate) fn begin(&self, expected: &Digest) -> std::io::Result<Incoming> {
-        create_private_dir(&self.dir)?;
+        let dir = self.write_dir();
+        create_private_dir(dir)?;
         Ok(Incoming {
-            file: tempfile::NamedTempFile::new_in(&self.dir)?,
+            file: tempfile::NamedTempFile::new_in(dir)?,
             hasher: Sha256::new(),
             expected: expected.clone(),
-            target: self.path(expected),
+            target: dir.join(expected.hex()),
             written: 0,
         })
     }
@@ -160,5 +237,37 @@ mod tests {
         assert_eq!(actual, Digest::of(b"what the registry sent"));
         assert!(!store.contains(&promised));
         assert_eq!(std::fs::read_dir(store.dir).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_staged_blob_is_read_at_once_but_stored_only_when_committed() {
+        let cache = tempfile::tempdir().unwrap();
+        let store = Store::new(cache.path());
+        let kept = store.put(b"kept before").unwrap();
+        let dropped = store.staged().unwrap();
+        let digest = dropped.put(b"refused pull").unwrap();
+        dropped.set_note("n.note", "x").unwrap();
+        assert_eq!(dropped.read(&digest, 64).unwrap(), b"refused pull");
+        assert_eq!(dropped.read(&kept, 64).unwrap(), b"kept before");
+        assert_eq!(dropped.note("n.note").as_deref(), Some("x"));
+        assert!(!store.contains(&digest));
+        drop(dropped);
+        // Dropped uncommitted: the cache holds what it held, nothing more.
+        let names = |dir: &Path| -> Vec<_> {
+            let mut names: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(cache.path()), ["blobs"]);
+        assert_eq!(names(&store.dir), [kept.hex()]);
+        let committed = store.staged().unwrap();
+        let digest = committed.put(b"verified pull").unwrap();
+        committed.commit().unwrap();
+        drop(committed);
+        assert_eq!(store.read(&digest, 64).unwrap(), b"verified pull");
+        assert_eq!(names(cache.path()), ["blobs"]);
     }
 }

@@ -321,7 +321,8 @@ impl ToolHost {
             &manifest.registry,
             blob_dir(options).as_deref(),
             manifest.lock.as_ref(),
-            (mode, manifest.lock_path().is_some()),
+            mode,
+            manifest.lock_path().is_some(),
         )
         .await
     }
@@ -374,7 +375,8 @@ impl ToolHost {
             &crate::registry::Settings::default(),
             blob_dir(&options).as_deref(),
             None,
-            (&LockMode::Write, false),
+            &LockMode::Write,
+            false,
         )
         .await?
         .components;

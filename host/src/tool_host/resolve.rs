@@ -83,7 +83,8 @@ pub(crate) async fn pin(
     settings: &Settings,
     cache_dir: Option<&Path>,
     lock: Option<&Lock>,
-    (mode, lockable): (&LockMode, bool),
+    mode: &LockMode,
+    lockable: bool,
 ) -> Result<Pinned, LoadError> {
     let references: Vec<OciRef> = components
         .iter()
@@ -116,7 +117,8 @@ pub(crate) async fn pin(
             ),
         ))
     })?;
-    let registry = Registry::new(settings.clone(), cache_dir)?;
+    // Staged: what a refused load fetched is dropped with it.
+    let registry = Registry::new(settings.clone(), cache_dir)?.staged()?;
     let mut new = Lock::default();
     let mut report = Vec::new();
     for component in &mut components {
@@ -143,6 +145,7 @@ pub(crate) async fn pin(
             "a pin's layer size or media type differs from what its manifest declares".into(),
         ));
     }
+    registry.commit()?;
     Ok(Pinned {
         changed,
         lock: new,

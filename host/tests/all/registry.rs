@@ -25,10 +25,13 @@ struct Scene {
 }
 
 impl Scene {
+    /// A scene whose cache directory exists, as a user's does.
     fn new() -> Self {
-        Self {
+        let scene = Self {
             dir: tempfile::tempdir().unwrap(),
-        }
+        };
+        std::fs::create_dir(scene.cache()).unwrap();
+        scene
     }
 
     fn cache(&self) -> PathBuf {
@@ -64,12 +67,26 @@ impl Scene {
             .map(|(host, _)| host)
     }
 
-    /// Why loading fails (it must).
+    /// Why loading fails (it must), the cache and the lock file left as
+    /// they were.
     async fn load_error(&self, manifest: &Manifest, mode: LockMode) -> String {
-        match self.load(manifest, mode).await {
-            Ok(_) => panic!("{} loaded", manifest.path.display()),
-            Err(e) => e.to_string(),
-        }
+        let (cache, lock) = (self.cache(), self.lock_path());
+        assert_unchanged_async(&[&cache, &lock], async {
+            match self.load(manifest, mode).await {
+                Ok(_) => panic!("{} loaded", manifest.path.display()),
+                Err(e) => e.to_string(),
+            }
+        })
+        .await
+    }
+
+    /// The stderr of `toolhost ARGS`, which must fail and leave the cache
+    /// and the lock file as they were.
+    fn refused(&self, args: &[&str], env: &[(&str, &str)]) -> String {
+        let (cache, lock) = (self.cache(), self.lock_path());
+        let output = assert_unchanged(&[&cache, &lock], || self.toolhost(args, env));
+        assert!(!output.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&output.stderr).into_owned()
     }
 
     /// The `toolhost` binary, in the scene's directory with its cache.
@@ -83,6 +100,55 @@ impl Scene {
             .output()
             .expect("the toolhost binary runs")
     }
+}
+
+/// Every directory and file under `paths` (each a directory or a file, or
+/// absent), with a digest of each file's contents.
+fn tree(paths: &[&Path]) -> std::collections::BTreeMap<PathBuf, String> {
+    fn walk(path: &Path, into: &mut std::collections::BTreeMap<PathBuf, String>) {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return;
+        };
+        if meta.is_dir() {
+            into.insert(path.to_owned(), "directory".into());
+            let mut entries: Vec<_> = std::fs::read_dir(path)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            entries.sort();
+            for entry in entries {
+                walk(&entry, into);
+            }
+        } else {
+            let digest = Digest::of(&std::fs::read(path).unwrap_or_default());
+            into.insert(path.to_owned(), digest.to_string());
+        }
+    }
+    let mut into = std::collections::BTreeMap::new();
+    for path in paths {
+        walk(path, &mut into);
+    }
+    into
+}
+
+/// Run `work`, asserting that it left everything under `paths` byte for
+/// byte as it was: bad input changes nothing.
+fn assert_unchanged<T>(paths: &[&Path], work: impl FnOnce() -> T) -> T {
+    let before = tree(paths);
+    let result = work();
+    assert_eq!(tree(paths), before, "changed under {paths:?}");
+    result
+}
+
+/// [`assert_unchanged`] for async work.
+async fn assert_unchanged_async<T>(
+    paths: &[&Path],
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let before = tree(paths);
+    let result = work.await;
+    assert_eq!(tree(paths), before, "changed under {paths:?}");
+    result
 }
 
 /// Publish `file` at `reference` through the library; its manifest digest.
@@ -504,6 +570,8 @@ async fn a_lock_edited_into_nonsense_is_refused_with_its_line_and_no_network() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("toolhost.lock:4:"), "{error}");
+    let error = scene.refused(&["tools"], &[]);
+    assert!(error.contains("toolhost.lock:4:"), "{error}");
     assert!(error.contains("`manifest`"), "{error}");
     assert!(error.contains("toolhost lock"), "{error}");
 }
@@ -807,9 +875,7 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
         format!("[verify]\nkey = \"b.pub\"\n\n[[tool]]\ncomponent = \"{reference}\"\n"),
     )
     .unwrap();
-    let output = scene.toolhost(&["tools"], &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(!output.status.success());
+    let stderr = scene.refused(&["tools"], &[]);
     assert!(
         stderr.contains("no signature found") && stderr.contains(&digest),
         "{stderr}"
@@ -828,9 +894,7 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
         "{}",
         String::from_utf8_lossy(&signed.stderr)
     );
-    let output = scene.toolhost(&["tools"], &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(!output.status.success());
+    let stderr = scene.refused(&["tools"], &[]);
     assert!(
         stderr.contains(&digest)
             && stderr.contains("1 signature(s)")
@@ -892,22 +956,26 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
         &fresh_cache,
     ));
     assert!(pulled.contains("a.pub"), "{pulled}");
-    let refused = scene.toolhost(
-        &["pull", "--key", b_public.to_str().unwrap(), &reference],
-        &fresh_cache,
-    );
-    let call_refused = scene.toolhost(
-        &[
-            "call",
-            "--component",
-            &reference,
-            "--key",
-            b_public.to_str().unwrap(),
-            "calc",
-            "{}",
-        ],
-        &fresh_cache,
-    );
+    let refused = assert_unchanged(&[fresh.path()], || {
+        scene.toolhost(
+            &["pull", "--key", b_public.to_str().unwrap(), &reference],
+            &fresh_cache,
+        )
+    });
+    let call_refused = assert_unchanged(&[fresh.path()], || {
+        scene.toolhost(
+            &[
+                "call",
+                "--component",
+                &reference,
+                "--key",
+                b_public.to_str().unwrap(),
+                "calc",
+                "{}",
+            ],
+            &fresh_cache,
+        )
+    });
     assert!(!call_refused.status.success());
     assert!(String::from_utf8_lossy(&call_refused.stderr).contains("none by"));
     assert!(!refused.status.success());
@@ -964,9 +1032,7 @@ fn a_component_signed_by_a_key_bundle_loads_under_that_key_and_is_refused_under_
     // Signed by a's bundle, the policy wants b: refused, naming the
     // bundle, the key and the fix, and nothing downloaded.
     policy("b.pub");
-    let output = scene.toolhost(&["call", "calc", r#"{"expression":"1+2"}"#], &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(!output.status.success());
+    let stderr = scene.refused(&["call", "calc", r#"{"expression":"1+2"}"#], &[]);
     assert!(
         stderr.contains(&digest)
             && stderr.contains("1 Sigstore bundle(s)")
@@ -1054,6 +1120,8 @@ fn verify_policies_that_cannot_hold_are_manifest_errors() {
         error.contains("root.json") && error.contains("trusted root"),
         "{error}"
     );
+    let error = scene.refused(&["tools"], &[]);
+    assert!(error.contains("root.json"), "{error}");
     std::fs::write(scene.dir.path().join("root.json"), "{\"mediaType\": \"application/vnd.dev.sigstore.trustedroot+json;version=0.1\", \"certificateAuthorities\": []}").unwrap();
     let error = Manifest::load(&scene.manifest_path())
         .unwrap_err()
@@ -1126,4 +1194,132 @@ async fn credentials_never_go_to_a_plain_http_token_service_on_another_host() {
         0,
         "the token service was asked"
     );
+}
+
+#[test]
+fn pull_and_call_component_apply_the_policy_of_the_tool_entry_naming_the_reference() {
+    let registry = RegistryServer::start();
+    let scene = Scene::new();
+    let (a_private, _) = key_pair(scene.dir.path(), "a");
+    key_pair(scene.dir.path(), "b");
+    let calc = component("calc");
+    let reference = format!("oci://{}/entry/calc:1", registry.address());
+    let publisher = tempfile::tempdir().unwrap();
+    let publisher_cache = [("TOOLHOST_CACHE_DIR", publisher.path().to_str().unwrap())];
+    let pinned = stdout(&scene.toolhost(
+        &["push", calc.to_str().unwrap(), &reference],
+        &publisher_cache,
+    ));
+    let pinned = pinned.trim();
+    stdout(&scene.toolhost(
+        &["sign", "--key", a_private.to_str().unwrap(), pinned],
+        &publisher_cache,
+    ));
+    let entry = |key: &str| {
+        format!("[[tool]]\ncomponent = \"{reference}\"\nverify = {{ key = \"{key}\" }}\n")
+    };
+    let pull = ["pull", reference.as_str()];
+    let call = [
+        "call",
+        "--component",
+        reference.as_str(),
+        "calc",
+        r#"{"expression":"6*7"}"#,
+    ];
+    // No [verify] at all: the entry's policy is the one, and a's signature
+    // does not meet it.
+    std::fs::write(scene.manifest_path(), entry("b.pub")).unwrap();
+    for command in [&pull[..], &call[..]] {
+        let error = scene.refused(command, &[]);
+        assert!(error.contains("none by b.pub"), "{command:?}: {error}");
+    }
+    // The entry's policy wins over [verify], as a load of the manifest has it.
+    std::fs::write(
+        scene.manifest_path(),
+        format!("[verify]\nkey = \"b.pub\"\n\n{}", entry("a.pub")),
+    )
+    .unwrap();
+    let pulled = stdout(&scene.toolhost(&pull, &[]));
+    assert!(pulled.contains("a.pub"), "{pulled}");
+    let answer: serde_json::Value =
+        serde_json::from_str(&stdout(&scene.toolhost(&call, &[]))).unwrap();
+    assert_eq!(answer["content"], "42");
+    // Two entries naming it with different policies: refused, naming both.
+    std::fs::write(
+        scene.manifest_path(),
+        format!("{}\n{}", entry("a.pub"), entry("b.pub")),
+    )
+    .unwrap();
+    for command in [&pull[..], &call[..]] {
+        let error = scene.refused(command, &[]);
+        assert!(
+            error.contains("tool #1 and tool #2")
+                && error.contains(&reference)
+                && error.contains("different verify policies"),
+            "{command:?}: {error}"
+        );
+    }
+    // The same policy twice is one policy.
+    std::fs::write(
+        scene.manifest_path(),
+        format!("{}\n{}", entry("a.pub"), entry("a.pub")),
+    )
+    .unwrap();
+    stdout(&scene.toolhost(&pull, &[]));
+}
+
+/// Two signers attaching bundles at the same moment, through the referrers
+/// tag (distribution 2.8 has no referrers API): each re-reads the index it
+/// wrote and merges again when the other replaced it, so both stay listed.
+#[test]
+fn two_signers_writing_the_referrers_tag_at_once_are_both_kept() {
+    let registry = RegistryServer::start();
+    let scene = Scene::new();
+    let (a_private, _) = key_pair(scene.dir.path(), "a");
+    let (b_private, _) = key_pair(scene.dir.path(), "b");
+    let calc = component("calc");
+    let reference = format!("oci://{}/cosigned/calc:1", registry.address());
+    let publisher = tempfile::tempdir().unwrap();
+    let publisher_cache = [("TOOLHOST_CACHE_DIR", publisher.path().to_str().unwrap())];
+    let pinned = stdout(&scene.toolhost(
+        &["push", calc.to_str().unwrap(), &reference],
+        &publisher_cache,
+    ));
+    let pinned = pinned.trim().to_owned();
+    let signer = |key: &Path| {
+        let cache = tempfile::tempdir().unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .args(["sign", "--bundle", "--key", key.to_str().unwrap(), &pinned])
+            .current_dir(scene.dir.path())
+            .env("TOOLHOST_CACHE_DIR", cache.path())
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        (child, cache)
+    };
+    let (a, _a_cache) = signer(&a_private);
+    let (b, _b_cache) = signer(&b_private);
+    for child in [a, b] {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    for key in ["a.pub", "b.pub"] {
+        std::fs::write(
+            scene.manifest_path(),
+            format!("[verify]\nkey = \"{key}\"\n\n[[tool]]\ncomponent = \"{reference}\"\n"),
+        )
+        .unwrap();
+        let fresh = tempfile::tempdir().unwrap();
+        let checked = stdout(&scene.toolhost(
+            &["check"],
+            &[("TOOLHOST_CACHE_DIR", fresh.path().to_str().unwrap())],
+        ));
+        assert!(checked.contains(&format!("signed by {key}")), "{checked}");
+    }
 }

@@ -149,3 +149,105 @@ fn a_missing_hanging_or_empty_credential_helper_is_named_with_the_manifest_alter
         "{error}"
     );
 }
+
+/// Whether process `pid` is gone (or dead and not yet reaped: a zombie
+/// runs nothing and holds no pipe).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn a_credential_helper_that_prints_too_much_is_killed_and_said_to_have() {
+    let registry = RegistryServer::start_with_password();
+    let scene = Scene::new();
+    let address = registry.address();
+    let reference = format!("oci://{address}/private/calc:1");
+    // A deadline far beyond what the answer takes: an error naming it
+    // would mean the helper was waited for, not read.
+    std::fs::write(scene.manifest_path(), "[registry]\ntimeout = \"50s\"\n").unwrap();
+    let docker = Docker::new(&format!(r#"{{"credHelpers": {{"{address}": "chatty"}}}}"#));
+    let pid = docker.dir.path().join("pid");
+    docker.helper(
+        "chatty",
+        &format!(
+            "echo $$ > {}\ncat >/dev/null\nhead -c 300000 /dev/zero | tr '\\0' x\nsleep 60",
+            pid.display()
+        ),
+    );
+    let output = run(&scene, &docker, &["pull", &reference]);
+    let error = stderr(&output);
+    assert!(!output.status.success());
+    assert!(
+        error.contains("docker-credential-chatty printed more than 64 KiB")
+            && error.contains("password_env"),
+        "{error}"
+    );
+    assert!(!error.contains("did not answer"), "{error}");
+    assert!(
+        gone(&std::fs::read_to_string(&pid).unwrap()),
+        "the helper is killed"
+    );
+}
+
+#[test]
+fn a_process_a_credential_helper_leaves_holding_its_output_neither_delays_nor_outlives_it() {
+    let registry = RegistryServer::start_with_password();
+    let scene = Scene::new();
+    let address = registry.address();
+    let reference = format!("oci://{address}/private/calc:1");
+    std::fs::write(scene.manifest_path(), "[registry]\ntimeout = \"50s\"\n").unwrap();
+    let publisher = Docker::new(&format!(r#"{{"credHelpers": {{"{address}": "plain"}}}}"#));
+    publisher.helper(
+        "plain",
+        &format!(
+            "cat >/dev/null\nprintf '{{\"Username\":\"toolhost\",\"Secret\":\"{PASSWORD}\"}}'"
+        ),
+    );
+    let calc = component("calc");
+    stdout(&run(
+        &scene,
+        &publisher,
+        &["push", calc.to_str().unwrap(), &reference],
+    ));
+    // A helper that starts a sleeper (which keeps its standard output
+    // open), then answers and exits: its answer is used at once, and the
+    // sleeper is killed with it.
+    let docker = Docker::new(&format!(r#"{{"credHelpers": {{"{address}": "forking"}}}}"#));
+    let grandchild = docker.dir.path().join("grandchild");
+    docker.helper(
+        "forking",
+        &format!(
+            "cat >/dev/null\nsleep 60 &\necho $! > {}\nprintf '{{\"Username\":\"toolhost\",\"Secret\":\"{PASSWORD}\"}}'",
+            grandchild.display()
+        ),
+    );
+    let pulled = run(&scene, &docker, &["pull", &reference]);
+    stdout(&pulled);
+    assert!(gone(&std::fs::read_to_string(&grandchild).unwrap()));
+    // The same, failing: its failure is said, not a timeout.
+    let docker = Docker::new(&format!(
+        r#"{{"credHelpers": {{"{address}": "forkfail"}}}}"#
+    ));
+    let grandchild = docker.dir.path().join("grandchild");
+    docker.helper(
+        "forkfail",
+        &format!(
+            "cat >/dev/null\nsleep 60 &\necho $! > {}\nexit 3",
+            grandchild.display()
+        ),
+    );
+    let output = run(&scene, &docker, &["pull", &reference]);
+    let error = stderr(&output);
+    assert!(!output.status.success());
+    assert!(
+        error.contains("docker-credential-forkfail failed (exit status: 3)"),
+        "{error}"
+    );
+    assert!(!error.contains("did not answer"), "{error}");
+    assert!(gone(&std::fs::read_to_string(&grandchild).unwrap()));
+}

@@ -171,6 +171,31 @@ impl Server {
         std::fs::write(&manifest, manifest_text).unwrap();
         let mut command = toolhost(&manifest, &["serve", "--listen", "127.0.0.1:0"]);
         command.args(args);
+        Self::spawn(command, env, manifest, dir)
+    }
+
+    /// `toolhost ARGS` (a serve command, listening on 127.0.0.1:0) run in
+    /// `dir`, as a person types it there: its `toolhost.toml`, its lock
+    /// file.
+    fn start_in(dir: tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+        command
+            .args(args)
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let manifest = dir.path().join("toolhost.toml");
+        Self::spawn(command, env, manifest, dir)
+    }
+
+    fn spawn(
+        mut command: Command,
+        env: &[(&str, &str)],
+        manifest: PathBuf,
+        dir: tempfile::TempDir,
+    ) -> Self {
         for (name, value) in env {
             command.env(name, value);
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use toolhost::registry::{OciRef, Publication, Registry, Settings};
 
-use super::{Server, eventually, metric, toolhost};
+use super::{Server, calc, eventually, metric, toolhost};
 use crate::util::component;
 
 const NETWORK: &str = r#"toolhost_registry_components_total{source="network"}"#;
@@ -97,4 +97,65 @@ async fn watch_picks_up_a_moved_pin_in_the_lock_file_and_metrics_count_registry_
         server.stderr()
     );
     assert!(!server.tool_names().await.is_empty());
+}
+
+/// The README's "Share tools through a registry": its five commands in
+/// order, as written, in the directory of a manifest of the shape it
+/// describes (`[verify] key = "keys/tools.pub"`, a `[[tool]]` naming
+/// `oci://…/acme/calc:1`). Two things differ, and only because a test
+/// needs them to: the registry is a local one (plain HTTP, allowed for
+/// loopback) instead of ghcr.io, and `serve` listens on port 0 instead of
+/// 8787.
+#[tokio::test]
+async fn the_readmes_five_tool_sharing_commands_publish_pin_verify_and_serve_a_tool() {
+    let registry = crate::registry_server::RegistryServer::start();
+    let reference = format!("oci://{}/acme/calc:1", registry.address());
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let env = [("TOOLHOST_CACHE_DIR", cache.path().to_str().unwrap())];
+    let (key, pem) = toolhost::registry::verify::SigningKey::generate_p256().unwrap();
+    std::fs::write(dir.path().join("signing.pem"), pem).unwrap();
+    std::fs::create_dir(dir.path().join("keys")).unwrap();
+    std::fs::write(dir.path().join("keys/tools.pub"), key.public_key().to_pem()).unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.toml"),
+        format!("[verify]\nkey = \"keys/tools.pub\"\n\n[[tool]]\ncomponent = \"{reference}\"\n"),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .envs(env)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "toolhost {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let calc_wasm = component("calc");
+    let pushed = run(&["push", calc_wasm.to_str().unwrap(), &reference]);
+    let pinned = pushed.trim();
+    let digest = pinned
+        .strip_prefix(&format!("{reference}@"))
+        .unwrap_or_else(|| panic!("push printed {pushed}"));
+    run(&["sign", "--key", "signing.pem", pinned]);
+    run(&["lock"]);
+    let lock = std::fs::read_to_string(dir.path().join("toolhost.lock")).unwrap();
+    assert!(lock.contains(digest), "{lock}");
+    let checked = run(&["check", "--locked"]);
+    assert!(
+        checked.contains(digest) && checked.contains("signed by keys/tools.pub"),
+        "{checked}"
+    );
+    let server = Server::start_in(dir, &["serve", "--locked", "--listen", "127.0.0.1:0"], &env);
+    assert_eq!(server.tool_names().await, ["calc"]);
+    let answers = server
+        .answers("", &serde_json::json!([calc("a", "6*7")]))
+        .await;
+    assert_eq!(answers[0]["content"], "42", "{answers:?}");
 }
