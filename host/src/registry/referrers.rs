@@ -225,8 +225,25 @@ impl Registry {
                                        "size": size, "artifactType": bundle_type});
         let tag = format!("sha256-{}", subject_digest.hex());
         // The tag has no compare-and-swap: a signer writing at the same
-        // time can replace the index this one wrote. So the index is read
-        // back, and merged and written again while the entry is missing.
+        // time can replace the index this one wrote. Signers sharing this
+        // cache take turns (a file lock per tag); beyond that, the index
+        // is read back, and merged and written again while the entry is
+        // missing.
+        let _turn = self
+            .store()
+            .lock(&format!(
+                "referrers-{}",
+                Digest::of(
+                    format!("{}/{}/{tag}", reference.registry(), reference.repository()).as_bytes()
+                )
+                .hex()
+            ))
+            .await
+            .map_err(|e| {
+                Reason::Refused(format!(
+                    "cannot lock the cache to write the referrers tag {tag}: {e}"
+                ))
+            })?;
         for _ in 0..MAX_MERGES {
             let index = self
                 .referrers_tag_with(reference, &subject_digest, entry.clone())

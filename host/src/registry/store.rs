@@ -112,6 +112,22 @@ impl Store {
 
     /// The note `name` beside the blobs (which signature vouched for a
     /// manifest), staged or stored.
+    /// Hold the cache's lock named `name` (a file under `locks/`) until
+    /// the returned file is dropped: writers on this machine that share a
+    /// cache take turns (the registry offers no compare-and-swap).
+    pub(crate) async fn lock(&self, name: &str) -> std::io::Result<std::fs::File> {
+        let dir = self.cache.join("locks");
+        let path = dir.join(name);
+        tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir)?;
+            let file = std::fs::File::create(&path)?;
+            file.lock()?;
+            Ok(file)
+        })
+        .await
+        .map_err(std::io::Error::other)?
+    }
+
     pub(crate) fn note(&self, name: &str) -> Option<String> {
         std::fs::read_to_string(self.find(name)?).ok()
     }
