@@ -283,39 +283,6 @@ struct RawManifest {
     serve: serve::RawServe,
 }
 
-/// Only the tables that concern registries, the others not looked into:
-/// what `push`, `pull`, `sign`, `inspect` and `call --component` read, so
-/// that a tool entry whose file is missing does not stop them. An unknown
-/// top-level key is still refused, as [`RawManifest`] refuses it: a
-/// misspelt `[verfiy]` must not pass for no policy here while `serve`
-/// refuses the manifest.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRegistryOnly {
-    #[serde(default)]
-    registry: registry::RawRegistry,
-    verify: Option<registry::RawVerify>,
-    #[serde(default, rename = "model")]
-    _model: serde::de::IgnoredAny,
-    #[serde(default, rename = "limits")]
-    _limits: serde::de::IgnoredAny,
-    #[serde(default)]
-    tool: Vec<RawToolPolicy>,
-    #[serde(default, rename = "store")]
-    _store: serde::de::IgnoredAny,
-    #[serde(default, rename = "serve")]
-    _serve: serde::de::IgnoredAny,
-}
-
-/// Of a `[[tool]]` entry, what the registry commands read: its component
-/// and its own `verify` policy. Its other keys are not looked into (serde
-/// skips them here; the full load refuses the unknown ones).
-#[derive(Deserialize)]
-struct RawToolPolicy {
-    component: Option<String>,
-    verify: Option<registry::RawVerify>,
-}
-
 /// A manifest's `[registry]` and `[verify]` tables, and the policies of its
 /// registry tools, read by [`Manifest::load_registry`].
 #[derive(Debug, Clone)]
@@ -473,7 +440,7 @@ impl Manifest {
     ///
     /// As [`Manifest::load_registry`].
     pub fn parse_registry(path: &Path, text: &str) -> Result<RegistryConfig, ManifestError> {
-        let raw: RawRegistryOnly = toml::from_str(text)
+        let raw: registry::RawRegistryOnly = toml::from_str(text)
             .map_err(|e| ManifestError::file(path, e.to_string().trim_end().to_owned()))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let lines = KeyLines::new(text);

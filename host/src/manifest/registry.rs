@@ -242,3 +242,36 @@ fn read_small(path: &Path, max: u64) -> Result<String, String> {
     }
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {} ({e})", path.display()))
 }
+
+/// Only the tables that concern registries, the others not looked into:
+/// what `push`, `pull`, `sign`, `inspect` and `call --component` read, so
+/// that a tool entry whose file is missing does not stop them. An unknown
+/// top-level key is still refused, as `RawManifest` refuses it: a
+/// misspelt `[verfiy]` must not pass for no policy here while `serve`
+/// refuses the manifest.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRegistryOnly {
+    #[serde(default)]
+    pub(super) registry: RawRegistry,
+    pub(super) verify: Option<RawVerify>,
+    #[serde(default, rename = "model")]
+    _model: serde::de::IgnoredAny,
+    #[serde(default, rename = "limits")]
+    _limits: serde::de::IgnoredAny,
+    #[serde(default)]
+    pub(super) tool: Vec<RawToolPolicy>,
+    #[serde(default, rename = "store")]
+    _store: serde::de::IgnoredAny,
+    #[serde(default, rename = "serve")]
+    _serve: serde::de::IgnoredAny,
+}
+
+/// Of a `[[tool]]` entry, what the registry commands read: its component
+/// and its own `verify` policy. Its other keys are not looked into (serde
+/// skips them here; the full load refuses the unknown ones).
+#[derive(Deserialize)]
+pub(super) struct RawToolPolicy {
+    pub(super) component: Option<String>,
+    pub(super) verify: Option<RawVerify>,
+}

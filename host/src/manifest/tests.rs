@@ -564,7 +564,7 @@ fn top_level_keys<T: serde::de::DeserializeOwned>() -> std::collections::BTreeSe
 #[test]
 fn the_registry_tables_alone_accept_exactly_the_top_level_keys_of_a_manifest() {
     let full = top_level_keys::<super::RawManifest>();
-    let alone = top_level_keys::<super::RawRegistryOnly>();
+    let alone = top_level_keys::<super::registry::RawRegistryOnly>();
     assert!(
         full.contains("registry") && full.contains("tool"),
         "{full:?}"

@@ -223,6 +223,20 @@ impl Registry {
         }
         let entry = serde_json::json!({"mediaType": OCI_MANIFEST, "digest": digest.to_string(),
                                        "size": size, "artifactType": bundle_type});
+        self.list_in_referrers_tag(reference, &subject_digest, &digest, entry)
+            .await
+    }
+
+    /// Add `entry`, the referrer `digest`, to the index at the referrers
+    /// tag of `subject_digest`, keeping what is there.
+    async fn list_in_referrers_tag(
+        &self,
+        reference: &OciRef,
+        subject_digest: &Digest,
+        digest: &Digest,
+        entry: serde_json::Value,
+    ) -> Result<(), Reason> {
+        let client = self.client();
         let tag = format!("sha256-{}", subject_digest.hex());
         // The tag has no compare-and-swap: a signer writing at the same
         // time can replace the index this one wrote. Signers sharing this
@@ -246,13 +260,13 @@ impl Registry {
             })?;
         for _ in 0..MAX_MERGES {
             let index = self
-                .referrers_tag_with(reference, &subject_digest, entry.clone())
+                .referrers_tag_with(reference, subject_digest, entry.clone())
                 .await?;
             client
                 .put_manifest(reference, &tag, index, OCI_INDEX)
                 .await?;
             let listed = client.manifest(reference, &tag).await?;
-            if referrer_entries(&listed.bytes).contains(&digest) {
+            if referrer_entries(&listed.bytes).contains(digest) {
                 return Ok(());
             }
         }

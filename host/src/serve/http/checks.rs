@@ -86,6 +86,19 @@ pub(super) async fn check_request(
     let request = Request::from_parts(parts, axum::body::Body::from(body));
     let closing_session = request.method() == Method::DELETE && matches!(work, Work::Mcp { .. });
     let mut response = next.run(request).await;
+    settle_session(&work, held.opening, closing_session, &mut response).await;
+    connections::hold(response, (in_flight, stream))
+}
+
+/// After the answer to an MCP request: claim the place held for the
+/// session it opened (its id is in the answer), and answer a session's
+/// `DELETE` as MCP clients expect.
+async fn settle_session(
+    work: &Work,
+    opening: Option<Reservation>,
+    closing_session: bool,
+    response: &mut Response,
+) {
     if matches!(
         work,
         Work::Mcp {
@@ -96,7 +109,7 @@ pub(super) async fn check_request(
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
-        && let Some(reservation) = held.opening
+        && let Some(reservation) = opening
     {
         reservation.claim(id).await;
     }
@@ -105,7 +118,6 @@ pub(super) async fn check_request(
     if closing_session && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
-    connections::hold(response, (in_flight, stream))
 }
 
 /// Warn, once, when a request that a reverse proxy on this machine
