@@ -65,6 +65,11 @@ pub struct Question {
     pub tool: String,
     /// The call it asks from.
     pub call_id: String,
+    /// The question's name within the call: the one the tool gave it
+    /// (contract 0.2.1's `ask-with-key`: 1 to 64 of `A-Z a-z 0-9 _ -`), or
+    /// `q<n>` for the call's n-th question. No two of a call's questions
+    /// share one; an MCP client sees it as the `inputRequests` key.
+    pub key: String,
     /// The question, as the tool wrote it: masked, cut, and printable (no
     /// controls but newlines and tabs, no bidirectional or invisible
     /// characters: see [`crate::printable`]). Show it as the tool's words,

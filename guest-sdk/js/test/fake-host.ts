@@ -12,6 +12,8 @@ export const fake = {
   /** The answer to `ask`, or the payload of its refusal. */
   ask: { answer: '{}' } as { answer: string } | { refused: { reason: string; message: string } },
   asked: [] as [string, string][],
+  /** The keys of the questions asked with one. */
+  keys: [] as string[],
   /** The stores this component is granted, by name. */
   stores: new Map<string, Map<string, Uint8Array>>(),
   /** Keys per page of `list-keys`, to test paging. */
@@ -24,6 +26,7 @@ export const fake = {
     this.progress = [];
     this.ask = { answer: '{}' };
     this.asked = [];
+    this.keys = [];
     this.stores = new Map();
     this.storeFailure = undefined;
   },
@@ -46,6 +49,11 @@ export function config(key: string): string | undefined {
 
 export function progress(done: number, total?: number, message?: string): void {
   fake.progress.push([done, total, message]);
+}
+
+export function askWithKey(key: string, question: string, schema: string): string {
+  fake.keys.push(key);
+  return ask(question, schema);
 }
 
 export function ask(question: string, schema: string): string {

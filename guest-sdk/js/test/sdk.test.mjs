@@ -389,6 +389,17 @@ describe('host helpers', () => {
     ]);
   });
 
+  test('ask with a key asks under it; without one, under none', () => {
+    fake.ask = { answer: '{"name":"Ada"}' };
+    assert.deepEqual(ask('Name?', { name: s.string() }, { key: 'user_name' }), { name: 'Ada' });
+    ask('Again?', { name: s.string() });
+    assert.deepEqual(fake.keys, ['user_name']);
+    assert.deepEqual(
+      fake.asked.map(([question]) => question),
+      ['Name?', 'Again?'],
+    );
+  });
+
   test('a refusal is an AskRefused ToolError of the matching kind', () => {
     for (const [reason, kind] of [
       ['declined', 'declined'],

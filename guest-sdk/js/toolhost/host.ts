@@ -1,14 +1,14 @@
 /**
  * What the host offers beyond computing: its log, the manifest's config
  * values, progress reports and questions to the person
- * (`toolhost:tool/host@0.2.0`).
+ * (`toolhost:tool/host@0.2.1`).
  *
  * Call these from `run`, never at a module's top level: componentize-js
  * runs the top level once at build time, where there is no host.
  */
 
-import * as host from 'toolhost:tool/host@0.2.0';
-import type { AskRefusal, Level, Refused } from 'toolhost:tool/host@0.2.0';
+import * as host from 'toolhost:tool/host@0.2.1';
+import type { AskRefusal, Level, Refused } from 'toolhost:tool/host@0.2.1';
 import { ToolError, describeThrown, witError } from './errors';
 import { objectType, type ArgsOf, type Shape, type Type } from './schema';
 
@@ -77,18 +77,29 @@ export class AskRefused extends ToolError {
  * MCP clients render forms). Field descriptions become the form's labels.
  * Waiting does not count against the call's timeout.
  *
+ * `options.key` names the question (contract 0.2.1): the name clients see
+ * it by (an MCP input-required result's `inputRequests` key), so one that
+ * knows the tool can answer it in the call itself. It is 1 to 64 of
+ * `A-Z a-z 0-9 _ -`, not `q` and digits (the names questions asked without
+ * a key get), and names one question of a call.
+ *
  * Throws {@link AskRefused} when the person declines or dismisses the
  * question, when nobody can be asked (no terminal, a client without
- * elicitation), or when the form is not one the host can show.
+ * elicitation), or when the form (or the key) is not one the host can take.
  *
  * @example
  * const { confirm } = ask('Delete the 3 old reports?', { confirm: s.boolean().describe('Delete them?') });
  */
-export function ask<A extends Shape | Type<object, false>>(question: string, answer: A): ArgsOf<A> {
+export function ask<A extends Shape | Type<object, false>>(
+  question: string,
+  answer: A,
+  options: { key?: string } = {},
+): ArgsOf<A> {
   const form = objectType(answer);
+  const schema = JSON.stringify(form.schema);
   let reply: string;
   try {
-    reply = host.ask(question, JSON.stringify(form.schema));
+    reply = options.key === undefined ? host.ask(question, schema) : host.askWithKey(options.key, question, schema);
   } catch (e) {
     const refused = witError<Refused>(e);
     if (refused === undefined) {

@@ -20,7 +20,7 @@
  *
  * export const tool = toolbox(greet);
  *
- * Built against contract `toolhost:tool@0.2.0`, it also offers the host's
+ * Built against contract `toolhost:tool@0.2.1`, it also offers the host's
  * {@link log}, {@link config}, {@link progress} and {@link ask}; outgoing
  * {@link http} to the origins the manifest grants; key-value stores
  * ({@link Store}); and results of several content blocks ({@link Output}).

@@ -2,7 +2,7 @@
  * What a tool returns: text, structured JSON, images and other content blocks.
  */
 
-import type { ContentBlock, ToolOutput } from 'toolhost:tool/types@0.2.0';
+import type { ContentBlock, ToolOutput } from 'toolhost:tool/types@0.2.1';
 import { ToolError } from './errors';
 
 export type { ContentBlock };

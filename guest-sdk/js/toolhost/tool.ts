@@ -2,7 +2,7 @@
  * Tools and the component's exported `tool` interface.
  */
 
-import type { CallContext, Hints, ToolOutput, ToolSpec } from 'toolhost:tool/types@0.2.0';
+import type { CallContext, Hints, ToolOutput, ToolSpec } from 'toolhost:tool/types@0.2.1';
 import { log } from './host';
 import { ToolError, describeThrown, toToolError } from './errors';
 import { toToolOutput, type Result } from './output';
@@ -154,7 +154,7 @@ export function defineTool<I extends ObjectSchema, O extends ObjectSchema | unde
   };
 }
 
-/** The component's exported `tool` interface (`toolhost:tool/tool@0.2.0`). */
+/** The component's exported `tool` interface (`toolhost:tool/tool@0.2.1`). */
 export interface ToolExport {
   /** The specs of the tools, in order. */
   tools(): ToolSpec[];

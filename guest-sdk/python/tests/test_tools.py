@@ -242,5 +242,21 @@ class StoreErrors(unittest.TestCase):
             self.assertEqual(denied.kind, "permission_denied")
 
 
+class AskTest(unittest.TestCase):
+    def test_a_key_asks_under_it_and_no_key_asks_plainly(self):
+        from toolhost import _host
+
+        fake = mock.Mock()
+        fake.host.ask.return_value = '{"name": "Ada"}'
+        fake.host.ask_with_key.return_value = '{"name": "Ada"}'
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+        with mock.patch.object(_host._bindings, "require", return_value=fake):
+            self.assertEqual(_host.ask("Name?", schema, key="user_name"), {"name": "Ada"})
+            self.assertEqual(_host.ask("Name?", schema), {"name": "Ada"})
+        form = '{"type":"object","properties":{"name":{"type":"string"}}}'
+        fake.host.ask_with_key.assert_called_once_with("user_name", "Name?", form)
+        fake.host.ask.assert_called_once_with("Name?", form)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,4 +1,4 @@
-"""Write toolhost tools in Python (contract `toolhost:tool@0.2.0`).
+"""Write toolhost tools in Python (contract `toolhost:tool@0.2.1`).
 
 A tool is a typed function. The SDK derives its input JSON Schema from the
 type hints and the docstring, converts the model's arguments to those types,

@@ -1,4 +1,4 @@
-"""The componentize-py bindings of contract `toolhost:tool@0.2.0`, when present.
+"""The componentize-py bindings of contract `toolhost:tool@0.2.1`, when present.
 
 componentize-py builds a component by importing the app and snapshotting
 it: a module first imported later, during a call, is not in the component.

@@ -78,7 +78,7 @@ def progress(done: float, total: float | None = None, message: str | None = None
     )
 
 
-def ask(question: str, schema: Any) -> Any:
+def ask(question: str, schema: Any, *, key: str | None = None) -> Any:
     """Ask the person a question mid-call and wait for the answer.
 
     `schema` is the answer's type, a dataclass or TypedDict whose fields
@@ -87,14 +87,24 @@ def ask(question: str, schema: Any) -> Any:
     the answer comes back as a dict. Waiting does not count against the
     call's timeout.
 
+    `key` names the question (contract 0.2.1): the name clients see it by
+    (an MCP input-required result's `inputRequests` key), so one that
+    knows the tool can answer it in the call itself. It is 1 to 64 of
+    `A-Z a-z 0-9 _ -`, not `q` and digits (the names questions asked
+    without a key get), and names one question of a call.
+
     Raises `Refused` (a `ToolError`) when the person declines or dismisses
-    the question, when nobody can be asked, or when the question is not
-    one the host can show.
+    the question, when nobody can be asked, or when the question (or its
+    key) is not one the host can take.
     """
     wit = _bindings.require()
     answer_schema = schema if isinstance(schema, dict) else _schema.schema_of(schema)
+    form = json.dumps(answer_schema, separators=(",", ":"))
     try:
-        answer = wit.host.ask(question, json.dumps(answer_schema, separators=(",", ":")))
+        if key is None:
+            answer = wit.host.ask(question, form)
+        else:
+            answer = wit.host.ask_with_key(key, question, form)
     except wit.Err as e:
         raise Refused(e.value.reason.name.lower(), e.value.message) from None
     parsed = json.loads(answer)

@@ -7,12 +7,13 @@
 //! functions, and [`http`] makes outgoing requests through `wasi:http`, which
 //! the host allows only to the hosts the manifest grants.
 //!
-//! Built against contract `toolhost:tool@0.2.0`, it also offers:
+//! Built against contract `toolhost:tool@0.2.1`, it also offers:
 //! - results of several [`Content`] blocks: text, images, audio, resource
 //!   links and embedded resources ([`Output::with_image`] and friends);
 //! - [`progress`] reports, shown to MCP clients and in `toolhost run`;
 //! - [`ask`]ing the person a question mid-call, the answer typed by a
-//!   struct of yours;
+//!   struct of yours ([`ask_with_key`] names the question, so a client can
+//!   answer it up front);
 //! - the application's injected context ([`Context::context`]);
 //! - key-value [`store`]s the manifest grants.
 //!
@@ -114,6 +115,15 @@ pub struct Refused {
     pub message: String,
 }
 
+impl From<host::Refused> for Refused {
+    fn from(refused: host::Refused) -> Self {
+        Self {
+            reason: refused.reason,
+            message: refused.message,
+        }
+    }
+}
+
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
@@ -174,13 +184,39 @@ impl From<Refused> for ToolError {
 /// # Ok(()) }
 /// ```
 pub fn ask<T: DeserializeOwned + JsonSchema>(question: &str) -> Result<T, Refused> {
+    typed(ask_json(question, &form_of::<T>())?)
+}
+
+/// [`ask`], under `key`: the name clients see the question by (an MCP
+/// input-required result's `inputRequests` key), so one that knows the
+/// tool can answer it in the call itself. `key` is 1 to 64 of
+/// `A-Z a-z 0-9 _ -`, not `q` and digits (the names [`ask`] gives), and
+/// names one question of a call.
+///
+/// # Errors
+///
+/// As [`ask`]; `invalid-question` for a malformed key, or one this call
+/// asked under already.
+pub fn ask_with_key<T: DeserializeOwned + JsonSchema>(
+    key: &str,
+    question: &str,
+) -> Result<T, Refused> {
+    typed(ask_json_with_key(key, question, &form_of::<T>())?)
+}
+
+/// The form `T` describes, as the answer schema of a question.
+fn form_of<T: JsonSchema>() -> String {
     let mut schema = schema_of::<T>();
     if let Some(object) = schema.as_object_mut() {
         // Only the form itself: clients show `title` as the form's heading.
         object.remove("$schema");
         object.remove("title");
     }
-    let answer = ask_json(question, &schema.to_string())?;
+    schema.to_string()
+}
+
+/// The answer `answer` (JSON text) as a `T`.
+fn typed<T: DeserializeOwned>(answer: String) -> Result<T, Refused> {
     serde_json::from_str(&answer).map_err(|e| Refused {
         reason: AskRefusal::InvalidQuestion,
         message: format!("the answer does not fit the type asked for: {e}"),
@@ -194,10 +230,20 @@ pub fn ask<T: DeserializeOwned + JsonSchema>(question: &str) -> Result<T, Refuse
 ///
 /// As [`ask`].
 pub fn ask_json(question: &str, answer_schema: &str) -> Result<String, Refused> {
-    host::ask(question, answer_schema).map_err(|refused| Refused {
-        reason: refused.reason,
-        message: refused.message,
-    })
+    host::ask(question, answer_schema).map_err(Refused::from)
+}
+
+/// [`ask_json`], under `key` (see [`ask_with_key`]).
+///
+/// # Errors
+///
+/// As [`ask_with_key`].
+pub fn ask_json_with_key(
+    key: &str,
+    question: &str,
+    answer_schema: &str,
+) -> Result<String, Refused> {
+    host::ask_with_key(key, question, answer_schema).map_err(Refused::from)
 }
 
 /// Facts about the call in progress.

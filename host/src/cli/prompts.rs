@@ -276,6 +276,7 @@ mod tests {
         Question {
             tool: "probe".into(),
             call_id: "call_1".into(),
+            key: "q1".into(),
             message: message.into(),
             schema,
         }

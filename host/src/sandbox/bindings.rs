@@ -1,12 +1,13 @@
 //! The bindings over `wit/`: one `bindgen!` per contract version the host
-//! speaks. 0.2 (`wit/tool.wit`) is current; 0.1 (`wit/v0.1/tool.wit`,
+//! speaks. 0.2 (`wit/tool.wit`, 0.2.1) is current; 0.1 (`wit/v0.1/tool.wit`,
 //! outside what guests' bindings read from `wit/`) is kept so components
 //! built against it load and run unchanged. WASI types come from wasmtime-wasi and
 //! wasmtime-wasi-http, so their host implementations plug in unchanged, and
 //! both versions share them.
 #![allow(missing_docs, missing_debug_implementations)]
 
-/// `toolhost:tool@0.2.0`, with `wasi:keyvalue`.
+/// `toolhost:tool@0.2.1` (which components built against 0.2.0 link to
+/// unchanged), with `wasi:keyvalue`.
 pub(crate) mod v0_2 {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -17,6 +18,7 @@ pub(crate) mod v0_2 {
             // `keyvalue/linker.rs`'s, which read arguments lazily.)
             "wasi:keyvalue": async | trappable,
             "toolhost:tool/host.ask": async,
+            "toolhost:tool/host.ask-with-key": async,
         },
         exports: { default: async },
         require_store_data_send: true,

@@ -26,7 +26,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
 /// ready to instantiate.
 pub(super) enum Contract {
     V0_1(v0_1::ToolboxPre<State>),
-    V0_2(v0_2::ToolboxPre<State>),
+    /// 0.2.0 or 0.2.1 (which only adds imports), as [`Contract::version`].
+    V0_2(v0_2::ToolboxPre<State>, &'static str),
 }
 
 /// An instance's exports, in the contract it was built against.
@@ -43,27 +44,27 @@ impl Contract {
     /// When it exports neither version of `toolhost:tool/tool`.
     pub(super) fn of(pre: InstancePre<State>, label: &str) -> wasmtime::Result<Self> {
         Ok(match v0_2::ToolboxPre::new(pre.clone()) {
-            Ok(pre) => Self::V0_2(pre),
+            Ok(linked) => Self::V0_2(linked, version_0_2(&pre)),
             Err(_) => Self::V0_1(v0_1::ToolboxPre::new(pre).with_context(|| {
                 format!(
-                    "{label} exports neither toolhost:tool/tool@0.2.0 nor @0.1.0; build it against the toolbox world in wit/"
+                    "{label} exports neither toolhost:tool/tool@0.2 nor @0.1.0; build it against the toolbox world in wit/"
                 )
             })?),
         })
     }
 
-    /// `0.1.0` or `0.2.0`.
+    /// `0.1.0`, `0.2.0` or `0.2.1`.
     pub(super) fn version(&self) -> &'static str {
         match self {
             Self::V0_1(_) => "0.1.0",
-            Self::V0_2(_) => "0.2.0",
+            Self::V0_2(_, version) => version,
         }
     }
 
     /// A new instance of the component in `store`.
     pub(super) async fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<Toolbox> {
         Ok(match self {
-            Self::V0_2(pre) => Toolbox::V0_2(pre.instantiate_async(&mut *store).await?),
+            Self::V0_2(pre, _) => Toolbox::V0_2(pre.instantiate_async(&mut *store).await?),
             Self::V0_1(pre) => Toolbox::V0_1(pre.instantiate_async(&mut *store).await?),
         })
     }
@@ -120,6 +121,22 @@ impl Toolbox {
                 message: error.message,
                 retryable: error.retryable,
             }))
+    }
+}
+
+/// Which 0.2 a component that links as 0.2 was built against: the version
+/// of the `tool` interface it exports (the component model matched it to
+/// the host's 0.2.1, whatever its patch).
+fn version_0_2(pre: &InstancePre<State>) -> &'static str {
+    let component = pre.component();
+    let exported = component
+        .component_type()
+        .exports(component.engine())
+        .find_map(|(name, _)| name.strip_prefix("toolhost:tool/tool@"))
+        .map(str::to_owned);
+    match exported.as_deref() {
+        Some("0.2.0") => "0.2.0",
+        _ => "0.2.1",
     }
 }
 

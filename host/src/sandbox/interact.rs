@@ -53,12 +53,35 @@ pub(crate) struct Interaction {
     asker: Arc<dyn Asker>,
     deadline: Option<Deadline>,
     asks: u32,
+    /// The keys of the questions asked so far (at most [`MAX_ASKS`]).
+    keys: Vec<String>,
     /// How long the call may wait for answers in all: [`ASK_WAIT`].
     budget: Duration,
     /// How long the call has waited for answers so far.
     waited: Duration,
     reports: u32,
     last_done: Option<f64>,
+}
+
+/// The longest key a tool may name a question by.
+const MAX_KEY: usize = 64;
+
+/// Whether `key` may name a question: 1 to [`MAX_KEY`] of `A-Z a-z 0-9 _ -`,
+/// and not `q` and digits, the names of questions asked without a key.
+fn check_key(key: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if key.is_empty() || key.len() > MAX_KEY || !key.chars().all(allowed) {
+        return Err(format!(
+            "a question's key is 1 to {MAX_KEY} of A-Z a-z 0-9 _ - (got {:?})",
+            crate::outcome::clip(key, MAX_KEY)
+        ));
+    }
+    if key.len() > 1 && key.starts_with('q') && key[1..].chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "{key:?} is the name of a question asked without a key (q1, q2, …); choose another"
+        ));
+    }
+    Ok(())
 }
 
 fn refused(reason: AskRefusal, message: impl Into<String>) -> Refused {
@@ -85,6 +108,7 @@ impl Interaction {
             asker,
             deadline,
             asks: 0,
+            keys: Vec::new(),
             budget: ASK_WAIT,
             waited: Duration::ZERO,
             reports: 0,
@@ -127,9 +151,11 @@ impl Interaction {
         self.asks
     }
 
-    /// Ask the person `question`; the answer as JSON text, or why none.
+    /// Ask the person `question`, under the tool's `key` (`q<n>` for the
+    /// n-th question without one); the answer as JSON text, or why none.
     pub(crate) async fn ask(
         &mut self,
+        key: Option<String>,
         question: String,
         answer_schema: String,
     ) -> Result<String, Refused> {
@@ -140,6 +166,22 @@ impl Interaction {
             ));
         }
         self.asks += 1;
+        let key = match key {
+            None => format!("q{}", self.asks),
+            Some(key) => {
+                check_key(&key).map_err(|e| refused(AskRefusal::InvalidQuestion, e))?;
+                if self.keys.contains(&key) {
+                    return Err(refused(
+                        AskRefusal::InvalidQuestion,
+                        format!(
+                            "this call asked under the key {key:?} already; give each question its own key"
+                        ),
+                    ));
+                }
+                key
+            }
+        };
+        self.keys.push(key.clone());
         let (schema, shown) = answer_schema::read(&answer_schema, &self.secrets)
             .map_err(|e| refused(AskRefusal::InvalidQuestion, e))?;
         let validator = jsonschema::validator_for(&schema).map_err(|e| {
@@ -158,6 +200,7 @@ impl Interaction {
         let question = Question {
             tool: self.tool.clone(),
             call_id: self.call_id.clone(),
+            key,
             message: clip(&message, MAX_QUESTION_CHARS),
             schema: shown,
         };
@@ -272,7 +315,7 @@ mod tests {
     const SCHEMA: &str = r#"{"type":"object","properties":{"ok":{"type":"boolean"}}}"#;
 
     async fn ask(interaction: &mut Interaction, question: &str) -> Result<String, Refused> {
-        interaction.ask(question.into(), SCHEMA.into()).await
+        interaction.ask(None, question.into(), SCHEMA.into()).await
     }
 
     #[tokio::test]
@@ -341,6 +384,7 @@ mod tests {
         let schema = r#"{"type":"object","properties":{"ok":{"type":"boolean","title":"Use sk-live-0123456789\u202e?"}}}"#;
         interaction
             .ask(
+                None,
                 "Key sk-live-0123456789?\u{1b}[2J\u{200b}\r\nSure?".into(),
                 schema.into(),
             )
@@ -353,6 +397,56 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(blank.reason, AskRefusal::InvalidQuestion);
+    }
+
+    /// A call's questions are named: `q<n>` for the n-th without a key,
+    /// the tool's key otherwise. A malformed key, one of the host's `q<n>`
+    /// names, or one the call used already is refused, and nobody is asked.
+    #[tokio::test]
+    async fn each_question_of_a_call_has_its_own_key() {
+        let person = Arc::new(Person::default());
+        let mut interaction = interaction(&person, None);
+        let keyed = |key: &str| Some(key.to_owned());
+        ask(&mut interaction, "First?").await.unwrap();
+        interaction
+            .ask(keyed("user_name"), "Name?".into(), SCHEMA.into())
+            .await
+            .unwrap();
+        ask(&mut interaction, "Third?").await.unwrap();
+        let keys: Vec<String> = person
+            .asked
+            .lock()
+            .unwrap()
+            .drain(..)
+            .map(|q| q.key)
+            .collect();
+        assert_eq!(keys, ["q1", "user_name", "q3"]);
+        for (key, why) in [
+            ("user_name", "asked under the key \"user_name\" already"),
+            ("q7", "the name of a question asked without a key"),
+            ("", "1 to 64 of A-Z a-z 0-9 _ -"),
+            ("two words", "1 to 64 of A-Z a-z 0-9 _ -"),
+            (&"k".repeat(65), "1 to 64 of A-Z a-z 0-9 _ -"),
+        ] {
+            let refused = interaction
+                .ask(keyed(key), "Again?".into(), SCHEMA.into())
+                .await
+                .unwrap_err();
+            assert_eq!(refused.reason, AskRefusal::InvalidQuestion, "{key:?}");
+            assert!(
+                refused.message.contains(why),
+                "{key:?}: {}",
+                refused.message
+            );
+        }
+        assert!(person.asked.lock().unwrap().is_empty(), "nobody is asked");
+        // Refused questions count against the call's questions too (8).
+        // Within the limits, any such key is the tool's to give.
+        assert!(
+            check_key("q").is_ok()
+                && check_key("q1x").is_ok()
+                && check_key(&"k".repeat(64)).is_ok()
+        );
     }
 
     #[test]

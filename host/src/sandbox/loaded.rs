@@ -139,8 +139,8 @@ impl Drop for LoadedComponent {
 }
 
 impl LoadedComponent {
-    /// The contract version the component was built against: `0.1.0` or
-    /// `0.2.0`.
+    /// The contract version the component was built against: `0.1.0`,
+    /// `0.2.0` or `0.2.1`.
     pub(crate) fn contract_version(&self) -> &'static str {
         self.contract.version()
     }

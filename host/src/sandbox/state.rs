@@ -329,7 +329,19 @@ impl host::Host for State {
 
     async fn ask(&mut self, question: String, answer_schema: String) -> Result<String, Refused> {
         self.used("it asked a question while being instantiated");
-        self.interaction.ask(question, answer_schema).await
+        self.interaction.ask(None, question, answer_schema).await
+    }
+
+    async fn ask_with_key(
+        &mut self,
+        key: String,
+        question: String,
+        answer_schema: String,
+    ) -> Result<String, Refused> {
+        self.used("it asked a question while being instantiated");
+        self.interaction
+            .ask(Some(key), question, answer_schema)
+            .await
     }
 }
 

@@ -447,8 +447,8 @@ impl ToolHost {
         slot.config.cache.filter(|_| entry.cached)
     }
 
-    /// The contract version each component was built against (`0.1.0` or
-    /// `0.2.0`), in manifest order.
+    /// The contract version each component was built against (`0.1.0`,
+    /// `0.2.0` or `0.2.1`), in manifest order.
     pub fn contract_versions(&self) -> impl Iterator<Item = (&ComponentConfig, &'static str)> {
         self.inner
             .slots

@@ -336,16 +336,20 @@ async fn media_past_the_result_limit_is_replaced_by_a_note() {
     }
 }
 
+/// The host speaks 0.2.1, and components built against 0.1.0 and 0.2.0
+/// load and run unchanged beside one built against it. (`probe-c` is built
+/// with the C SDK's committed 0.2.0 bindings.)
 #[tokio::test]
-async fn components_built_against_contract_0_1_load_and_run_unchanged() {
+async fn components_built_against_older_contracts_load_and_run_unchanged() {
     let host = host(vec![
         ComponentConfig::new(component("probe-v0_1"))
             .grants(Grants::none().config("suffix", "!", false)),
         ComponentConfig::new(component("probe")),
+        ComponentConfig::new(component("probe-c")),
     ])
     .await;
     let versions: Vec<_> = host.contract_versions().map(|(_, v)| v).collect();
-    assert_eq!(versions, ["0.1.0", "0.2.0"]);
+    assert_eq!(versions, ["0.1.0", "0.2.1", "0.2.0"]);
     let spec = host.spec("old_echo").unwrap();
     assert_eq!(spec.title, "Old echo", "0.1 has no title: one is derived");
     assert!(spec.hints.read_only);

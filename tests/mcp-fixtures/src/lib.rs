@@ -1,6 +1,6 @@
 //! The fixture tools of the official MCP conformance suite
 //! (`@modelcontextprotocol/conformance`, pinned by `scripts/conformance.sh`),
-//! as far as the tool contract (0.2) can express them: text, image, audio
+//! as far as the tool contract (0.2.1) can express them: text, image, audio
 //! and embedded-resource content, tool errors, logging and progress through
 //! the host, questions to the person (elicitation), and input schemas
 //! passed through as written. Names, descriptions, arguments and results
@@ -9,9 +9,10 @@
 //!
 //! The `test_input_required_result_*` tools ask their questions as any
 //! tool does; toolhost turns a question into a SEP-2322 input-required
-//! result for a 2026-07-28 client that declared elicitation. Two of those
-//! scenarios stay in the baseline: they expect the question under the key
-//! `user_name`, and contract 0.2's `ask` lets a tool name no key.
+//! result for a 2026-07-28 client that declared elicitation. The suite
+//! expects the name question under the key `user_name`, which the tool
+//! gives it (contract 0.2.1's `ask-with-key`), and answers it up front in
+//! one scenario.
 //! `test_missing_capability` is built alone, with the `needs-sampling`
 //! feature, as `mcp-fixtures-sampling.wasm`, whose manifest entry requires
 //! the client's `sampling` capability: a client that did not declare it is
@@ -44,7 +45,9 @@ use std::time::Duration;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use toolhost_guest::{AskRefusal, Content, Level, Output, Tool, ToolError, ask_json, progress};
+use toolhost_guest::{
+    AskRefusal, Content, Level, Output, Tool, ToolError, ask_json, ask_json_with_key, progress,
+};
 
 /// A 1x1 red PNG, as the suite suggests.
 const RED_PIXEL_PNG: &[u8] = &[
@@ -310,10 +313,12 @@ fn streaming_elicitation(_: NoArguments) -> Result<Output, ToolError> {
     )))
 }
 
-/// `input-required-result-*`: asks for a name, and greets it.
+/// `input-required-result-*`: asks for a name, under the key the suite
+/// answers it by (`user_name`, so an answer given up front is taken), and
+/// greets it.
 fn input_required_elicitation(_: NoArguments) -> Result<Output, ToolError> {
     let schema = r#"{"type":"object","properties":{"name":{"type":"string","title":"Your name"}},"required":["name"]}"#;
-    match ask_json("What is your name?", schema) {
+    match ask_json_with_key("user_name", "What is your name?", schema) {
         Ok(answer) => {
             let answer: Value = serde_json::from_str(&answer).unwrap_or_default();
             let name = answer["name"].as_str().unwrap_or("stranger");

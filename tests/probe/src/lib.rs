@@ -268,22 +268,30 @@ struct AskJson {
     /// A progress message to report first.
     #[serde(default)]
     progress: Option<String>,
+    /// The keys to ask under, one per question in order; questions past
+    /// the list are asked without one.
+    #[serde(default)]
+    keys: Vec<String>,
 }
 
 /// Reports `progress`, then asks `question` with a hand-written `schema`,
-/// `times` times (once by default); a line per question: the answer, or
-/// the refusal's reason and message.
+/// `times` times (once by default), the i-th under `keys[i]` if given; a
+/// line per question: the answer, or the refusal's reason and message.
 fn ask_json(args: AskJson) -> Result<Output, ToolError> {
     if let Some(message) = &args.progress {
         toolhost_guest::progress(1.0, None, Some(message));
     }
-    let lines: Vec<String> = (0..args.times.unwrap_or(1))
-        .map(
-            |_| match toolhost_guest::ask_json(&args.question, &args.schema) {
+    let lines: Vec<String> = (0..args.times.unwrap_or(1) as usize)
+        .map(|i| {
+            let asked = match args.keys.get(i) {
+                Some(key) => toolhost_guest::ask_json_with_key(key, &args.question, &args.schema),
+                None => toolhost_guest::ask_json(&args.question, &args.schema),
+            };
+            match asked {
                 Ok(answer) => format!("answer: {answer}"),
                 Err(refused) => format!("{:?}: {}", refused.reason, refused.message),
-            },
-        )
+            }
+        })
         .collect();
     Ok(Output::text(lines.join("\n")))
 }

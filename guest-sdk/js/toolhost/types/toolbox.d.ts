@@ -10,9 +10,9 @@
 /// <reference path="./interfaces/wasi-keyvalue-atomics.d.ts" />
 /// <reference path="./interfaces/wasi-keyvalue-batch.d.ts" />
 /// <reference path="./interfaces/wasi-keyvalue-store.d.ts" />
-declare module 'toolhost:tool/toolbox@0.2.0' {
-  export type * as ToolhostToolHost020 from 'toolhost:tool/host@0.2.0'; // import toolhost:tool/host@0.2.0
-  export type * as ToolhostToolTypes020 from 'toolhost:tool/types@0.2.0'; // import toolhost:tool/types@0.2.0
+declare module 'toolhost:tool/toolbox@0.2.1' {
+  export type * as ToolhostToolHost021 from 'toolhost:tool/host@0.2.1'; // import toolhost:tool/host@0.2.1
+  export type * as ToolhostToolTypes021 from 'toolhost:tool/types@0.2.1'; // import toolhost:tool/types@0.2.1
   export type * as WasiClocksMonotonicClock0212 from 'wasi:clocks/monotonic-clock@0.2.12'; // import wasi:clocks/monotonic-clock@0.2.12
   export type * as WasiHttpOutgoingHandler0212 from 'wasi:http/outgoing-handler@0.2.12'; // import wasi:http/outgoing-handler@0.2.12
   export type * as WasiHttpTypes0212 from 'wasi:http/types@0.2.12'; // import wasi:http/types@0.2.12
@@ -22,5 +22,5 @@ declare module 'toolhost:tool/toolbox@0.2.0' {
   export type * as WasiKeyvalueAtomics020Draft from 'wasi:keyvalue/atomics@0.2.0-draft'; // import wasi:keyvalue/atomics@0.2.0-draft
   export type * as WasiKeyvalueBatch020Draft from 'wasi:keyvalue/batch@0.2.0-draft'; // import wasi:keyvalue/batch@0.2.0-draft
   export type * as WasiKeyvalueStore020Draft from 'wasi:keyvalue/store@0.2.0-draft'; // import wasi:keyvalue/store@0.2.0-draft
-  export * as tool from 'toolhost:tool/tool@0.2.0'; // export toolhost:tool/tool@0.2.0
+  export * as tool from 'toolhost:tool/tool@0.2.1'; // export toolhost:tool/tool@0.2.1
 }

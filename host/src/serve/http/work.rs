@@ -133,10 +133,17 @@ struct Head {
     id: Option<Value>,
     #[serde(default)]
     params: Option<Value>,
-    #[serde(default)]
-    result: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    error: Option<serde::de::IgnoredAny>,
+    /// Whether it has a result: `"result": null` is one (JSON-RPC allows
+    /// any value), which an `Option` would read as none.
+    #[serde(default, deserialize_with = "present")]
+    result: bool,
+    #[serde(default, deserialize_with = "present")]
+    error: bool,
+}
+
+/// `true` for a member that is there, whatever its value.
+fn present<'de, D: serde::Deserializer<'de>>(value: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(value).map(|_| true)
 }
 
 impl Head {
@@ -144,8 +151,7 @@ impl Head {
     /// (a method), or an answer (a result or an error, under an id).
     fn is_message(&self) -> bool {
         self.method.is_some()
-            || (self.id.as_ref().is_some_and(|id| !id.is_null())
-                && (self.result.is_some() || self.error.is_some()))
+            || (self.id.as_ref().is_some_and(|id| !id.is_null()) && (self.result || self.error))
     }
 }
 
@@ -235,6 +241,10 @@ mod tests {
             .is_new()
         );
         assert!(!post(br#"{"jsonrpc":"2.0","id":0,"result":{"action":"accept"}}"#).is_new());
+        // Regression: a `null` result (JSON-RPC allows any value) read as
+        // no result, so the answer was new work.
+        assert!(!post(br#"{"jsonrpc":"2.0","id":3,"result":null}"#).is_new());
+        assert!(!post(br#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}"#).is_new());
         // Regression: a body that is not JSON-RPC at all passed a draining
         // server as if it finished something.
         for unreadable in [

@@ -35,13 +35,17 @@ impl McpServer {
         // the whole answer (HTTP 400 for a 2026-07-28 request).
         let principal = self.principal(&context)?;
         let tool = self.callable(&host, &request.name, &context, &principal)?;
+        // Answers the client gives up front, or with a retry: each answers
+        // the call's question of its key, when it asks one.
+        let mut given = request.input_responses.unwrap_or_default();
         if let Some(state) = request.request_state.as_deref() {
             let name = &tool.spec().name;
-            let responses = request.input_responses.as_ref();
             let running = self
                 .parking
-                .resume(principal.id(), name, state, responses)?;
-            return self.wait_on(running, &principal, name, &context).await;
+                .resume(principal.id(), name, state, &mut given)?;
+            return self
+                .wait_on(running, &principal, name, &context, given)
+                .await;
         }
         if super::tasks::as_task(tool, &context)? {
             let injected = self.injected_context(&context, &principal)?;
@@ -68,7 +72,7 @@ impl McpServer {
             let asks = can_ask_in_results(&context);
             let running = self.spawn_call(&host, call, env, permit, asks);
             let answer = self
-                .wait_on(running, &principal, &tool.spec().name, &context)
+                .wait_on(running, &principal, &tool.spec().name, &context, given)
                 .await;
             if let Some(forwarding) = forwarding {
                 if matches!(answer, Ok(CallToolResponse::InputRequired(_))) {

@@ -213,7 +213,7 @@ impl Parking {
             return Err(running);
         }
         let handle = crate::serve::tasks::random_id();
-        let key = "q1".to_owned();
+        let key = asked.question.key.clone();
         let params = super::ask::question_params(
             &asked.question.tool,
             &asked.question.message,
@@ -248,13 +248,13 @@ impl Parking {
     }
 
     /// Give the call `handle` names (`owner`'s call of `tool`) its answer
-    /// from `responses`: the call, to wait on again.
+    /// from `responses` (taken out of them): the call, to wait on again.
     pub(super) fn resume(
         &self,
         owner: &str,
         tool: &str,
         handle: &str,
-        responses: Option<&InputResponses>,
+        responses: &mut InputResponses,
     ) -> Result<Running, ErrorData> {
         let mut parked = self.parked();
         let now = Instant::now();
@@ -270,12 +270,10 @@ impl Parking {
             return Err(unknown_state());
         };
         drop(parked);
-        let answer = match responses.and_then(|r| r.get(&call.key)) {
+        let answer = match responses.remove(&call.key) {
             None => Answer::Cancelled,
-            Some(value) => match super::tasks::reply_of(&call.key, value) {
-                Ok(Reply::Accepted(content)) => Answer::Accepted(content),
-                Ok(Reply::Declined) => Answer::Declined,
-                Ok(Reply::Cancelled) => Answer::Cancelled,
+            Some(value) => match answer_of(&call.key, &value) {
+                Ok(answer) => answer,
                 Err(e) => {
                     // Put back: the client may send a well-formed answer.
                     self.parked().insert(handle.to_owned(), call);
@@ -287,6 +285,16 @@ impl Parking {
         let _ = call.answer.send(answer);
         Ok(call.running)
     }
+}
+
+/// The answer `value` gives to the question `key`: −32602 when it is no
+/// elicitation result.
+fn answer_of(key: &str, value: &serde_json::Value) -> Result<Answer, ErrorData> {
+    Ok(match super::tasks::reply_of(key, value)? {
+        Reply::Accepted(content) => Answer::Accepted(content),
+        Reply::Declined => Answer::Declined,
+        Reply::Cancelled => Answer::Cancelled,
+    })
 }
 
 /// What became of a call the request waited on.
@@ -345,13 +353,17 @@ impl McpServer {
 
     /// Wait on `running` for the request of `context`: the call's result,
     /// or, when it asks, the input-required result that parks it for
-    /// `principal`'s answer. A cancelled request stops the call.
+    /// `principal`'s answer. A question whose key the request answered
+    /// already (`given`, the request's `inputResponses`) takes that answer
+    /// instead, each once; keys no question names are ignored, as SEP-2322
+    /// asks. A cancelled request stops the call.
     pub(super) async fn wait_on(
         &self,
         mut running: Running,
         principal: &Principal,
         tool: &str,
         context: &RequestContext<RoleServer>,
+        mut given: InputResponses,
     ) -> Result<CallToolResponse, ErrorData> {
         loop {
             let waited = tokio::select! {
@@ -370,6 +382,14 @@ impl McpServer {
                     ));
                 }
                 Waited::Asks(asked, call) => {
+                    if let Some(value) = given.remove(&asked.question.key) {
+                        // A malformed answer ends the request (and, dropped,
+                        // the call), as it does a retry's.
+                        let answer = answer_of(&asked.question.key, &value)?;
+                        let _ = asked.answer.send(answer);
+                        running = call;
+                        continue;
+                    }
                     let bucket = crate::serve::tasks::bucket_of(
                         principal,
                         self.shared.auth().is_some(),
@@ -419,6 +439,7 @@ mod tests {
         Question {
             tool: "t".into(),
             call_id: "c".into(),
+            key: "q1".into(),
             message: "Go?".into(),
             schema: serde_json::json!({"type": "object", "properties": {}}),
         }
@@ -521,7 +542,10 @@ mod tests {
         assert_eq!(drain.in_flight(), 1, "the waiting call is in flight");
         assert_eq!(drain.finish().await, 1, "stopped at the end of the drain");
         assert_eq!(drain.in_flight(), 0);
-        let late = parking.resume("alice", "t", &handle, None).err().unwrap();
+        let late = parking
+            .resume("alice", "t", &handle, &mut InputResponses::new())
+            .err()
+            .unwrap();
         assert_eq!(late.code, crate::serve::requests::SHUTTING_DOWN);
         // Nor is a new question parked once the drain time is up.
         let (running, asked, answered) = waiting();

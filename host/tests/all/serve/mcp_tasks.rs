@@ -313,6 +313,126 @@ async fn mcp_2026_a_question_in_a_plain_call_is_input_required_and_answered_by_c
     assert_eq!(again["error"]["code"], -32602, "{again}");
 }
 
+/// A `tools/call` of the probe's `ask_json` (a yes/no form asked `times`
+/// times, the i-th under `keys[i]`) as alice, declaring elicitation, with
+/// `extra` params.
+async fn ask_keyed(server: &Server, times: u32, keys: &[&str], extra: Value) -> Value {
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+    let arguments =
+        json!({"question": "OK?", "schema": schema.to_string(), "times": times, "keys": keys});
+    let mut params = json!({"name": "ask_json", "arguments": arguments});
+    for (key, value) in extra.as_object().unwrap() {
+        params[key] = value.clone();
+    }
+    let capabilities = json!({"elicitation": {}});
+    request_declaring(server, ALICE, capabilities, "tools/call", params).await
+}
+
+fn yes() -> Value {
+    json!({"action": "accept", "content": {"ok": true}})
+}
+
+/// SEP-2322: a fresh call may bring its answers up front. Each answers the
+/// question asked under its key (the tool's, or `q<n>` for the n-th asked
+/// without one), once; keys nobody asked under are ignored, whatever they
+/// hold; a question nobody answered is input-required under its key.
+#[tokio::test]
+async fn mcp_2026_answers_given_up_front_answer_the_questions_of_their_keys() {
+    let server = start();
+    let answers = json!({"inputResponses": {
+        "user_name": yes(),
+        "q2": {"action": "decline"},
+        "unknown_extra_key": {"action": "accept", "content": {"foo": "bar"}},
+        "not_even_an_answer": 42,
+    }});
+    let reply = ask_keyed(&server, 2, &["user_name"], answers).await;
+    let result = &reply["result"];
+    assert_eq!(result["resultType"], "complete", "{reply}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "answer: {\"ok\":true}", "{reply}");
+    assert!(lines[1].starts_with("AskRefusal::Declined: "), "{reply}");
+    // Only the first is answered up front: the second is asked, under q2.
+    let reply = ask_keyed(
+        &server,
+        2,
+        &["user_name"],
+        json!({"inputResponses": {"user_name": yes()}}),
+    )
+    .await;
+    let result = &reply["result"];
+    assert_eq!(result["resultType"], "input_required", "{reply}");
+    let asked: Vec<&String> = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(asked, ["q2"], "{reply}");
+    // An answer under a key nobody asked under is no answer: re-asked.
+    let reply = ask_keyed(
+        &server,
+        1,
+        &["user_name"],
+        json!({"inputResponses": {"wrong_key": yes()}}),
+    )
+    .await;
+    let requests = &reply["result"]["inputRequests"];
+    assert!(requests.get("user_name").is_some(), "{reply}");
+    // A retry's answers answer the questions after the awaited one too.
+    let state = reply["result"]["requestState"].as_str().unwrap();
+    let retry = json!({"requestState": state, "inputResponses": {"user_name": yes()}});
+    let reply = ask_keyed(&server, 1, &["user_name"], retry).await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "answer: {\"ok\":true}",
+        "{reply}"
+    );
+}
+
+/// A malformed answer under a key a question asks by is the request's
+/// error (−32602, naming the key and the fix), as on a retry; one that
+/// does not fit the form is the tool's to hear of, as any answer.
+#[tokio::test]
+async fn mcp_2026_a_malformed_answer_given_up_front_is_refused() {
+    let server = start();
+    let bad = json!({"inputResponses": {"user_name": {"action": "maybe"}}});
+    let reply = ask_keyed(&server, 1, &["user_name"], bad).await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("inputResponses[\"user_name\"] is not an elicitation result"),
+        "{message}"
+    );
+    let unfit = json!({"inputResponses": {"q1": {"action": "accept", "content": {"ok": "yes"}}}});
+    let reply = ask_keyed(&server, 1, &[], unfit).await;
+    let text = reply["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("AskRefusal::Unavailable: the answer did not fit the schema"),
+        "{reply}"
+    );
+}
+
+/// A tool names a call's questions: a key the call used already, or a
+/// malformed one, is refused `invalid-question` and nobody is asked.
+#[tokio::test]
+async fn mcp_2026_a_question_under_a_used_or_malformed_key_is_refused() {
+    let server = start();
+    let answers = json!({"inputResponses": {"again": yes()}});
+    let reply = ask_keyed(&server, 3, &["again", "again", "not a key"], answers).await;
+    let text = reply["result"]["content"][0]["text"].as_str().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "answer: {\"ok\":true}", "{reply}");
+    assert!(
+        lines[1].starts_with(
+            "AskRefusal::InvalidQuestion: this call asked under the key \"again\" already"
+        ),
+        "{reply}"
+    );
+    assert!(
+        lines[2].starts_with("AskRefusal::InvalidQuestion: a question's key is 1 to 64"),
+        "{reply}"
+    );
+}
+
 #[tokio::test]
 async fn mcp_2026_a_request_state_is_its_principals_only_and_a_forged_one_is_refused() {
     let server = start();

@@ -1,4 +1,4 @@
-declare module 'toolhost:tool/host@0.2.0' {
+declare module 'toolhost:tool/host@0.2.1' {
   /**
    * Write to the host's structured log, tagged with the call's ids.
    */
@@ -29,6 +29,18 @@ declare module 'toolhost:tool/host@0.2.0' {
    * An answer is only data for the tool: it never grants a capability.
    */
   export function ask(question: string, answerSchema: string): string;
+  /**
+   * `ask`, under a key the tool names: the name clients see the question
+   * by (an MCP input-required result's `inputRequests` key), so a client
+   * that knows the tool can answer it up front, in the call's own
+   * `inputResponses`. `ask` names a call's n-th question `q<n>`.
+   * 
+   * `key` is 1 to 64 of `A-Z a-z 0-9 _ -`, not `q` and digits (the
+   * names `ask` gives), and names one question of a call: asking under a
+   * key the call used already is refused `invalid-question`, as is a
+   * malformed key.
+   */
+  export function askWithKey(key: string, question: string, answerSchema: string): string;
   /**
    * # Variants
    * 

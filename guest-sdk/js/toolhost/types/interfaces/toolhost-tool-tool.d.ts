@@ -1,5 +1,5 @@
 /// <reference path="./toolhost-tool-types.d.ts" />
-declare module 'toolhost:tool/tool@0.2.0' {
+declare module 'toolhost:tool/tool@0.2.1' {
   /**
    * The tools this component provides. Called once when the host loads it.
    */
@@ -9,8 +9,8 @@ declare module 'toolhost:tool/tool@0.2.0' {
    * tool's input schema).
    */
   export function call(name: string, arguments: string, context: CallContext): ToolOutput;
-  export type ToolSpec = import('toolhost:tool/types@0.2.0').ToolSpec;
-  export type CallContext = import('toolhost:tool/types@0.2.0').CallContext;
-  export type ToolOutput = import('toolhost:tool/types@0.2.0').ToolOutput;
-  export type ToolError = import('toolhost:tool/types@0.2.0').ToolError;
+  export type ToolSpec = import('toolhost:tool/types@0.2.1').ToolSpec;
+  export type CallContext = import('toolhost:tool/types@0.2.1').CallContext;
+  export type ToolOutput = import('toolhost:tool/types@0.2.1').ToolOutput;
+  export type ToolError = import('toolhost:tool/types@0.2.1').ToolError;
 }

@@ -1,4 +1,4 @@
-declare module 'toolhost:tool/types@0.2.0' {
+declare module 'toolhost:tool/types@0.2.1' {
   /**
    * Behaviour hints, as in MCP's tool annotations. The host uses `destructive`
    * for `approval = "destructive"`; the rest are passed on to clients.

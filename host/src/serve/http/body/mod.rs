@@ -63,6 +63,8 @@ pub(super) struct Bodies {
     max_body: usize,
     /// The bytes held per client address.
     held: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    /// How long a body waits for room: [`BODY_BUDGET_WAIT`].
+    wait: Duration,
 }
 
 /// Room held for one body, in the budget and in its address's share,
@@ -127,6 +129,21 @@ impl Bodies {
             share: (total / BODY_SHARE_DIVISOR).max(max_body).min(total),
             max_body,
             held: Arc::default(),
+            wait: BODY_BUDGET_WAIT,
+        }
+    }
+
+    /// A budget of `total` bytes, `share` of them per address, bodies of
+    /// at most `max_body`, waiting `wait` for room (the crate's tests).
+    #[cfg(test)]
+    fn sized(total: usize, share: usize, max_body: usize, wait: Duration) -> Self {
+        Self {
+            budget: Arc::new(Semaphore::new(total)),
+            total,
+            share,
+            max_body,
+            held: Arc::default(),
+            wait,
         }
     }
 
@@ -257,7 +274,8 @@ impl Bodies {
 
     /// Take `bytes` more of the budget for `room` (and of its address's
     /// share, when the body declared no length), waiting up to
-    /// [`BODY_BUDGET_WAIT`] for room in the budget.
+    /// [`BODY_BUDGET_WAIT`] for room in the budget; on a refusal, what
+    /// `room` holds is given back when it is dropped.
     async fn take(&self, room: &mut BodyRoom, bytes: usize, declared: bool) -> Result<(), Unread> {
         if bytes == 0 {
             return Ok(());
@@ -268,13 +286,12 @@ impl Bodies {
         let permits = u32::try_from(bytes).map_err(|_| Unread::TooLarge)?;
         let permit = match self.budget.clone().try_acquire_many_owned(permits) {
             Ok(permit) => permit,
-            Err(_) => tokio::time::timeout(
-                BODY_BUDGET_WAIT,
-                self.budget.clone().acquire_many_owned(permits),
-            )
-            .await
-            .map_err(|_| Unread::NoRoom)?
-            .map_err(|_| Unread::NoRoom)?,
+            Err(_) => {
+                tokio::time::timeout(self.wait, self.budget.clone().acquire_many_owned(permits))
+                    .await
+                    .map_err(|_| Unread::NoRoom)?
+                    .map_err(|_| Unread::NoRoom)?
+            }
         };
         match &mut room.permit {
             Some(held) => held.merge(permit),
@@ -318,9 +335,17 @@ impl Bodies {
                 continue;
             }
             if buffer.capacity() < total {
-                let grown = total
-                    .max(2 * first.as_ref().map_or(buffer.capacity(), Bytes::len))
-                    .min(limit);
+                // A body that declared its length takes the rest of it at
+                // once: it holds its first piece or all its room, never part
+                // of it while it waits for more (bodies growing together
+                // could each hold part and wait on the others until all were
+                // refused). One that declared none grows by doubling.
+                let grown = match declared {
+                    Some(_) => limit,
+                    None => total
+                        .max(2 * first.as_ref().map_or(buffer.capacity(), Bytes::len))
+                        .min(limit),
+                };
                 self.take(&mut room, grown.saturating_sub(charged), declared.is_some())
                     .await?;
                 charged = charged.max(grown);
@@ -408,172 +433,4 @@ fn busy(message: String) -> Response {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ADDRESS: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
-
-    fn chunked(pieces: Vec<&'static [u8]>) -> Body {
-        let pieces = pieces
-            .into_iter()
-            .map(|piece| Ok::<_, std::io::Error>(Bytes::from_static(piece)));
-        Body::from_stream(futures::stream::iter(pieces))
-    }
-
-    async fn read(
-        bodies: &Bodies,
-        address: Option<IpAddr>,
-        body: Body,
-    ) -> Result<(Bytes, BodyRoom), Unread> {
-        let room = bodies.room_for(address, body.size_hint().exact()).await?;
-        bodies.collect(body, room).await
-    }
-
-    /// Regression: the room a body holds in the budget is what it sent,
-    /// held until the request is handled, and given back then.
-    #[tokio::test]
-    async fn a_body_holds_room_for_what_it_sent_until_dropped() {
-        let bodies = Bodies::new(1 << 20);
-        let full = bodies.room();
-        let (body, room) = read(&bodies, Some(ADDRESS), Body::from(vec![b'x'; 1000]))
-            .await
-            .ok()
-            .expect("a small body is read");
-        assert_eq!(body.len(), 1000);
-        assert_eq!(bodies.room(), full - 1000);
-        assert_eq!(lock(&bodies.held).get(&ADDRESS), Some(&1000));
-        drop(room);
-        assert_eq!(bodies.room(), full);
-        assert!(
-            lock(&bodies.held).is_empty(),
-            "the address's share is given back"
-        );
-    }
-
-    /// Regression: a body's declared length took room in the budget all
-    /// addresses share as its headers arrived, so 16 requests that sent
-    /// only headers held all of it. A declared length now takes room in its
-    /// own address's share only; the budget is taken as bytes arrive.
-    #[tokio::test]
-    async fn a_declared_length_holds_its_own_share_not_the_budget() {
-        let bodies = Bodies::new(4 << 20);
-        let full = bodies.room();
-        let body = Body::from(vec![b'x'; 4 << 20]);
-        let room = bodies
-            .room_for(Some(ADDRESS), body.size_hint().exact())
-            .await
-            .ok()
-            .unwrap();
-        assert_eq!(
-            bodies.room(),
-            full,
-            "nothing sent, nothing of the budget held"
-        );
-        assert_eq!(lock(&bodies.held).get(&ADDRESS), Some(&(4 << 20)));
-        drop(room);
-        assert!(lock(&bodies.held).is_empty());
-    }
-
-    /// A body that declares no length takes room as it arrives, for the
-    /// memory it holds (its buffer's capacity), and its pieces come out
-    /// whole.
-    #[tokio::test]
-    async fn a_chunked_body_takes_room_for_the_memory_it_holds() {
-        let bodies = Bodies::new(1 << 20);
-        let full = bodies.room();
-        let body = chunked(vec![b"{\"a\":", b"1", b"}"]);
-        let room = bodies
-            .room_for(Some(ADDRESS), body.size_hint().exact())
-            .await
-            .ok()
-            .unwrap();
-        assert_eq!(bodies.room(), full);
-        let (body, room) = bodies.collect(body, room).await.ok().unwrap();
-        assert_eq!(&body[..], b"{\"a\":1}");
-        let held = full - bodies.room();
-        assert!(held >= body.len() && held <= 2 * body.len(), "{held}");
-        assert_eq!(lock(&bodies.held).get(&ADDRESS), Some(&held));
-        drop(room);
-        assert_eq!(bodies.room(), full);
-        assert!(lock(&bodies.held).is_empty());
-    }
-
-    /// A body that sends more than `--max-body` without declaring it is
-    /// refused once it passes the bound.
-    #[tokio::test]
-    async fn a_chunked_body_past_the_bound_is_refused() {
-        let bodies = Bodies::new(4);
-        assert!(matches!(
-            read(&bodies, Some(ADDRESS), chunked(vec![b"abc", b"de"])).await,
-            Err(Unread::TooLarge)
-        ));
-        assert_eq!(
-            bodies.room(),
-            bodies.total,
-            "nothing is held after a refusal"
-        );
-        assert!(lock(&bodies.held).is_empty());
-    }
-
-    /// Regression: one address holds at most its share of the budget (a
-    /// quarter), so its slow calls cannot hold the room every other
-    /// client needs; another address still has room.
-    #[tokio::test]
-    async fn one_address_holds_at_most_its_share_of_the_budget() {
-        let max_body = 4 << 20;
-        let bodies = Bodies::new(max_body);
-        assert_eq!(bodies.share, BODY_BUDGET / 4);
-        let mut held = Vec::new();
-        for _ in 0..bodies.share / max_body {
-            let (_, room) = read(&bodies, Some(ADDRESS), Body::from(vec![b'x'; max_body]))
-                .await
-                .ok()
-                .expect("within the share");
-            held.push(room);
-        }
-        assert!(matches!(
-            read(&bodies, Some(ADDRESS), Body::from(vec![b'x'; 10])).await,
-            Err(Unread::OverShare)
-        ));
-        let other = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
-        assert!(
-            read(&bodies, Some(other), Body::from(vec![b'x'; 10]))
-                .await
-                .is_ok()
-        );
-        held.pop();
-        assert!(
-            read(&bodies, Some(ADDRESS), Body::from(vec![b'x'; 10]))
-                .await
-                .is_ok(),
-            "room given back is room again"
-        );
-    }
-
-    /// The share is never less than one body of `--max-body`.
-    #[test]
-    fn the_share_holds_at_least_one_body() {
-        let bodies = Bodies::new(40 << 20);
-        assert_eq!(bodies.share, 40 << 20);
-        let bodies = Bodies::new(100 << 20);
-        assert_eq!((bodies.total, bodies.share), (100 << 20, 100 << 20));
-    }
-
-    /// Regression: a body past the budget waits for room (5 s), and is
-    /// refused when none comes, rather than growing the server past its
-    /// bound; what it was given of its address's share comes back.
-    #[tokio::test]
-    async fn a_body_past_the_budget_is_refused_when_no_room_comes() {
-        let bodies = Bodies::new(1 << 20);
-        let _taken = bodies
-            .budget
-            .clone()
-            .acquire_many_owned(u32::try_from(bodies.room()).unwrap())
-            .await;
-        assert!(matches!(
-            read(&bodies, Some(ADDRESS), Body::from(vec![b'x'; 10])).await,
-            Err(Unread::NoRoom)
-        ));
-        assert!(lock(&bodies.held).is_empty());
-    }
-}
+mod tests;
