@@ -201,18 +201,21 @@ pub(crate) async fn pull(
     let digest = registry.resolve(&reference).await?;
     let verdict = registry.verify(&reference, &digest, &policy).await?;
     let pulled = registry.pull(&reference, &digest).await?;
-    registry.commit()?;
+    // Written before the pull is kept: a file that cannot be written
+    // leaves the cache as it was, like any other failure.
     if let Some(output) = output {
         std::fs::copy(&pulled.blob, output)
             .with_context(|| format!("writing {}", output.display()))?;
     }
+    registry.commit()?;
+    let kept = registry.store().path(&pulled.layer.digest);
     print_json(&json!({
         "reference": pulled.reference.to_string(),
         "manifest": pulled.digest.to_string(),
         "layer": pulled.layer.digest.to_string(),
         "size": pulled.layer.size,
         "media_type": pulled.layer.media_type,
-        "path": output.map_or(pulled.blob.clone(), Path::to_path_buf),
+        "path": output.map_or(kept, Path::to_path_buf),
         "signer": verdict.map(|v| v.signer),
     }))?;
     Ok(ExitCode::SUCCESS)

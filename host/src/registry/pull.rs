@@ -33,7 +33,9 @@ pub struct Pulled {
     pub manifest: ImageManifest,
     /// The component layer's descriptor.
     pub layer: Descriptor,
-    /// Where the layer is kept.
+    /// Where the layer is now: in a staged registry's staging directory
+    /// until it commits (when fetched by it), else in the store, at
+    /// [`Store::path`](super::store::Store::path).
     pub blob: PathBuf,
     /// Whether any of it came over the network (else from the store).
     pub fetched: bool,
@@ -62,6 +64,10 @@ impl Registry {
     /// # Errors
     ///
     /// When the cache directory cannot be written.
+    // Public only for the `toolhost` binary's registry commands, which
+    // commit once they succeeded; embedders load registry components
+    // through `ToolHost`, which stages and commits for them.
+    #[doc(hidden)]
     pub fn staged(&self) -> Result<Self, RegistryError> {
         let store = self
             .store
@@ -74,12 +80,15 @@ impl Registry {
         })
     }
 
-    /// Keep what was staged: once its pulls verified and their layers are
-    /// components. Nothing to do for a registry that is not staged.
+    /// Keep what was staged: once its pulls verified and their layers
+    /// compiled and loaded. Nothing to do for a registry that is not
+    /// staged.
     ///
     /// # Errors
     ///
     /// When the cache directory cannot be written.
+    // Public only for the `toolhost` binary, as `staged` is.
+    #[doc(hidden)]
     pub fn commit(&self) -> Result<(), RegistryError> {
         self.store
             .commit()
@@ -198,7 +207,7 @@ impl Registry {
             fetched = true;
         }
         Ok(Pulled {
-            blob: self.store.path(&layer.digest),
+            blob: self.store.location(&layer.digest),
             reference: pinned.clone(),
             digest: digest.clone(),
             manifest,

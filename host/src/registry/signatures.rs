@@ -459,6 +459,7 @@ mod tests {
     use super::*;
     use crate::registry::layout::OCI_INDEX;
     use crate::registry::referrers::EMPTY_MEDIA_TYPE;
+    use crate::registry::store::snapshot;
     use crate::registry::verify::keyless::BUNDLE_MEDIA_TYPES;
     use crate::registry::verify::keyless::TrustedRoot;
     use crate::registry::verify::keyless::tests::kit;
@@ -549,6 +550,17 @@ mod tests {
             .push(&reference, &calc, &Publication::default())
             .await
             .unwrap();
+        // Another tool, unsigned and under no policy, that the scene's
+        // cache and lock hold before any refusal.
+        let plain = format!("oci://{}/keyless/qr:1", server.address());
+        let qr = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/qr.wasm"),
+        )
+        .expect("scripts/build-tools.sh built qr.wasm");
+        registry
+            .push(&plain.parse().unwrap(), &qr, &Publication::default())
+            .await
+            .unwrap();
         let manifest = registry.store().read(&digest, MAX_MANIFEST).unwrap();
         let mut options = kit::Options::default();
         options.artifact = manifest.clone();
@@ -597,20 +609,6 @@ mod tests {
         assert!(verdict.signer.contains(kit::IDENTITY));
     }
 
-    /// Every path under `dir` (a refused load must add none).
-    fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                found.extend(entries(&path));
-            }
-            found.push(path);
-        }
-        found.sort();
-        found
-    }
-
     #[tokio::test]
     async fn a_keyless_bundle_by_another_identity_or_issuer_is_a_load_error_through_the_manifest() {
         let server = RegistryServer::start();
@@ -625,6 +623,17 @@ mod tests {
         .expect("scripts/build-tools.sh built calc.wasm");
         let digest = registry
             .push(&reference, &calc, &Publication::default())
+            .await
+            .unwrap();
+        // Another tool, unsigned and under no policy, that the scene's
+        // cache and lock hold before any refusal.
+        let plain = format!("oci://{}/keyless/qr:1", server.address());
+        let qr = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/qr.wasm"),
+        )
+        .expect("scripts/build-tools.sh built qr.wasm");
+        registry
+            .push(&plain.parse().unwrap(), &qr, &Publication::default())
             .await
             .unwrap();
         let manifest = registry.store().read(&digest, MAX_MANIFEST).unwrap();
@@ -646,9 +655,10 @@ mod tests {
         .unwrap();
         let cache = scene.path().join("cache");
         std::fs::create_dir(&cache).unwrap();
+        let plain_entry = format!("[[tool]]\ncomponent = \"{plain}\"\n");
         let load = |identity: &str, issuer: &str| {
             let text = format!(
-                "[[tool]]\ncomponent = \"{reference}\"\nverify = {{ identity = \"{identity}\", issuer = \"{issuer}\", trusted_root = \"trusted_root.json\" }}\n"
+                "{plain_entry}\n[[tool]]\ncomponent = \"{reference}\"\nverify = {{ identity = \"{identity}\", issuer = \"{issuer}\", trusted_root = \"trusted_root.json\" }}\n"
             );
             let path = scene.path().join("toolhost.toml");
             std::fs::write(&path, text).unwrap();
@@ -660,6 +670,14 @@ mod tests {
                     .map(|_| ())
             }
         };
+        let lock = scene.path().join("toolhost.lock");
+        std::fs::write(scene.path().join("toolhost.toml"), &plain_entry).unwrap();
+        let options = crate::SandboxOptions::default().with_cache_dir(Some(cache.clone()));
+        let manifest = crate::Manifest::load(&scene.path().join("toolhost.toml")).unwrap();
+        crate::ToolHost::load_manifest(&manifest, options, &crate::LockMode::Write)
+            .await
+            .unwrap();
+        assert!(std::fs::read_to_string(&lock).unwrap().contains(&plain));
         let mallory = "https://github.com/mallory/x/.github/workflows/r.yml@refs/heads/main";
         let elsewhere = "https://accounts.example.org";
         for (identity, issuer, wanted) in [
@@ -674,6 +692,7 @@ mod tests {
                 format!("the policy wants {} (issuer {elsewhere})", kit::IDENTITY),
             ),
         ] {
+            let before = snapshot(&[&cache, &lock]);
             let error = load(identity, issuer).await.unwrap_err().to_string();
             // The reference, the digest, and the reason: who signed, and
             // who the policy wants.
@@ -688,13 +707,14 @@ mod tests {
                     && error.contains(&wanted),
                 "{error}"
             );
-            // Nothing of it kept, and no lock written.
-            assert!(entries(&cache).is_empty(), "{:?}", entries(&cache));
-            assert!(!scene.path().join("toolhost.lock").exists());
+            // Nothing of it kept: the cache and the lock are byte for
+            // byte what the load of the other tool left.
+            assert_eq!(snapshot(&[&cache, &lock]), before);
         }
-        // The signer the bundle names loads.
+        // The signer the bundle names loads, and is pinned beside the other.
         load(kit::IDENTITY, kit::ISSUER).await.unwrap();
-        assert!(scene.path().join("toolhost.lock").exists());
+        let pinned = std::fs::read_to_string(&lock).unwrap();
+        assert!(pinned.contains(&plain) && pinned.contains(&digest.to_string()));
     }
 
     #[test]

@@ -7,14 +7,30 @@
 //! A pull writes into a staging directory of its own inside the cache
 //! directory (`Store::staged`; the same file system, so committing is a
 //! rename per blob) and reads it before the store. Only a pull that
-//! verified and whose layer is a component commits; a refused one drops
-//! its staging directory, and the store is as it was.
+//! verified and whose layer compiled and loaded commits; a refused one
+//! drops its staging directory, and the store is as it was.
+//!
+//! A pull killed before it could drop its staging directory leaves it
+//! behind: opening the store ([`Store::new`]) removes staging directories
+//! untouched for an hour, never younger ones, which may belong to
+//! a pull running now in another process.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::digest::{Digest, Sha256};
+
+/// What a staging directory's name starts with.
+const STAGING_PREFIX: &str = ".pulling-";
+
+/// How long a staging directory may go unmodified before opening the
+/// store removes it as left by a killed pull. A live pull stages for as
+/// long as its downloads and compiles take, each download bounded by
+/// `[registry] timeout` (a minute by default): an hour leaves a wide
+/// margin for a slow link, and a leftover costs only disk until then.
+pub(crate) const STALE_STAGING: Duration = Duration::from_secs(60 * 60);
 
 /// The content-addressed blob store.
 #[derive(Debug, Clone)]
@@ -39,9 +55,13 @@ pub(crate) struct Incoming {
 }
 
 impl Store {
-    /// The store under the cache directory `cache_dir`.
+    /// The store under the cache directory `cache_dir`, with the staging
+    /// directories of pulls killed more than an hour ago
+    /// removed (as far as they can be: a leftover that cannot be removed
+    /// is logged and otherwise harmless).
     #[must_use]
     pub fn new(cache_dir: &Path) -> Self {
+        sweep_staging(cache_dir, STALE_STAGING);
         Self {
             cache: cache_dir.to_owned(),
             dir: cache_dir.join("blobs").join("sha256"),
@@ -55,7 +75,7 @@ impl Store {
     pub(crate) fn staged(&self) -> std::io::Result<Self> {
         create_private_dir(&self.cache)?;
         let staging = tempfile::Builder::new()
-            .prefix(".pulling-")
+            .prefix(STAGING_PREFIX)
             .tempdir_in(&self.cache)?;
         Ok(Self {
             cache: self.cache.clone(),
@@ -66,6 +86,14 @@ impl Store {
 
     /// Move what was staged into the store (a rename per file); a store
     /// that is not staged has nothing to move.
+    ///
+    /// Not atomic as a whole: a commit cut short (a crash, a full disk)
+    /// has moved some files and not others. That is harmless, so it is
+    /// left so: every blob is named by its content's digest and hashed
+    /// again whenever it is read, so a blob moved alone is merely kept
+    /// early, and the rest are pulled again by the next load; a note is a
+    /// cache of a verification that is checked again from the registry or
+    /// the blobs it names.
     ///
     /// # Errors
     ///
@@ -89,6 +117,12 @@ impl Store {
         self.dir.join(digest.hex())
     }
 
+    /// Where the blob `digest` is now: staged, else where
+    /// [`Store::path`] says.
+    pub(crate) fn location(&self, digest: &Digest) -> PathBuf {
+        self.find(digest.hex()).unwrap_or_else(|| self.path(digest))
+    }
+
     /// The file named `name`: staged, else in the store.
     fn find(&self, name: &str) -> Option<PathBuf> {
         let staged = self.staging.as_ref().map(|s| s.path().join(name));
@@ -110,8 +144,6 @@ impl Store {
         self.find(digest.hex()).is_some()
     }
 
-    /// The note `name` beside the blobs (which signature vouched for a
-    /// manifest), staged or stored.
     /// Hold the cache's lock named `name` (a file under `locks/`) until
     /// the returned file is dropped: writers on this machine that share a
     /// cache take turns (the registry offers no compare-and-swap).
@@ -128,6 +160,8 @@ impl Store {
         .map_err(std::io::Error::other)?
     }
 
+    /// The note `name` beside the blobs (which signature vouched for a
+    /// manifest), staged or stored.
     pub(crate) fn note(&self, name: &str) -> Option<String> {
         std::fs::read_to_string(self.find(name)?).ok()
     }
@@ -214,6 +248,68 @@ impl Incoming {
     }
 }
 
+/// Remove the staging directories in `cache_dir` not modified for
+/// `older_than`: left by pulls that were killed (a pull that ends, however
+/// it ends, removes its own).
+fn sweep_staging(cache_dir: &Path, older_than: Duration) {
+    let Ok(entries) = std::fs::read_dir(cache_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(STAGING_PREFIX)
+        {
+            continue;
+        }
+        // Not a symlink (file_type does not follow it): only directories
+        // a pull made are removed.
+        let stale = entry.file_type().is_ok_and(|t| t.is_dir())
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age >= older_than));
+        if !stale {
+            continue;
+        }
+        match std::fs::remove_dir_all(entry.path()) {
+            Ok(()) => {
+                tracing::info!(dir = %entry.path().display(), "removed the staging directory of a pull that did not finish");
+            }
+            Err(e) => {
+                tracing::warn!(dir = %entry.path().display(), error = %e, "cannot remove the staging directory of a pull that did not finish");
+            }
+        }
+    }
+}
+
+/// Every directory and file under `paths` (each a directory or a file, or
+/// absent), each file with the digest of its contents: what a refused pull
+/// must leave as it was.
+#[cfg(test)]
+pub(crate) fn snapshot(paths: &[&Path]) -> std::collections::BTreeMap<PathBuf, String> {
+    fn walk(path: &Path, into: &mut std::collections::BTreeMap<PathBuf, String>) {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return;
+        };
+        if meta.is_dir() {
+            into.insert(path.to_owned(), "directory".into());
+            for entry in std::fs::read_dir(path).unwrap() {
+                walk(&entry.unwrap().path(), into);
+            }
+        } else {
+            let bytes = std::fs::read(path).unwrap_or_default();
+            into.insert(path.to_owned(), Digest::of(&bytes).to_string());
+        }
+    }
+    let mut into = std::collections::BTreeMap::new();
+    for path in paths {
+        walk(path, &mut into);
+    }
+    into
+}
+
 /// Create `dir` (and parents) so that only this user can write it.
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
@@ -285,5 +381,42 @@ mod tests {
         drop(committed);
         assert_eq!(store.read(&digest, 64).unwrap(), b"verified pull");
         assert_eq!(names(cache.path()), ["blobs"]);
+    }
+
+    #[test]
+    fn opening_the_store_sweeps_staging_left_by_killed_pulls_but_not_fresh_staging() {
+        let cache = tempfile::tempdir().unwrap();
+        let stage = |name: &str| {
+            let dir = cache.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("half-a-blob"), b"x").unwrap();
+            dir
+        };
+        let killed = stage(".pulling-killed");
+        let running = stage(".pulling-running");
+        let barely = stage(".pulling-barely");
+        // Not staging, however old: kept.
+        let other = stage("pulling-not-ours");
+        let age = |dir: &Path, by: Duration| {
+            let when = std::time::SystemTime::now() - by;
+            std::fs::File::open(dir)
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+        };
+        age(&killed, STALE_STAGING + Duration::from_secs(60));
+        age(&other, STALE_STAGING * 24);
+        age(&barely, STALE_STAGING - Duration::from_secs(60));
+        // A symlink named like staging is not followed, nor removed.
+        let target = tempfile::tempdir().unwrap();
+        std::fs::write(target.path().join("keep"), b"k").unwrap();
+        std::os::unix::fs::symlink(target.path(), cache.path().join(".pulling-link")).unwrap();
+        let _store = Store::new(cache.path());
+        assert!(!killed.exists(), "the killed pull's staging is swept");
+        assert!(running.join("half-a-blob").exists());
+        assert!(barely.join("half-a-blob").exists());
+        assert!(other.join("half-a-blob").exists());
+        assert!(target.path().join("keep").exists());
+        assert!(cache.path().join(".pulling-link").exists());
     }
 }

@@ -114,29 +114,48 @@ impl Sandbox {
             .with_context(|| format!("{label} is not a valid component"))
     }
 
+    /// Compile one component (or load its compiled code from the cache),
+    /// without linking it or opening its grants: whether it compiles.
+    /// Blocking.
+    pub(crate) fn compile_only(&self, config: &ComponentConfig) -> wasmtime::Result<()> {
+        self.component(config, &config.label()).map(|_| ())
+    }
+
+    /// The compiled code of `config`'s component, from the cache when it
+    /// has it. A registry layer's bytes are read once, hashed and compiled
+    /// from that one buffer (`cache::read_blob`): what compiles is what
+    /// hashed to the pinned digest, with no second read to swap.
+    fn component(
+        &self,
+        config: &ComponentConfig,
+        label: &str,
+    ) -> wasmtime::Result<(wasmtime::component::Component, CacheStatus)> {
+        Ok(match (&self.cache, &config.source) {
+            (Some(cache), ComponentSource::File(path)) => cache.load(&self.engine, path, label)?,
+            (Some(cache), ComponentSource::Pinned(pinned)) => {
+                cache.load_blob(&self.engine, &pinned.blob, &pinned.layer, label)?
+            }
+            (None, ComponentSource::File(path)) => {
+                let bytes =
+                    std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+                (self.compile(&bytes, label)?, CacheStatus::Disabled)
+            }
+            (None, ComponentSource::Pinned(pinned)) => {
+                let bytes = cache::read_blob(&pinned.blob, &pinned.layer)?;
+                (self.compile(&bytes, label)?, CacheStatus::Disabled)
+            }
+            (_, source) => wasmtime::bail!(
+                "{label}: {source:?} is not pulled yet; ToolHost::load_components pulls registry components before compiling"
+            ),
+        })
+    }
+
     /// Compile (or load from the cache) and link one component, and make
     /// its grants live (its directories held, its stores' handles). Blocking:
     /// compiling a large component takes seconds.
     pub(crate) fn load(&self, config: &ComponentConfig) -> wasmtime::Result<LoadedComponent> {
         let label = config.label();
-        let (component, cache) = match (&self.cache, &config.source) {
-            (Some(cache), ComponentSource::File(path)) => cache.load(&self.engine, path, &label)?,
-            (Some(cache), ComponentSource::Pinned(pinned)) => {
-                cache.load_blob(&self.engine, &pinned.blob, &pinned.layer, &label)?
-            }
-            (None, ComponentSource::File(path)) => {
-                let bytes =
-                    std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-                (self.compile(&bytes, &label)?, CacheStatus::Disabled)
-            }
-            (None, ComponentSource::Pinned(pinned)) => {
-                let bytes = cache::read_blob(&pinned.blob, &pinned.layer)?;
-                (self.compile(&bytes, &label)?, CacheStatus::Disabled)
-            }
-            (_, source) => wasmtime::bail!(
-                "{label}: {source:?} is not pulled yet; ToolHost::load_components pulls registry components before compiling"
-            ),
-        };
+        let (component, cache) = self.component(config, &label)?;
         let world = component.component_type();
         let imports = world
             .imports(&self.engine)

@@ -293,8 +293,9 @@ impl ToolHost {
         options: SandboxOptions,
         mode: &LockMode,
     ) -> Result<(Self, Pinned), LoadError> {
-        let mut pinned = Self::pin(manifest, &options, mode).await?;
-        let host = Self::load_components(std::mem::take(&mut pinned.components), options).await?;
+        let (mut pinned, fetched) = Self::pin_staged(manifest, &options, mode).await?;
+        let components = std::mem::take(&mut pinned.components);
+        let host = Self::load_pinned(components, options, fetched).await?;
         if pinned.changed
             && *mode != LockMode::Locked
             && let Some(path) = manifest.lock_path()
@@ -306,7 +307,9 @@ impl ToolHost {
     }
 
     /// Pin the registry components of `manifest` without loading them:
-    /// what `toolhost lock` does. The lock is not written.
+    /// what `toolhost lock` does. Each is pulled and compiled (not linked,
+    /// not run), and kept in the cache only when all compile: the cache
+    /// holds no layer that does not compile. The lock is not written.
     ///
     /// # Errors
     ///
@@ -316,6 +319,45 @@ impl ToolHost {
         options: &SandboxOptions,
         mode: &LockMode,
     ) -> Result<Pinned, LoadError> {
+        let (mut pinned, fetched) = Self::pin_staged(manifest, options, mode).await?;
+        let pulled: Vec<ComponentConfig> = pinned
+            .components
+            .iter()
+            .filter(|c| matches!(c.source, crate::component::ComponentSource::Pinned(_)))
+            .cloned()
+            .collect();
+        if !pulled.is_empty() {
+            let sandbox = Arc::new(
+                Sandbox::new(options, 0).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
+            );
+            let compiled = futures::future::join_all(pulled.into_iter().map(|config| {
+                let sandbox = sandbox.clone();
+                tokio::task::spawn_blocking(move || {
+                    let outcome = sandbox.compile_only(&config);
+                    (config, outcome)
+                })
+            }))
+            .await;
+            for joined in compiled {
+                let (config, outcome) =
+                    joined.map_err(|e| LoadError::Engine(format!("compiling panicked: {e}")))?;
+                outcome.map_err(|e| LoadError::Component {
+                    component: config.label(),
+                    message: format!("{e:#}"),
+                })?;
+            }
+        }
+        fetched.commit(&mut pinned.components)?;
+        Ok(pinned)
+    }
+
+    /// The registry components of `manifest` pinned, what they fetched
+    /// staged until the caller commits it.
+    async fn pin_staged(
+        manifest: &Manifest,
+        options: &SandboxOptions,
+        mode: &LockMode,
+    ) -> Result<(Pinned, resolve::Fetched), LoadError> {
         resolve::pin(
             manifest.components.clone(),
             &manifest.registry,
@@ -349,7 +391,29 @@ impl ToolHost {
     /// not valid JSON Schema.
     pub async fn load_components(
         components: Vec<ComponentConfig>,
+        options: SandboxOptions,
+    ) -> Result<Self, LoadError> {
+        // Registry components given in code are pulled here, by the
+        // default settings and without a lock file.
+        let (pinned, fetched) = resolve::pin(
+            components,
+            &crate::registry::Settings::default(),
+            blob_dir(&options).as_deref(),
+            None,
+            &LockMode::Write,
+            false,
+        )
+        .await?;
+        Self::load_pinned(pinned.components, options, fetched).await
+    }
+
+    /// Compile and load `components`, registry ones already pinned, and
+    /// only then keep what pinning `fetched`: a component that does not
+    /// compile or load leaves the cache as it was.
+    async fn load_pinned(
+        components: Vec<ComponentConfig>,
         mut options: SandboxOptions,
+        fetched: resolve::Fetched,
     ) -> Result<Self, LoadError> {
         options.max_memory = components
             .iter()
@@ -368,23 +432,12 @@ impl ToolHost {
         let sandbox = Arc::new(
             Sandbox::new(&options, ahead).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
         );
-        // Registry components given in code are pulled here, by the
-        // default settings and without a lock file.
-        let components = resolve::pin(
-            components,
-            &crate::registry::Settings::default(),
-            blob_dir(&options).as_deref(),
-            None,
-            &LockMode::Write,
-            false,
-        )
-        .await?
-        .components;
         let compiled = compile_all(&sandbox, &components).await;
         let mut tools = Tools::default();
         for (config, joined) in components.into_iter().zip(compiled) {
             tools.add(config, joined).await?;
         }
+        fetched.commit(tools.slots.iter_mut().map(|slot| &mut slot.config))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 slots: tools.slots,

@@ -1,9 +1,13 @@
 //! Registry components pinned before anything compiles: each reference
 //! resolved to a manifest digest (from `toolhost.lock` when it pins one,
-//! never re-resolving that tag), pulled by digest into the blob store, its
-//! layer checked against the lock, and the new lock worked out. With
-//! [`LockMode::Locked`], a lock that would change is an error before any
-//! network.
+//! never re-resolving that tag), pulled by digest into a staging directory
+//! of the blob store, its layer checked against the lock, and the new lock
+//! worked out. With [`LockMode::Locked`], a lock that would change is an
+//! error before any network.
+//!
+//! What was pulled stays staged ([`Fetched`]) until the load it is for has
+//! compiled and loaded every component: a layer that is a component by its
+//! header but does not compile never enters the cache.
 
 use std::path::Path;
 
@@ -70,9 +74,41 @@ impl Pinned {
     }
 }
 
+/// What pinning fetched, staged: kept by [`Fetched::commit`] once the
+/// components compiled and loaded, else dropped with it (its staging
+/// directory removed, the cache as it was).
+#[derive(Debug, Default)]
+pub(crate) struct Fetched(Option<Registry>);
+
+impl Fetched {
+    /// Keep what was fetched: move it into the blob store, and point each
+    /// pinned component of `components` at its layer's place there (the
+    /// staging directory it was compiled from is gone).
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be written.
+    pub(crate) fn commit<'a>(
+        self,
+        components: impl IntoIterator<Item = &'a mut ComponentConfig>,
+    ) -> Result<(), LoadError> {
+        let Some(registry) = self.0 else {
+            return Ok(());
+        };
+        registry.commit()?;
+        for component in components {
+            if let ComponentSource::Pinned(pinned) = &mut component.source {
+                pinned.blob = registry.store().path(&pinned.layer);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Pin the registry components of `components`; `lockable` when they come
 /// from a manifest file, which has a lock file (components given in code or
-/// on the command line have none).
+/// on the command line have none). What was fetched is staged: the caller
+/// commits it once the components loaded.
 ///
 /// # Errors
 ///
@@ -85,7 +121,7 @@ pub(crate) async fn pin(
     lock: Option<&Lock>,
     mode: &LockMode,
     lockable: bool,
-) -> Result<Pinned, LoadError> {
+) -> Result<(Pinned, Fetched), LoadError> {
     let references: Vec<OciRef> = components
         .iter()
         .filter_map(|c| match &c.source {
@@ -102,12 +138,13 @@ pub(crate) async fn pin(
     }
     check_update(&references, mode)?;
     if references.is_empty() {
-        return Ok(Pinned {
+        let pinned = Pinned {
             changed: lock.is_some_and(|l| l.pins().next().is_some()),
             lock: Lock::default(),
             components,
             report: Vec::new(),
-        });
+        };
+        return Ok((pinned, Fetched::default()));
     }
     let cache_dir = cache_dir.ok_or_else(|| {
         LoadError::Registry(RegistryError::new(
@@ -117,7 +154,8 @@ pub(crate) async fn pin(
             ),
         ))
     })?;
-    // Staged: what a refused load fetched is dropped with it.
+    // Staged: what a refused load fetched is dropped with it, and what an
+    // accepted one fetched is kept only once it compiled.
     let registry = Registry::new(settings.clone(), cache_dir)?.staged()?;
     let mut new = Lock::default();
     let mut report = Vec::new();
@@ -145,13 +183,13 @@ pub(crate) async fn pin(
             "a pin's layer size or media type differs from what its manifest declares".into(),
         ));
     }
-    registry.commit()?;
-    Ok(Pinned {
+    let pinned = Pinned {
         changed,
         lock: new,
         components,
         report,
-    })
+    };
+    Ok((pinned, Fetched(Some(registry))))
 }
 
 /// One registry component pinned: what the lock gains, and the component.

@@ -89,6 +89,35 @@ impl Scene {
         String::from_utf8_lossy(&output.stderr).into_owned()
     }
 
+    /// The publisher's cache: a cache of its own, so that what the
+    /// scene's loads find in theirs is what they fetched.
+    fn publisher_cache(&self) -> PathBuf {
+        self.dir.path().join("publisher")
+    }
+
+    /// `toolhost ARGS` as the publisher runs it, with its own cache.
+    fn as_publisher(&self, args: &[&str]) -> Output {
+        let cache = self.publisher_cache();
+        self.toolhost(args, &[("TOOLHOST_CACHE_DIR", cache.to_str().unwrap())])
+    }
+
+    /// `toolhost push COMPONENT REFERENCE` as the publisher: the reference
+    /// pinned to what was pushed (`oci://…@sha256:…`).
+    fn publish(&self, component: &Path, reference: &str) -> String {
+        stdout(&self.as_publisher(&["push", component.to_str().unwrap(), reference]))
+            .trim()
+            .to_owned()
+    }
+
+    /// Write a manifest of one tool, `reference`, under `[verify] key = KEY`.
+    fn verified_by(&self, key: &str, reference: &str) {
+        std::fs::write(
+            self.manifest_path(),
+            format!("[verify]\nkey = \"{key}\"\n\n[[tool]]\ncomponent = \"{reference}\"\n"),
+        )
+        .unwrap();
+    }
+
     /// The `toolhost` binary, in the scene's directory with its cache.
     fn toolhost(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_toolhost"))
@@ -103,12 +132,22 @@ impl Scene {
 }
 
 /// Every directory and file under `paths` (each a directory or a file, or
-/// absent), with a digest of each file's contents.
-fn tree(paths: &[&Path]) -> std::collections::BTreeMap<PathBuf, String> {
+/// absent: a cache directory, a lock file), with a digest of each file's
+/// contents. Every failure path compares one taken before with one taken
+/// after, through [`assert_unchanged`], [`Scene::load_error`] or
+/// [`Scene::refused`].
+///
+/// Left out: the empty `KEY.lock` files the compiled-code cache takes
+/// turns on (hosts starting together compile once). Trying to compile
+/// leaves one, and it holds nothing: no code, no blob, no pin.
+fn cache_snapshot(paths: &[&Path]) -> std::collections::BTreeMap<PathBuf, String> {
     fn walk(path: &Path, into: &mut std::collections::BTreeMap<PathBuf, String>) {
         let Ok(meta) = std::fs::symlink_metadata(path) else {
             return;
         };
+        if meta.len() == 0 && path.extension().is_some_and(|e| e == "lock") {
+            return;
+        }
         if meta.is_dir() {
             into.insert(path.to_owned(), "directory".into());
             let mut entries: Vec<_> = std::fs::read_dir(path)
@@ -134,9 +173,9 @@ fn tree(paths: &[&Path]) -> std::collections::BTreeMap<PathBuf, String> {
 /// Run `work`, asserting that it left everything under `paths` byte for
 /// byte as it was: bad input changes nothing.
 fn assert_unchanged<T>(paths: &[&Path], work: impl FnOnce() -> T) -> T {
-    let before = tree(paths);
+    let before = cache_snapshot(paths);
     let result = work();
-    assert_eq!(tree(paths), before, "changed under {paths:?}");
+    assert_eq!(cache_snapshot(paths), before, "changed under {paths:?}");
     result
 }
 
@@ -145,9 +184,9 @@ async fn assert_unchanged_async<T>(
     paths: &[&Path],
     work: impl std::future::Future<Output = T>,
 ) -> T {
-    let before = tree(paths);
+    let before = cache_snapshot(paths);
     let result = work.await;
-    assert_eq!(tree(paths), before, "changed under {paths:?}");
+    assert_eq!(cache_snapshot(paths), before, "changed under {paths:?}");
     result
 }
 
@@ -174,6 +213,7 @@ async fn push_raw(
     config: (&str, &[u8]),
     layers: &[(&str, &[u8])],
 ) -> Digest {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::new();
     let base = format!("http://{address}/v2/{repository}");
     let descriptor = |media: &str, bytes: &[u8]| json!({"mediaType": media, "digest": Digest::of(bytes).to_string(), "size": bytes.len()});
@@ -404,10 +444,19 @@ async fn a_blob_altered_in_the_registry_is_refused_and_nothing_is_kept() {
     assert!(!scene.lock_path().exists(), "a failed load writes no lock");
 }
 
+/// Each case is refused into a cache and a lock that already hold another
+/// tool, and leaves both byte for byte as they were: a layer that is a
+/// component by its header but does not compile included (it is checked
+/// only by compiling it, so what pulled it stays staged until then).
 #[tokio::test]
 async fn layers_that_are_not_components_are_refused_by_what_they_are() {
     let registry = RegistryServer::start();
-    let cases: [(&str, &[u8], &str); 4] = [
+    let calc = std::fs::read(component("calc")).unwrap();
+    let good = format!("oci://{}/good/calc:1", registry.address());
+    let publisher = tempfile::tempdir().unwrap();
+    push(publisher.path(), &good, &component("calc")).await;
+    let garbage = [&b"\0asm\x0d\0\x01\0"[..], &[0xa5; 64]].concat();
+    let cases: [(&str, &[u8], &str); 6] = [
         (
             "application/octet-stream",
             b"\0asm\x0d\0\x01\0",
@@ -429,9 +478,22 @@ async fn layers_that_are_not_components_are_refused_by_what_they_are() {
             b"x",
             "no Wasm layer (found: text/plain[2J[H)",
         ),
+        // A component's preamble, then nothing a component is made of.
+        ("application/wasm", &garbage, "is not a valid component"),
+        // A real component cut in half.
+        (
+            "application/wasm",
+            &calc[..calc.len() / 2],
+            "is not a valid component",
+        ),
     ];
     for (i, (media, bytes, expected)) in cases.into_iter().enumerate() {
         let scene = Scene::new();
+        scene
+            .load(&scene.one_tool(&good, ""), LockMode::Write)
+            .await
+            .unwrap();
+        assert!(scene.lock_path().exists());
         let tag = format!("case{i}");
         let digest = push_raw(
             &registry.address(),
@@ -441,11 +503,137 @@ async fn layers_that_are_not_components_are_refused_by_what_they_are() {
             &[(media, bytes)],
         )
         .await;
-        let manifest = scene.one_tool(&format!("oci://{}/odd/layer:{tag}", registry.address()), "");
+        let reference = format!("oci://{}/odd/layer:{tag}", registry.address());
+        let manifest = scene.one_tool(&reference, "");
         let error = scene.load_error(&manifest, LockMode::Write).await;
         assert!(error.contains(expected), "{media}: {error}");
-        assert!(error.contains(&digest.to_string()), "{error}");
+        assert!(
+            error.contains(&digest.to_string()) || error.contains(digest.short()),
+            "{error}"
+        );
+        if expected != "is not a valid component" {
+            continue;
+        }
+        assert!(error.contains(&format!("odd/layer:{tag}")), "{error}");
+        // `toolhost lock` compiles what it pins, and `call --component`
+        // loads as a manifest does: neither keeps it.
+        let (cache, lock) = (scene.cache(), scene.lock_path());
+        let pinned = assert_unchanged_async(&[&cache, &lock], async {
+            ToolHost::pin(&manifest, &scene.options(), &LockMode::Write).await
+        })
+        .await;
+        let error = pinned.unwrap_err().to_string();
+        assert!(error.contains(expected), "lock: {error}");
+        let error = scene.refused(&["call", "--component", &reference, "calc", "{}"], &[]);
+        assert!(error.contains(expected), "call --component: {error}");
+        // Nothing staged is left behind either.
+        let staged: Vec<_> = std::fs::read_dir(scene.cache())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with(".pulling-"))
+            .collect();
+        assert!(staged.is_empty(), "{staged:?}");
     }
+}
+
+/// A layer in the store that no longer hashes to its digest (swapped or
+/// damaged on disk) is refused when compiled, never compiled: the bytes
+/// compiled are the bytes hashed, read once.
+#[tokio::test]
+async fn a_stored_layer_changed_on_disk_is_refused_and_not_compiled() {
+    let registry = RegistryServer::start();
+    let scene = Scene::new();
+    let reference = format!("oci://{}/tools/calc:1", registry.address());
+    push(&scene.publisher_cache(), &reference, &component("calc")).await;
+    let manifest = scene.one_tool(&reference, "");
+    scene.load(&manifest, LockMode::Write).await.unwrap();
+    // No compiled code to fall back on, and another valid component where
+    // the layer is kept.
+    for entry in std::fs::read_dir(scene.cache()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "cwasm" || e == "sum") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let layer = Digest::of(&std::fs::read(component("calc")).unwrap());
+    let kept = scene.cache().join("blobs/sha256").join(layer.hex());
+    std::fs::write(&kept, std::fs::read(component("files")).unwrap()).unwrap();
+    let error = scene.load_error(&manifest, LockMode::Write).await;
+    assert!(error.contains("changed on disk"), "{error}");
+    assert!(error.contains(&layer.to_string()), "{error}");
+}
+
+/// `push`, `pull`, `inspect`, `sign` and `lock` that fail leave a cache
+/// and a lock file that already hold something byte for byte as they were
+/// (`inspect` keeps the manifest it showed, but only when it showed it).
+#[tokio::test]
+async fn registry_commands_that_fail_leave_the_cache_and_the_lock_as_they_were() {
+    let registry = RegistryServer::start();
+    let scene = Scene::new();
+    let (a_private, _) = key_pair(scene.dir.path(), "a");
+    let (_, b_public) = key_pair(scene.dir.path(), "b");
+    let calc = component("calc");
+    let address = registry.address();
+    let reference = format!("oci://{address}/tools/calc:1");
+    // The scene's own cache fills: a push, a lock, a pull.
+    let pinned = stdout(&scene.toolhost(&["push", calc.to_str().unwrap(), &reference], &[]));
+    let pinned = pinned.trim();
+    scene.one_tool(&reference, "");
+    stdout(&scene.toolhost(&["lock"], &[]));
+    stdout(&scene.toolhost(&["pull", &reference], &[]));
+    assert!(scene.lock_path().exists());
+    // A file that is no component, and one that is by its header only.
+    let junk = scene.dir.path().join("junk.wasm");
+    std::fs::write(&junk, b"#!/bin/sh\n").unwrap();
+    let half = scene.dir.path().join("half.wasm");
+    let bytes = std::fs::read(&calc).unwrap();
+    std::fs::write(&half, &bytes[..bytes.len() / 2]).unwrap();
+    let other = format!("oci://{address}/tools/other:1");
+    for file in [&junk, &half] {
+        let error = scene.refused(&["push", file.to_str().unwrap(), &other], &[]);
+        assert!(error.contains("is not pushed"), "{error}");
+    }
+    // A tag the registry does not have.
+    let missing = format!("oci://{address}/tools/calc:missing");
+    for command in ["pull", "inspect"] {
+        let error = scene.refused(&[command, &missing], &[]);
+        assert!(error.contains("calc:missing"), "{command}: {error}");
+    }
+    scene.one_tool(&missing, "");
+    let error = scene.refused(&["lock"], &[]);
+    assert!(error.contains("calc:missing"), "lock: {error}");
+    // A signature policy the component does not meet (it is unsigned).
+    let error = scene.refused(
+        &["pull", "--key", b_public.to_str().unwrap(), &reference],
+        &[],
+    );
+    assert!(error.contains("no signature found"), "{error}");
+    // A manifest that is no component: inspect shows nothing, keeps nothing.
+    let odd = push_raw(
+        &address,
+        "odd/inspect",
+        "1",
+        ("application/vnd.wasm.config.v0+json", b"{}"),
+        &[("application/octet-stream", b"x")],
+    )
+    .await;
+    let error = scene.refused(&["inspect", &format!("oci://{address}/odd/inspect:1")], &[]);
+    assert!(
+        error.contains(&odd.to_string()) && error.contains("not a component"),
+        "{error}"
+    );
+    // Signing at a registry that is not there, and a digest it does not have.
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let digest = pinned.rsplit_once('@').unwrap().1;
+    let key = a_private.to_str().unwrap();
+    let unreachable = format!("oci://{nowhere}/tools/calc@{digest}");
+    let error = scene.refused(&["sign", "--key", key, &unreachable], &[]);
+    assert!(error.contains(&nowhere.to_string()), "{error}");
+    let absent = format!("oci://{address}/tools/calc@sha256:{}", "0".repeat(64));
+    scene.refused(&["sign", "--key", key, &absent], &[]);
 }
 
 #[tokio::test]
@@ -466,22 +654,33 @@ async fn a_moved_tag_keeps_its_pinned_digest_until_the_lock_is_updated() {
     let registry = RegistryServer::start();
     let scene = Scene::new();
     let reference = format!("oci://{}/tools/moving:stable", registry.address());
-    let first = push(&scene.cache(), &reference, &component("calc")).await;
+    let first = push(&scene.publisher_cache(), &reference, &component("calc")).await;
     let manifest = scene.one_tool(&reference, "");
     let host = scene.load(&manifest, LockMode::Write).await.unwrap();
     assert!(host.specs().any(|s| s.name == "calc"));
     let lock = std::fs::read_to_string(scene.lock_path()).unwrap();
     assert!(lock.contains(&first.to_string()));
     // The tag moves to another component.
-    let second = push(&scene.cache(), &reference, &component("files")).await;
+    let second = push(&scene.publisher_cache(), &reference, &component("files")).await;
     assert_ne!(first, second);
     let manifest = Manifest::load(&scene.manifest_path()).unwrap();
-    let host = scene.load(&manifest, LockMode::Write).await.unwrap();
+    // The pinned build runs, from the cache: nothing of the moved tag is
+    // fetched, and the cache and the lock stay byte for byte as they were.
+    let (cache, lock_path) = (scene.cache(), scene.lock_path());
+    let host = assert_unchanged_async(&[&cache, &lock_path], async {
+        scene.load(&manifest, LockMode::Write).await.unwrap()
+    })
+    .await;
     assert!(
         host.specs().any(|s| s.name == "calc"),
         "the pinned build runs"
     );
     assert_eq!(std::fs::read_to_string(scene.lock_path()).unwrap(), lock);
+    // `--locked` too.
+    assert_unchanged_async(&[&cache, &lock_path], async {
+        scene.load(&manifest, LockMode::Locked).await.unwrap()
+    })
+    .await;
     // Updating moves the pin, and says from where.
     let pinned = ToolHost::pin(&manifest, &scene.options(), &LockMode::Update(Vec::new()))
         .await
@@ -492,10 +691,13 @@ async fn a_moved_tag_keeps_its_pinned_digest_until_the_lock_is_updated() {
     let typo: OciRef = format!("oci://{}/tools/movin:stable", registry.address())
         .parse()
         .unwrap();
-    let error = ToolHost::pin(&manifest, &scene.options(), &LockMode::Update(vec![typo]))
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = assert_unchanged_async(&[&cache, &lock_path], async {
+        ToolHost::pin(&manifest, &scene.options(), &LockMode::Update(vec![typo]))
+            .await
+            .unwrap_err()
+            .to_string()
+    })
+    .await;
     assert!(
         error.contains("not a component of this manifest"),
         "{error}"
@@ -859,22 +1061,10 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
     let (b_private, b_public) = key_pair(scene.dir.path(), "b");
     let calc = component("calc");
     let reference = format!("oci://{}/signed/calc:1", registry.address());
-    // The publisher has a cache of its own: what the scene's loads find in
-    // theirs is what they fetched.
-    let publisher = tempfile::tempdir().unwrap();
-    let publisher_cache = [("TOOLHOST_CACHE_DIR", publisher.path().to_str().unwrap())];
-    let pushed = stdout(&scene.toolhost(
-        &["push", calc.to_str().unwrap(), &reference],
-        &publisher_cache,
-    ));
-    let pinned = pushed.trim().to_owned();
+    let pinned = scene.publish(&calc, &reference);
     let digest = pinned.rsplit_once('@').unwrap().1.to_owned();
     // Unsigned: refused under a policy, naming the reference, the digest and the fix.
-    std::fs::write(
-        scene.manifest_path(),
-        format!("[verify]\nkey = \"b.pub\"\n\n[[tool]]\ncomponent = \"{reference}\"\n"),
-    )
-    .unwrap();
+    scene.verified_by("b.pub", &reference);
     let stderr = scene.refused(&["tools"], &[]);
     assert!(
         stderr.contains("no signature found") && stderr.contains(&digest),
@@ -882,12 +1072,7 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
     );
     assert!(stderr.contains("toolhost sign --key"), "{stderr}");
     // Signed by a, the policy wants b: refused, and nothing downloaded.
-    let sign = |key: &Path| {
-        scene.toolhost(
-            &["sign", "--key", key.to_str().unwrap(), &pinned],
-            &publisher_cache,
-        )
-    };
+    let sign = |key: &Path| scene.as_publisher(&["sign", "--key", key.to_str().unwrap(), &pinned]);
     let signed = sign(&a_private);
     assert!(
         signed.status.success(),
@@ -934,20 +1119,8 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
     // `pull --key` checks the same way, without a manifest.
     let registry = RegistryServer::start();
     let reference = format!("oci://{}/signed/calc:1", registry.address());
-    let pushed = stdout(&scene.toolhost(
-        &["push", calc.to_str().unwrap(), &reference],
-        &publisher_cache,
-    ));
-    let pinned = pushed.trim().to_owned();
-    let signed = scene.toolhost(
-        &["sign", "--key", a_private.to_str().unwrap(), &pinned],
-        &publisher_cache,
-    );
-    assert!(
-        signed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&signed.stderr)
-    );
+    let pinned = scene.publish(&calc, &reference);
+    stdout(&scene.as_publisher(&["sign", "--key", a_private.to_str().unwrap(), &pinned]));
     std::fs::remove_file(scene.manifest_path()).unwrap();
     let fresh = tempfile::tempdir().unwrap();
     let fresh_cache = [("TOOLHOST_CACHE_DIR", fresh.path().to_str().unwrap())];
@@ -981,10 +1154,7 @@ fn a_signed_component_loads_under_its_key_and_is_refused_under_another() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("none by"));
     // And a tag is refused for signing: it can move.
-    let by_tag = scene.toolhost(
-        &["sign", "--key", a_private.to_str().unwrap(), &reference],
-        &publisher_cache,
-    );
+    let by_tag = scene.as_publisher(&["sign", "--key", a_private.to_str().unwrap(), &reference]);
     assert!(String::from_utf8_lossy(&by_tag.stderr).contains("sign a digest"));
 }
 
@@ -999,19 +1169,11 @@ fn a_component_signed_by_a_key_bundle_loads_under_that_key_and_is_refused_under_
     let (b_private, _) = key_pair(scene.dir.path(), "b");
     let calc = component("calc");
     let reference = format!("oci://{}/bundled/calc:1", registry.address());
-    let publisher = tempfile::tempdir().unwrap();
-    let publisher_cache = [("TOOLHOST_CACHE_DIR", publisher.path().to_str().unwrap())];
-    let pushed = stdout(&scene.toolhost(
-        &["push", calc.to_str().unwrap(), &reference],
-        &publisher_cache,
-    ));
-    let pinned = pushed.trim().to_owned();
+    let pinned = scene.publish(&calc, &reference);
     let digest = pinned.rsplit_once('@').unwrap().1.to_owned();
     let sign = |key: &Path| {
-        let output = scene.toolhost(
-            &["sign", "--bundle", "--key", key.to_str().unwrap(), &pinned],
-            &publisher_cache,
-        );
+        let output =
+            scene.as_publisher(&["sign", "--bundle", "--key", key.to_str().unwrap(), &pinned]);
         assert!(
             output.status.success(),
             "{}",
@@ -1022,13 +1184,7 @@ fn a_component_signed_by_a_key_bundle_loads_under_that_key_and_is_refused_under_
     let signed = sign(&a_private);
     assert!(signed.contains("Sigstore bundle"), "{signed}");
     assert!(sign(&a_private).contains("already signed"));
-    let policy = |key: &str| {
-        std::fs::write(
-            scene.manifest_path(),
-            format!("[verify]\nkey = \"{key}\"\n\n[[tool]]\ncomponent = \"{reference}\"\n"),
-        )
-        .unwrap();
-    };
+    let policy = |key: &str| scene.verified_by(key, &reference);
     // Signed by a's bundle, the policy wants b: refused, naming the
     // bundle, the key and the fix, and nothing downloaded.
     policy("b.pub");
@@ -1204,17 +1360,8 @@ fn pull_and_call_component_apply_the_policy_of_the_tool_entry_naming_the_referen
     key_pair(scene.dir.path(), "b");
     let calc = component("calc");
     let reference = format!("oci://{}/entry/calc:1", registry.address());
-    let publisher = tempfile::tempdir().unwrap();
-    let publisher_cache = [("TOOLHOST_CACHE_DIR", publisher.path().to_str().unwrap())];
-    let pinned = stdout(&scene.toolhost(
-        &["push", calc.to_str().unwrap(), &reference],
-        &publisher_cache,
-    ));
-    let pinned = pinned.trim();
-    stdout(&scene.toolhost(
-        &["sign", "--key", a_private.to_str().unwrap(), pinned],
-        &publisher_cache,
-    ));
+    let pinned = scene.publish(&calc, &reference);
+    stdout(&scene.as_publisher(&["sign", "--key", a_private.to_str().unwrap(), &pinned]));
     let entry = |key: &str| {
         format!("[[tool]]\ncomponent = \"{reference}\"\nverify = {{ key = \"{key}\" }}\n")
     };
@@ -1284,13 +1431,7 @@ fn two_signers_writing_the_referrers_tag_at_once_are_both_kept() {
     let (b_private, _) = key_pair(scene.dir.path(), "b");
     let calc = component("calc");
     let reference = format!("oci://{}/cosigned/calc:1", registry.address());
-    let publisher = tempfile::tempdir().unwrap();
-    let publisher_cache = [("TOOLHOST_CACHE_DIR", publisher.path().to_str().unwrap())];
-    let pinned = stdout(&scene.toolhost(
-        &["push", calc.to_str().unwrap(), &reference],
-        &publisher_cache,
-    ));
-    let pinned = pinned.trim().to_owned();
+    let pinned = scene.publish(&calc, &reference);
     let cache = tempfile::tempdir().unwrap();
     let signer = |key: &Path| {
         Command::new(env!("CARGO_BIN_EXE_toolhost"))
@@ -1314,11 +1455,7 @@ fn two_signers_writing_the_referrers_tag_at_once_are_both_kept() {
         );
     }
     for key in ["a.pub", "b.pub"] {
-        std::fs::write(
-            scene.manifest_path(),
-            format!("[verify]\nkey = \"{key}\"\n\n[[tool]]\ncomponent = \"{reference}\"\n"),
-        )
-        .unwrap();
+        scene.verified_by(key, &reference);
         let fresh = tempfile::tempdir().unwrap();
         let checked = stdout(&scene.toolhost(
             &["check"],
