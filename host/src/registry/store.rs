@@ -264,12 +264,11 @@ fn sweep_staging(cache_dir: &Path, older_than: Duration) {
             continue;
         }
         // Not a symlink (file_type does not follow it): only directories
-        // a pull made are removed.
-        let stale = entry.file_type().is_ok_and(|t| t.is_dir())
-            && entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age >= older_than));
+        // a pull made are removed, and only when neither the directory nor
+        // a file in it changed for `older_than` (a blob being downloaded
+        // changes its file's time, not its directory's).
+        let stale =
+            entry.file_type().is_ok_and(|t| t.is_dir()) && untouched_for(&entry.path(), older_than);
         if !stale {
             continue;
         }
@@ -282,6 +281,23 @@ fn sweep_staging(cache_dir: &Path, older_than: Duration) {
             }
         }
     }
+}
+
+/// Whether the directory `dir` and every entry in it were last modified
+/// `older_than` ago or more (false when any cannot be read).
+fn untouched_for(dir: &Path, older_than: Duration) -> bool {
+    let old = |metadata: std::io::Result<std::fs::Metadata>| {
+        metadata
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age >= older_than))
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    old(std::fs::symlink_metadata(dir))
+        && entries
+            .into_iter()
+            .all(|entry| entry.is_ok_and(|entry| old(entry.metadata())))
 }
 
 /// Every directory and file under `paths` (each a directory or a file, or
@@ -397,14 +413,23 @@ mod tests {
         let barely = stage(".pulling-barely");
         // Not staging, however old: kept.
         let other = stage("pulling-not-ours");
-        let age = |dir: &Path, by: Duration| {
+        let set = |path: &Path, by: Duration| {
             let when = std::time::SystemTime::now() - by;
-            std::fs::File::open(dir)
+            std::fs::File::open(path)
                 .unwrap()
                 .set_modified(when)
                 .unwrap();
         };
+        // The directory and what it holds.
+        let age = |dir: &Path, by: Duration| {
+            set(&dir.join("half-a-blob"), by);
+            set(dir, by);
+        };
         age(&killed, STALE_STAGING + Duration::from_secs(60));
+        // A blob still being downloaded after an hour: its file changes,
+        // its directory does not.
+        let downloading = stage(".pulling-downloading");
+        set(&downloading, STALE_STAGING * 2);
         age(&other, STALE_STAGING * 24);
         age(&barely, STALE_STAGING - Duration::from_secs(60));
         // A symlink named like staging is not followed, nor removed.
@@ -414,6 +439,10 @@ mod tests {
         let _store = Store::new(cache.path());
         assert!(!killed.exists(), "the killed pull's staging is swept");
         assert!(running.join("half-a-blob").exists());
+        assert!(
+            downloading.join("half-a-blob").exists(),
+            "a live download is kept"
+        );
         assert!(barely.join("half-a-blob").exists());
         assert!(other.join("half-a-blob").exists());
         assert!(target.path().join("keep").exists());

@@ -124,20 +124,23 @@ impl Toolbox {
     }
 }
 
-/// Which 0.2 a component that links as 0.2 was built against: the version
-/// of the `tool` interface it exports (the component model matched it to
-/// the host's 0.2.1, whatever its patch).
+/// Which 0.2 a component that links as 0.2 was built against: the newest
+/// version of `toolhost:tool` among what it imports and exports (the
+/// component model matched each to the host's 0.2.1, whatever its patch).
+/// It linked, so it asks nothing past 0.2.1.
 fn version_0_2(pre: &InstancePre<State>) -> &'static str {
     let component = pre.component();
-    let exported = component
-        .component_type()
-        .exports(component.engine())
-        .find_map(|(name, _)| name.strip_prefix("toolhost:tool/tool@"))
-        .map(str::to_owned);
-    match exported.as_deref() {
-        Some("0.2.0") => "0.2.0",
-        _ => "0.2.1",
-    }
+    let ty = component.component_type();
+    let engine = component.engine();
+    let names = ty
+        .imports(engine)
+        .map(|(name, _)| name)
+        .chain(ty.exports(engine).map(|(name, _)| name));
+    let only_0_2_0 = names
+        .filter_map(|name| name.strip_prefix("toolhost:tool/"))
+        .filter_map(|name| name.split_once('@'))
+        .all(|(_, version)| version == "0.2.0");
+    if only_0_2_0 { "0.2.0" } else { "0.2.1" }
 }
 
 /// A 0.1 spec in 0.2's shape: no title.

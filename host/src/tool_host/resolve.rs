@@ -95,11 +95,22 @@ impl Fetched {
         let Some(registry) = self.0 else {
             return Ok(());
         };
+        // Where the staged layers are now, before the commit moves them.
+        let staged: Vec<_> = components
+            .into_iter()
+            .filter_map(|component| match &mut component.source {
+                ComponentSource::Pinned(pinned)
+                    if pinned.blob == registry.store().location(&pinned.layer) =>
+                {
+                    Some(pinned)
+                }
+                _ => None,
+            })
+            .collect();
         registry.commit()?;
-        for component in components {
-            if let ComponentSource::Pinned(pinned) = &mut component.source {
-                pinned.blob = registry.store().path(&pinned.layer);
-            }
+        // Only those: a pinned component an embedder made names its own file.
+        for pinned in staged {
+            pinned.blob = registry.store().path(&pinned.layer);
         }
         Ok(())
     }

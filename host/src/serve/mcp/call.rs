@@ -37,7 +37,7 @@ impl McpServer {
         let tool = self.callable(&host, &request.name, &context, &principal)?;
         // Answers the client gives up front, or with a retry: each answers
         // the call's question of its key, when it asks one.
-        let mut given = request.input_responses.unwrap_or_default();
+        let mut given = super::mrtr::answers(request.input_responses)?;
         if let Some(state) = request.request_state.as_deref() {
             let name = &tool.spec().name;
             let running = self

@@ -254,7 +254,7 @@ impl Parking {
         owner: &str,
         tool: &str,
         handle: &str,
-        responses: &mut InputResponses,
+        responses: &mut Answers,
     ) -> Result<Running, ErrorData> {
         let mut parked = self.parked();
         let now = Instant::now();
@@ -270,31 +270,33 @@ impl Parking {
             return Err(unknown_state());
         };
         drop(parked);
-        let answer = match responses.remove(&call.key) {
-            None => Answer::Cancelled,
-            Some(value) => match answer_of(&call.key, &value) {
-                Ok(answer) => answer,
-                Err(e) => {
-                    // Put back: the client may send a well-formed answer.
-                    self.parked().insert(handle.to_owned(), call);
-                    return Err(e);
-                }
-            },
-        };
+        let answer = responses.remove(&call.key).unwrap_or(Answer::Cancelled);
         // A call whose wait timed out meanwhile has gone on without it.
         let _ = call.answer.send(answer);
         Ok(call.running)
     }
 }
 
-/// The answer `value` gives to the question `key`: −32602 when it is no
-/// elicitation result.
-fn answer_of(key: &str, value: &serde_json::Value) -> Result<Answer, ErrorData> {
-    Ok(match super::tasks::reply_of(key, value)? {
-        Reply::Accepted(content) => Answer::Accepted(content),
-        Reply::Declined => Answer::Declined,
-        Reply::Cancelled => Answer::Cancelled,
-    })
+/// A request's answers (its `inputResponses`), by question key.
+pub(super) type Answers = std::collections::BTreeMap<String, Answer>;
+
+/// The answers of a request's `inputResponses`, every one checked before
+/// any work starts: −32602 for one that is no elicitation result (or too
+/// large), whatever its key, so a malformed answer never stops a call
+/// partway, after what it did.
+pub(super) fn answers(responses: Option<InputResponses>) -> Result<Answers, ErrorData> {
+    responses
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(key, value)| {
+            let answer = match super::tasks::reply_of(&key, &value)? {
+                Reply::Accepted(content) => Answer::Accepted(content),
+                Reply::Declined => Answer::Declined,
+                Reply::Cancelled => Answer::Cancelled,
+            };
+            Ok((key, answer))
+        })
+        .collect()
 }
 
 /// What became of a call the request waited on.
@@ -363,7 +365,7 @@ impl McpServer {
         principal: &Principal,
         tool: &str,
         context: &RequestContext<RoleServer>,
-        mut given: InputResponses,
+        mut given: Answers,
     ) -> Result<CallToolResponse, ErrorData> {
         loop {
             let waited = tokio::select! {
@@ -382,10 +384,7 @@ impl McpServer {
                     ));
                 }
                 Waited::Asks(asked, call) => {
-                    if let Some(value) = given.remove(&asked.question.key) {
-                        // A malformed answer ends the request (and, dropped,
-                        // the call), as it does a retry's.
-                        let answer = answer_of(&asked.question.key, &value)?;
+                    if let Some(answer) = given.remove(&asked.question.key) {
                         let _ = asked.answer.send(answer);
                         running = call;
                         continue;
@@ -543,7 +542,7 @@ mod tests {
         assert_eq!(drain.finish().await, 1, "stopped at the end of the drain");
         assert_eq!(drain.in_flight(), 0);
         let late = parking
-            .resume("alice", "t", &handle, &mut InputResponses::new())
+            .resume("alice", "t", &handle, &mut Answers::new())
             .err()
             .unwrap();
         assert_eq!(late.code, crate::serve::requests::SHUTTING_DOWN);

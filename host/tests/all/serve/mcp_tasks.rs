@@ -343,7 +343,6 @@ async fn mcp_2026_answers_given_up_front_answer_the_questions_of_their_keys() {
         "user_name": yes(),
         "q2": {"action": "decline"},
         "unknown_extra_key": {"action": "accept", "content": {"foo": "bar"}},
-        "not_even_an_answer": 42,
     }});
     let reply = ask_keyed(&server, 2, &["user_name"], answers).await;
     let result = &reply["result"];
@@ -388,19 +387,38 @@ async fn mcp_2026_answers_given_up_front_answer_the_questions_of_their_keys() {
     );
 }
 
-/// A malformed answer under a key a question asks by is the request's
-/// error (−32602, naming the key and the fix), as on a retry; one that
-/// does not fit the form is the tool's to hear of, as any answer.
+/// A malformed answer is the request's error (−32602, naming the key and
+/// the fix) before any work starts, whatever its key: a call never stops
+/// partway for it, and a retry that carries one leaves its call waiting.
+/// One that does not fit the form is the tool's to hear of, as any answer.
 #[tokio::test]
-async fn mcp_2026_a_malformed_answer_given_up_front_is_refused() {
+async fn mcp_2026_a_malformed_answer_is_refused_before_any_work() {
     let server = start();
-    let bad = json!({"inputResponses": {"user_name": {"action": "maybe"}}});
-    let reply = ask_keyed(&server, 1, &["user_name"], bad).await;
+    for (key, bad) in [
+        ("user_name", json!({"action": "maybe"})),
+        ("unknown", json!(42)),
+    ] {
+        let reply = ask_keyed(
+            &server,
+            1,
+            &["user_name"],
+            json!({"inputResponses": {key: bad}}),
+        )
+        .await;
+        assert_eq!(reply["error"]["code"], -32602, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        let named = format!("inputResponses[{key:?}] is not an elicitation result");
+        assert!(message.contains(&named), "{message}");
+    }
+    let reply = ask_keyed(&server, 1, &["user_name"], json!({})).await;
+    let state = reply["result"]["requestState"].as_str().unwrap().to_owned();
+    let retry = |extra: Value| json!({"requestState": state, "inputResponses": {"user_name": yes(), "later": extra}});
+    let reply = ask_keyed(&server, 1, &["user_name"], retry(json!("nonsense"))).await;
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
-    let message = reply["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("inputResponses[\"user_name\"] is not an elicitation result"),
-        "{message}"
+    let reply = ask_keyed(&server, 1, &["user_name"], retry(yes())).await;
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "answer: {\"ok\":true}",
+        "the call still waited: {reply}"
     );
     let unfit = json!({"inputResponses": {"q1": {"action": "accept", "content": {"ok": "yes"}}}});
     let reply = ask_keyed(&server, 1, &[], unfit).await;

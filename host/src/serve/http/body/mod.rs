@@ -335,17 +335,16 @@ impl Bodies {
                 continue;
             }
             if buffer.capacity() < total {
-                // A body that declared its length takes the rest of it at
-                // once: it holds its first piece or all its room, never part
-                // of it while it waits for more (bodies growing together
-                // could each hold part and wait on the others until all were
-                // refused). One that declared none grows by doubling.
-                let grown = match declared {
-                    Some(_) => limit,
-                    None => total
-                        .max(2 * first.as_ref().map_or(buffer.capacity(), Bytes::len))
-                        .min(limit),
-                };
+                // Grown by doubling, declared length or not: room in the
+                // budget is taken for bytes sent, never for bytes announced
+                // (taking a declared length's rest at its second piece let
+                // four addresses hold the whole budget with two tiny pieces
+                // per body). So bodies growing together can each hold part
+                // of their room and wait for more; the first whose wait ends
+                // is refused and gives its room back, and the others go on.
+                let grown = total
+                    .max(2 * first.as_ref().map_or(buffer.capacity(), Bytes::len))
+                    .min(limit);
                 self.take(&mut room, grown.saturating_sub(charged), declared.is_some())
                     .await?;
                 charged = charged.max(grown);
