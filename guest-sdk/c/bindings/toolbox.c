@@ -276,23 +276,26 @@ extern void __wasm_import_wasi_keyvalue_batch_set_many(int32_t, uint8_t *, size_
 __attribute__((__import_module__("wasi:keyvalue/batch@0.2.0-draft"), __import_name__("delete-many")))
 extern void __wasm_import_wasi_keyvalue_batch_delete_many(int32_t, uint8_t *, size_t, uint8_t *);
 
-// Imported Functions from `toolhost:tool/host@0.2.0`
+// Imported Functions from `toolhost:tool/host@0.2.1`
 
-__attribute__((__import_module__("toolhost:tool/host@0.2.0"), __import_name__("log")))
+__attribute__((__import_module__("toolhost:tool/host@0.2.1"), __import_name__("log")))
 extern void __wasm_import_toolhost_tool_host_log(int32_t, uint8_t *, size_t);
 
-__attribute__((__import_module__("toolhost:tool/host@0.2.0"), __import_name__("config")))
+__attribute__((__import_module__("toolhost:tool/host@0.2.1"), __import_name__("config")))
 extern void __wasm_import_toolhost_tool_host_config(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("toolhost:tool/host@0.2.0"), __import_name__("progress")))
+__attribute__((__import_module__("toolhost:tool/host@0.2.1"), __import_name__("progress")))
 extern void __wasm_import_toolhost_tool_host_progress(double, int32_t, double, int32_t, uint8_t *, size_t);
 
-__attribute__((__import_module__("toolhost:tool/host@0.2.0"), __import_name__("ask")))
+__attribute__((__import_module__("toolhost:tool/host@0.2.1"), __import_name__("ask")))
 extern void __wasm_import_toolhost_tool_host_ask(uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-// Exported Functions from `toolhost:tool/tool@0.2.0`
+__attribute__((__import_module__("toolhost:tool/host@0.2.1"), __import_name__("ask-with-key")))
+extern void __wasm_import_toolhost_tool_host_ask_with_key(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__weak__, __export_name__("cabi_post_toolhost:tool/tool@0.2.0#tools")))
+// Exported Functions from `toolhost:tool/tool@0.2.1`
+
+__attribute__((__weak__, __export_name__("cabi_post_toolhost:tool/tool@0.2.1#tools")))
 void __wasm_export_exports_toolhost_tool_tool_tools_post_return(uint8_t * arg0) {
   size_t len = *((size_t*) (arg0 + sizeof(void*)));
   if (len > 0) {
@@ -336,7 +339,7 @@ void __wasm_export_exports_toolhost_tool_tool_tools_post_return(uint8_t * arg0) 
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_toolhost:tool/tool@0.2.0#call")))
+__attribute__((__weak__, __export_name__("cabi_post_toolhost:tool/tool@0.2.1#call")))
 void __wasm_export_exports_toolhost_tool_tool_call_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -6564,7 +6567,37 @@ bool toolhost_tool_host_ask(toolbox_string_t *question, toolbox_string_t *answer
   }
 }
 
-__attribute__((__export_name__("toolhost:tool/tool@0.2.0#tools")))
+bool toolhost_tool_host_ask_with_key(toolbox_string_t *key, toolbox_string_t *question, toolbox_string_t *answer_schema, toolbox_string_t *ret, toolhost_tool_host_refused_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_toolhost_tool_host_ask_with_key((uint8_t *) (*key).ptr, (*key).len, (uint8_t *) (*question).ptr, (*question).len, (uint8_t *) (*answer_schema).ptr, (*answer_schema).len, ptr);
+  toolhost_tool_host_result_string_refused_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (toolbox_string_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (toolhost_tool_host_refused_t) {
+        (toolhost_tool_host_ask_refusal_t) (int32_t) *((uint8_t*) (ptr + sizeof(void*))),
+        (toolbox_string_t) (toolbox_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) },
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+__attribute__((__export_name__("toolhost:tool/tool@0.2.1#tools")))
 uint8_t * __wasm_export_exports_toolhost_tool_tool_tools(void) {
   exports_toolhost_tool_tool_list_tool_spec_t ret;
   exports_toolhost_tool_tool_tools(&ret);
@@ -6574,7 +6607,7 @@ uint8_t * __wasm_export_exports_toolhost_tool_tool_tools(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("toolhost:tool/tool@0.2.0#call")))
+__attribute__((__export_name__("toolhost:tool/tool@0.2.1#call")))
 uint8_t * __wasm_export_exports_toolhost_tool_tool_call(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4, int64_t arg5, int32_t arg6, uint8_t * arg7, size_t arg8) {
   toolbox_option_string_t option;
   switch (arg6) {

@@ -1513,7 +1513,7 @@ extern bool wasi_keyvalue_batch_set_many(wasi_keyvalue_batch_borrow_bucket_t buc
 // Other concurrent operations may also be able to see the partial results.
 extern bool wasi_keyvalue_batch_delete_many(wasi_keyvalue_batch_borrow_bucket_t bucket, toolbox_list_string_t *keys, wasi_keyvalue_batch_error_t *err);
 
-// Imported Functions from `toolhost:tool/host@0.2.0`
+// Imported Functions from `toolhost:tool/host@0.2.1`
 // Write to the host's structured log, tagged with the call's ids.
 extern void toolhost_tool_host_log(toolhost_tool_host_level_t level, toolbox_string_t *message);
 // A configuration value or secret granted to this component in the
@@ -1536,8 +1536,18 @@ extern void toolhost_tool_host_progress(double done, double *maybe_total, toolbo
 // 
 // An answer is only data for the tool: it never grants a capability.
 extern bool toolhost_tool_host_ask(toolbox_string_t *question, toolbox_string_t *answer_schema, toolbox_string_t *ret, toolhost_tool_host_refused_t *err);
+// `ask`, under a key the tool names: the name clients see the question
+// by (an MCP input-required result's `inputRequests` key), so a client
+// that knows the tool can answer it up front, in the call's own
+// `inputResponses`. `ask` names a call's n-th question `q<n>`.
+// 
+// `key` is 1 to 64 of `A-Z a-z 0-9 _ -`, not `q` and digits (the
+// names `ask` gives), and names one question of a call: asking under a
+// key the call used already is refused `invalid-question`, as is a
+// malformed key.
+extern bool toolhost_tool_host_ask_with_key(toolbox_string_t *key, toolbox_string_t *question, toolbox_string_t *answer_schema, toolbox_string_t *ret, toolhost_tool_host_refused_t *err);
 
-// Exported Functions from `toolhost:tool/tool@0.2.0`
+// Exported Functions from `toolhost:tool/tool@0.2.1`
 void exports_toolhost_tool_tool_tools(exports_toolhost_tool_tool_list_tool_spec_t *ret);
 bool exports_toolhost_tool_tool_call(toolbox_string_t *name, toolbox_string_t *arguments, exports_toolhost_tool_tool_call_context_t *context, exports_toolhost_tool_tool_tool_output_t *ret, exports_toolhost_tool_tool_tool_error_t *err);
 

@@ -337,19 +337,24 @@ async fn media_past_the_result_limit_is_replaced_by_a_note() {
 }
 
 /// The host speaks 0.2.1, and components built against 0.1.0 and 0.2.0
-/// load and run unchanged beside one built against it. (`probe-c` is built
-/// with the C SDK's committed 0.2.0 bindings.)
+/// load and run unchanged beside one built against it. (`probe-v0_2_0` is
+/// built against `wit/v0.2.0`, the contract as 0.2.0 published it.)
 #[tokio::test]
 async fn components_built_against_older_contracts_load_and_run_unchanged() {
     let host = host(vec![
         ComponentConfig::new(component("probe-v0_1"))
             .grants(Grants::none().config("suffix", "!", false)),
         ComponentConfig::new(component("probe")),
-        ComponentConfig::new(component("probe-c")),
+        ComponentConfig::new(component("probe-v0_2_0")),
     ])
     .await;
     let versions: Vec<_> = host.contract_versions().map(|(_, v)| v).collect();
     assert_eq!(versions, ["0.1.0", "0.2.1", "0.2.0"]);
+    let echoed = host.call(call("echo_0_2_0", json!({"ask": false}))).await;
+    assert_eq!(ok(&echoed), r#"{"ask":false}"#);
+    // Its `ask` is 0.2.0's, linked to 0.2.1's host: nobody here to ask.
+    let asked = host.call(call("echo_0_2_0", json!({"ask": true}))).await;
+    assert!(ok(&asked).starts_with("refused: "), "{}", ok(&asked));
     let spec = host.spec("old_echo").unwrap();
     assert_eq!(spec.title, "Old echo", "0.1 has no title: one is derived");
     assert!(spec.hints.read_only);
