@@ -534,34 +534,47 @@ mod tests {
             .unwrap();
     }
 
+    /// Push calc (the tool the scene signs) and qr (another, unsigned and
+    /// under no policy, that the scene's cache and lock hold before any
+    /// refusal) to `server`: calc's reference and digest, qr's reference,
+    /// and calc's manifest.
+    async fn publish_scene(
+        registry: &Registry,
+        server: &RegistryServer,
+    ) -> (OciRef, Digest, String, Vec<u8>) {
+        let tool = |name: &str| {
+            std::fs::read(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join(format!("../target/tools/{name}.wasm")),
+            )
+            .unwrap_or_else(|_| panic!("scripts/build-tools.sh built {name}.wasm"))
+        };
+        let reference: OciRef = format!("oci://{}/keyless/calc:1", server.address())
+            .parse()
+            .unwrap();
+        let digest = registry
+            .push(&reference, &tool("calc"), &Publication::default())
+            .await
+            .unwrap();
+        let plain = format!("oci://{}/keyless/qr:1", server.address());
+        registry
+            .push(
+                &plain.parse().unwrap(),
+                &tool("qr"),
+                &Publication::default(),
+            )
+            .await
+            .unwrap();
+        let manifest = registry.store().read(&digest, MAX_MANIFEST).unwrap();
+        (reference, digest, plain, manifest)
+    }
+
     #[tokio::test]
     async fn a_keyless_bundle_found_through_the_referrers_tag_verifies_then_again_offline() {
         let mut server = RegistryServer::start();
         let publisher = tempfile::tempdir().unwrap();
         let registry = Registry::new(Settings::default(), publisher.path()).unwrap();
-        let reference: OciRef = format!("oci://{}/keyless/calc:1", server.address())
-            .parse()
-            .unwrap();
-        let calc = std::fs::read(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/calc.wasm"),
-        )
-        .expect("scripts/build-tools.sh built calc.wasm");
-        let digest = registry
-            .push(&reference, &calc, &Publication::default())
-            .await
-            .unwrap();
-        // Another tool, unsigned and under no policy, that the scene's
-        // cache and lock hold before any refusal.
-        let plain = format!("oci://{}/keyless/qr:1", server.address());
-        let qr = std::fs::read(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/qr.wasm"),
-        )
-        .expect("scripts/build-tools.sh built qr.wasm");
-        registry
-            .push(&plain.parse().unwrap(), &qr, &Publication::default())
-            .await
-            .unwrap();
-        let manifest = registry.store().read(&digest, MAX_MANIFEST).unwrap();
+        let (reference, digest, _, manifest) = publish_scene(&registry, &server).await;
         let mut options = kit::Options::default();
         options.artifact = manifest.clone();
         let built = kit::build(&options);
@@ -614,29 +627,7 @@ mod tests {
         let server = RegistryServer::start();
         let publisher = tempfile::tempdir().unwrap();
         let registry = Registry::new(Settings::default(), publisher.path()).unwrap();
-        let reference: OciRef = format!("oci://{}/keyless/calc:1", server.address())
-            .parse()
-            .unwrap();
-        let calc = std::fs::read(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/calc.wasm"),
-        )
-        .expect("scripts/build-tools.sh built calc.wasm");
-        let digest = registry
-            .push(&reference, &calc, &Publication::default())
-            .await
-            .unwrap();
-        // Another tool, unsigned and under no policy, that the scene's
-        // cache and lock hold before any refusal.
-        let plain = format!("oci://{}/keyless/qr:1", server.address());
-        let qr = std::fs::read(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/qr.wasm"),
-        )
-        .expect("scripts/build-tools.sh built qr.wasm");
-        registry
-            .push(&plain.parse().unwrap(), &qr, &Publication::default())
-            .await
-            .unwrap();
-        let manifest = registry.store().read(&digest, MAX_MANIFEST).unwrap();
+        let (reference, digest, plain, manifest) = publish_scene(&registry, &server).await;
         let mut options = kit::Options::default();
         options.artifact = manifest.clone();
         let built = kit::build(&options);
