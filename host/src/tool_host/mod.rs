@@ -138,13 +138,23 @@ type Compiled =
 /// Compile every component at once, each on a blocking thread: compiling a
 /// large one takes seconds, cached ones milliseconds.
 async fn compile_all(sandbox: &Arc<Sandbox>, components: &[ComponentConfig]) -> Vec<Compiled> {
+    on_each(sandbox, components, |sandbox, config| {
+        let started = Instant::now();
+        let loaded = sandbox.load(config);
+        (loaded, started.elapsed())
+    })
+    .await
+}
+
+/// `work` on every component at once, each on a blocking thread, in order.
+async fn on_each<T: Send + 'static>(
+    sandbox: &Arc<Sandbox>,
+    components: &[ComponentConfig],
+    work: fn(&Sandbox, &ComponentConfig) -> T,
+) -> Vec<Result<T, tokio::task::JoinError>> {
     futures::future::join_all(components.iter().cloned().map(|config| {
         let sandbox = sandbox.clone();
-        tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            let loaded = sandbox.load(&config);
-            (loaded, started.elapsed())
-        })
+        tokio::task::spawn_blocking(move || work(&sandbox, &config))
     }))
     .await
 }
@@ -330,16 +340,9 @@ impl ToolHost {
             let sandbox = Arc::new(
                 Sandbox::new(options, 0).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
             );
-            let compiled = futures::future::join_all(pulled.into_iter().map(|config| {
-                let sandbox = sandbox.clone();
-                tokio::task::spawn_blocking(move || {
-                    let outcome = sandbox.compile_only(&config);
-                    (config, outcome)
-                })
-            }))
-            .await;
-            for joined in compiled {
-                let (config, outcome) =
+            let compiled = on_each(&sandbox, &pulled, Sandbox::compile_only).await;
+            for (config, joined) in pulled.iter().zip(compiled) {
+                let outcome =
                     joined.map_err(|e| LoadError::Engine(format!("compiling panicked: {e}")))?;
                 outcome.map_err(|e| LoadError::Component {
                     component: config.label(),
