@@ -293,6 +293,14 @@ extern void __wasm_import_toolhost_tool_host_ask(uint8_t *, size_t, uint8_t *, s
 __attribute__((__import_module__("toolhost:tool/host@0.2.1"), __import_name__("ask-with-key")))
 extern void __wasm_import_toolhost_tool_host_ask_with_key(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
+// Imported Functions from `toolhost:tool/tools@0.2.1`
+
+__attribute__((__import_module__("toolhost:tool/tools@0.2.1"), __import_name__("call-tool")))
+extern void __wasm_import_toolhost_tool_tools_call_tool(uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("toolhost:tool/tools@0.2.1"), __import_name__("call-tools")))
+extern void __wasm_import_toolhost_tool_tools_call_tools(uint8_t *, size_t, uint8_t *);
+
 // Exported Functions from `toolhost:tool/tool@0.2.1`
 
 __attribute__((__weak__, __export_name__("cabi_post_toolhost:tool/tool@0.2.1#tools")))
@@ -1344,6 +1352,49 @@ void toolhost_tool_types_tool_output_free(toolhost_tool_types_tool_output_t *ptr
 void toolhost_tool_types_tool_error_free(toolhost_tool_types_tool_error_t *ptr) {
   toolbox_string_free(&ptr->kind);
   toolbox_string_free(&ptr->message);
+}
+
+void toolhost_tool_tools_tool_output_free(toolhost_tool_tools_tool_output_t *ptr) {
+  toolhost_tool_types_tool_output_free(ptr);
+}
+
+void toolhost_tool_tools_tool_error_free(toolhost_tool_tools_tool_error_t *ptr) {
+  toolhost_tool_types_tool_error_free(ptr);
+}
+
+void toolhost_tool_tools_tool_call_free(toolhost_tool_tools_tool_call_t *ptr) {
+  toolbox_string_free(&ptr->name);
+  toolbox_string_free(&ptr->arguments);
+}
+
+void toolhost_tool_tools_result_tool_output_tool_error_free(toolhost_tool_tools_result_tool_output_tool_error_t *ptr) {
+  if (!ptr->is_err) {
+    toolhost_tool_tools_tool_output_free(&ptr->val.ok);
+  } else {
+    toolhost_tool_tools_tool_error_free(&ptr->val.err);
+  }
+}
+
+void toolhost_tool_tools_list_tool_call_free(toolhost_tool_tools_list_tool_call_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    toolhost_tool_tools_tool_call_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      toolhost_tool_tools_tool_call_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void toolhost_tool_tools_list_result_tool_output_tool_error_free(toolhost_tool_tools_list_result_tool_output_tool_error_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    toolhost_tool_tools_result_tool_output_tool_error_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      toolhost_tool_tools_result_tool_output_tool_error_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
 }
 
 void exports_toolhost_tool_tool_tool_spec_free(exports_toolhost_tool_tool_tool_spec_t *ptr) {
@@ -6595,6 +6646,74 @@ bool toolhost_tool_host_ask_with_key(toolbox_string_t *key, toolbox_string_t *qu
     *err = result.val.err;
     return 0;
   }
+}
+
+bool toolhost_tool_tools_call_tool(toolbox_string_t *name, toolbox_string_t *arguments, toolhost_tool_tools_tool_output_t *ret, toolhost_tool_tools_tool_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(9*sizeof(void*))];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_toolhost_tool_tools_call_tool((uint8_t *) (*name).ptr, (*name).len, (uint8_t *) (*arguments).ptr, (*arguments).len, ptr);
+  toolhost_tool_tools_result_tool_output_tool_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      toolbox_option_string_t option3;
+      switch ((int32_t) *((uint8_t*) (ptr + (3*sizeof(void*))))) {
+        case 0: {
+          option3.is_some = false;
+          break;
+        }
+        case 1: {
+          option3.is_some = true;
+          option3.val = (toolbox_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (4*sizeof(void*))))), (*((size_t*) (ptr + (5*sizeof(void*))))) };
+          break;
+        }
+      }
+      toolbox_option_string_t option4;
+      switch ((int32_t) *((uint8_t*) (ptr + (6*sizeof(void*))))) {
+        case 0: {
+          option4.is_some = false;
+          break;
+        }
+        case 1: {
+          option4.is_some = true;
+          option4.val = (toolbox_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (7*sizeof(void*))))), (*((size_t*) (ptr + (8*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.ok = (toolhost_tool_types_tool_output_t) {
+        (toolhost_tool_types_list_content_block_t) (toolhost_tool_types_list_content_block_t) { (toolhost_tool_types_content_block_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) },
+        (toolbox_option_string_t) option3,
+        (toolbox_option_string_t) option4,
+      };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (toolhost_tool_types_tool_error_t) {
+        (toolbox_string_t) (toolbox_string_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) },
+        (toolbox_string_t) (toolbox_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (3*sizeof(void*))))), (*((size_t*) (ptr + (4*sizeof(void*))))) },
+        (bool) (int32_t) *((uint8_t*) (ptr + (5*sizeof(void*)))),
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+void toolhost_tool_tools_call_tools(toolhost_tool_tools_list_tool_call_t *calls, toolhost_tool_tools_list_result_tool_output_tool_error_t *ret) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(2*sizeof(void*))];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_toolhost_tool_tools_call_tools((uint8_t *) (*calls).ptr, (*calls).len, ptr);
+  *ret = (toolhost_tool_tools_list_result_tool_output_tool_error_t) { (toolhost_tool_tools_result_tool_output_tool_error_t*)(*((uint8_t **) (ptr + 0))), (*((size_t*) (ptr + sizeof(void*)))) };
 }
 
 __attribute__((__export_name__("toolhost:tool/tool@0.2.1#tools")))

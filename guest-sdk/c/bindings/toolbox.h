@@ -869,6 +869,35 @@ typedef struct toolhost_tool_types_tool_error_t {
   bool   retryable;
 } toolhost_tool_types_tool_error_t;
 
+typedef toolhost_tool_types_tool_output_t toolhost_tool_tools_tool_output_t;
+
+typedef toolhost_tool_types_tool_error_t toolhost_tool_tools_tool_error_t;
+
+// A call to make: a loaded tool's name, and its arguments as a JSON
+// object.
+typedef struct toolhost_tool_tools_tool_call_t {
+  toolbox_string_t   name;
+  toolbox_string_t   arguments;
+} toolhost_tool_tools_tool_call_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    toolhost_tool_tools_tool_output_t ok;
+    toolhost_tool_tools_tool_error_t err;
+  } val;
+} toolhost_tool_tools_result_tool_output_tool_error_t;
+
+typedef struct {
+  toolhost_tool_tools_tool_call_t *ptr;
+  size_t len;
+} toolhost_tool_tools_list_tool_call_t;
+
+typedef struct {
+  toolhost_tool_tools_result_tool_output_tool_error_t *ptr;
+  size_t len;
+} toolhost_tool_tools_list_result_tool_output_tool_error_t;
+
 typedef toolhost_tool_types_tool_spec_t exports_toolhost_tool_tool_tool_spec_t;
 
 typedef toolhost_tool_types_call_context_t exports_toolhost_tool_tool_call_context_t;
@@ -1547,6 +1576,15 @@ extern bool toolhost_tool_host_ask(toolbox_string_t *question, toolbox_string_t 
 // malformed key.
 extern bool toolhost_tool_host_ask_with_key(toolbox_string_t *key, toolbox_string_t *question, toolbox_string_t *answer_schema, toolbox_string_t *ret, toolhost_tool_host_refused_t *err);
 
+// Imported Functions from `toolhost:tool/tools@0.2.1`
+// Call one tool and wait for its result.
+extern bool toolhost_tool_tools_call_tool(toolbox_string_t *name, toolbox_string_t *arguments, toolhost_tool_tools_tool_output_t *ret, toolhost_tool_tools_tool_error_t *err);
+// Call several tools at once and wait for all of them: one result per
+// call, in the order of `calls`. At most the manifest's
+// `call_tools.concurrency` (8 by default) run at a time; the rest wait
+// their turn.
+extern void toolhost_tool_tools_call_tools(toolhost_tool_tools_list_tool_call_t *calls, toolhost_tool_tools_list_result_tool_output_tool_error_t *ret);
+
 // Exported Functions from `toolhost:tool/tool@0.2.1`
 void exports_toolhost_tool_tool_tools(exports_toolhost_tool_tool_list_tool_spec_t *ret);
 bool exports_toolhost_tool_tool_call(toolbox_string_t *name, toolbox_string_t *arguments, exports_toolhost_tool_tool_call_context_t *context, exports_toolhost_tool_tool_tool_output_t *ret, exports_toolhost_tool_tool_tool_error_t *err);
@@ -1806,6 +1844,18 @@ void toolhost_tool_types_list_content_block_free(toolhost_tool_types_list_conten
 void toolhost_tool_types_tool_output_free(toolhost_tool_types_tool_output_t *ptr);
 
 void toolhost_tool_types_tool_error_free(toolhost_tool_types_tool_error_t *ptr);
+
+void toolhost_tool_tools_tool_output_free(toolhost_tool_tools_tool_output_t *ptr);
+
+void toolhost_tool_tools_tool_error_free(toolhost_tool_tools_tool_error_t *ptr);
+
+void toolhost_tool_tools_tool_call_free(toolhost_tool_tools_tool_call_t *ptr);
+
+void toolhost_tool_tools_result_tool_output_tool_error_free(toolhost_tool_tools_result_tool_output_tool_error_t *ptr);
+
+void toolhost_tool_tools_list_tool_call_free(toolhost_tool_tools_list_tool_call_t *ptr);
+
+void toolhost_tool_tools_list_result_tool_output_tool_error_free(toolhost_tool_tools_list_result_tool_output_tool_error_t *ptr);
 
 void exports_toolhost_tool_tool_tool_spec_free(exports_toolhost_tool_tool_tool_spec_t *ptr);
 

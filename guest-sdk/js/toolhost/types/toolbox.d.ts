@@ -1,5 +1,6 @@
 /// <reference path="./interfaces/toolhost-tool-host.d.ts" />
 /// <reference path="./interfaces/toolhost-tool-tool.d.ts" />
+/// <reference path="./interfaces/toolhost-tool-tools.d.ts" />
 /// <reference path="./interfaces/toolhost-tool-types.d.ts" />
 /// <reference path="./interfaces/wasi-clocks-monotonic-clock.d.ts" />
 /// <reference path="./interfaces/wasi-http-outgoing-handler.d.ts" />
@@ -12,6 +13,7 @@
 /// <reference path="./interfaces/wasi-keyvalue-store.d.ts" />
 declare module 'toolhost:tool/toolbox@0.2.1' {
   export type * as ToolhostToolHost021 from 'toolhost:tool/host@0.2.1'; // import toolhost:tool/host@0.2.1
+  export type * as ToolhostToolTools021 from 'toolhost:tool/tools@0.2.1'; // import toolhost:tool/tools@0.2.1
   export type * as ToolhostToolTypes021 from 'toolhost:tool/types@0.2.1'; // import toolhost:tool/types@0.2.1
   export type * as WasiClocksMonotonicClock0212 from 'wasi:clocks/monotonic-clock@0.2.12'; // import wasi:clocks/monotonic-clock@0.2.12
   export type * as WasiHttpOutgoingHandler0212 from 'wasi:http/outgoing-handler@0.2.12'; // import wasi:http/outgoing-handler@0.2.12
