@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 out=target/tools
 mkdir -p "$out"
 
-rust_tools=(calc http-get files notes qr probe probe-v0_1 probe-v0_2_0 mcp-fixtures)
+rust_tools=(calc http-get files notes qr probe probe-v0_1 probe-v0_2_0 probe-caller mcp-fixtures)
 cargo build --quiet --target wasm32-wasip2 --profile guest $(printf -- '-p %s ' "${rust_tools[@]}")
 for tool in "${rust_tools[@]}"; do
     cp "target/wasm32-wasip2/guest/${tool//-/_}.wasm" "$out/$tool.wasm"

@@ -31,6 +31,7 @@ pub mod baseline;
 mod bindings;
 mod budget;
 mod cache;
+mod calls;
 mod contract;
 mod deadline;
 mod engine;
@@ -56,6 +57,8 @@ use wasmtime::error::Context as _;
 
 pub use budget::raise_descriptor_limit;
 pub use cache::{CacheStatus, default_dir as default_cache_dir};
+pub(crate) use calls::ToolCaller;
+pub(crate) use deadline::Deadline;
 pub use engine::SandboxOptions;
 pub use interact::ASK_WAIT;
 pub(crate) use loaded::{CallSide, LoadedComponent, Ran, RawSpec, kept_ready};
@@ -95,6 +98,7 @@ impl Sandbox {
         files::add_to_linker(&mut linker)?;
         http::add_to_linker(&mut linker)?;
         contract::add_to_linker(&mut linker)?;
+        calls::add_to_linker(&mut linker)?;
         Ok(Self {
             ticker: Arc::new(EpochTicker::start(engine.clone())),
             cache: options.cache_dir.clone().map(cache::Cache::new),

@@ -32,6 +32,8 @@
 
 mod batch;
 mod call;
+mod calling;
+mod declarations;
 mod env;
 mod load;
 mod request;
@@ -128,6 +130,8 @@ struct Slot {
     tools: Vec<String>,
     /// Results of its cached tools.
     cache: Option<ResultCache>,
+    /// What it may call, when it is granted `call_tools`.
+    callees: Option<Arc<calling::Callees>>,
 }
 
 /// A component compiled (or loaded from the cache) on a blocking thread,
@@ -222,6 +226,7 @@ impl Tools {
             config,
             tools: names,
             cache,
+            callees: None,
         });
         Ok(())
     }
@@ -266,6 +271,10 @@ struct Inner {
     in_flight: Semaphore,
     /// The permits `in_flight` started with.
     max_in_flight: usize,
+    /// Bounds the calls of tools that call tools to half of `in_flight`,
+    /// taken before it: the other half is always there for the calls they
+    /// make, so callers waiting on their calls can never hold every permit.
+    callers: Semaphore,
     // Dropped last: stops the epoch thread after every component is gone.
     _sandbox: Arc<Sandbox>,
 }
@@ -440,14 +449,17 @@ impl ToolHost {
         for (config, joined) in components.into_iter().zip(compiled) {
             tools.add(config, joined).await?;
         }
+        let max_in_flight = options.max_instances as usize;
+        calling::resolve(&mut tools, max_in_flight)?;
         fetched.commit(tools.slots.iter_mut().map(|slot| &mut slot.config))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 slots: tools.slots,
                 entries: tools.entries,
                 by_name: tools.by_name,
-                in_flight: Semaphore::new(options.max_instances as usize),
-                max_in_flight: options.max_instances as usize,
+                in_flight: Semaphore::new(max_in_flight),
+                max_in_flight,
+                callers: Semaphore::new((max_in_flight / 2).max(1)),
                 _sandbox: sandbox,
             }),
         })
