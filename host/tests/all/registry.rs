@@ -14,6 +14,7 @@ use crate::registry_server::{PASSWORD, RegistryServer};
 use crate::util::{call, component, ok};
 
 mod credentials;
+mod independent;
 mod locking;
 mod referrers;
 mod settings;
