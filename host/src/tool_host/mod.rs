@@ -345,21 +345,26 @@ impl ToolHost {
             .filter(|c| matches!(c.source, crate::component::ComponentSource::Pinned(_)))
             .cloned()
             .collect();
-        if !pulled.is_empty() {
-            let sandbox = Arc::new(
-                Sandbox::new(options, 0).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
-            );
-            let compiled = on_each(&sandbox, &pulled, Sandbox::compile_only).await;
-            for (config, joined) in pulled.iter().zip(compiled) {
-                let outcome =
-                    joined.map_err(|e| LoadError::Engine(format!("compiling panicked: {e}")))?;
-                outcome.map_err(|e| LoadError::Component {
-                    component: config.label(),
-                    message: format!("{e:#}"),
-                })?;
-            }
+        if pulled.is_empty() {
+            fetched.commit(&mut pinned.components)?;
+            return Ok(pinned);
+        }
+        let sandbox =
+            Arc::new(Sandbox::new(options, 0).map_err(|e| LoadError::Engine(format!("{e:#}")))?);
+        // One that does not compile refuses the lot: the code compiled for
+        // the others' staged layers goes with them.
+        let fresh = sandbox.fresh_entries(fetched.staged_layers(&pulled));
+        let compiled = on_each(&sandbox, &pulled, Sandbox::compile_only).await;
+        for (config, joined) in pulled.iter().zip(compiled) {
+            let outcome =
+                joined.map_err(|e| LoadError::Engine(format!("compiling panicked: {e}")))?;
+            outcome.map_err(|e| LoadError::Component {
+                component: config.label(),
+                message: format!("{e:#}"),
+            })?;
         }
         fetched.commit(&mut pinned.components)?;
+        fresh.keep();
         Ok(pinned)
     }
 
@@ -444,6 +449,10 @@ impl ToolHost {
         let sandbox = Arc::new(
             Sandbox::new(&options, ahead).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
         );
+        // A component may compile and still be refused (it does not link,
+        // its `tools()` traps or returns invalid specs), or another may be:
+        // then the code compiled for staged layers goes with them.
+        let fresh = sandbox.fresh_entries(fetched.staged_layers(&components));
         let compiled = compile_all(&sandbox, &components).await;
         let mut tools = Tools::default();
         for (config, joined) in components.into_iter().zip(compiled) {
@@ -452,6 +461,7 @@ impl ToolHost {
         let max_in_flight = options.max_instances as usize;
         calling::resolve(&mut tools, max_in_flight)?;
         fetched.commit(tools.slots.iter_mut().map(|slot| &mut slot.config))?;
+        fresh.keep();
         Ok(Self {
             inner: Arc::new(Inner {
                 slots: tools.slots,
