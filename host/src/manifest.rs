@@ -104,6 +104,7 @@ struct RawModel {
     prices: Option<RawPrices>,
     response_format: Option<RawResponseFormat>,
     system: Option<String>,
+    code_mode: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -165,6 +166,7 @@ impl RawModel {
                 .response_format
                 .map(|raw| raw.validate(file))
                 .transpose()?,
+            code_mode: self.code_mode,
         };
         config
             .apply(Overrides {

@@ -103,6 +103,21 @@ pub enum AgentEvent {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         cached: bool,
     },
+    /// A call a tool made ended: a tool granted `call_tools` (the code
+    /// tool's `run_code`) calls other tools, and each of those calls is
+    /// recorded here, its id the calling call's with `/1`, `/2`, … after
+    /// it. Its result went to the calling program, not to the model.
+    NestedToolResult {
+        /// The ToolMessage, typed error included.
+        message: ToolMessage,
+        /// Wall-clock time of the call.
+        duration_ms: f64,
+        /// Fuel the tool used.
+        fuel: u64,
+        /// Answered from the result cache: the tool did not run.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        cached: bool,
+    },
     /// The run ended.
     Finished {
         /// How.

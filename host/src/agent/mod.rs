@@ -209,7 +209,13 @@ impl Agent {
         on_event: OnEvent<'_>,
     ) -> Transcript {
         let started = Instant::now();
-        let tools: Vec<ToolSpec> = self.host.specs().cloned().collect();
+        let code_mode = self.policy.controls.code_mode;
+        let offered = match self.host.code_mode_specs() {
+            Some(specs) if code_mode => Some(specs.into_iter().cloned().collect()),
+            None if code_mode => None,
+            _ => Some(self.host.specs().cloned().collect()),
+        };
+        let tools: Vec<ToolSpec> = offered.clone().unwrap_or_default();
         let mut run = Run::new(
             messages,
             on_event,
@@ -222,6 +228,16 @@ impl Agent {
             tools: tools.iter().map(|t| t.name.clone()).collect(),
         });
         let steps = match self.answer_schema(&tools) {
+            Ok(_) if offered.is_none() => {
+                let error = "code_mode is on, but no loaded tool is granted call_tools: add the code tool to the manifest (see example-tools/code.toml), or turn code_mode off";
+                run.end(
+                    RunEnd::Misconfigured {
+                        error: error.to_owned(),
+                    },
+                    format!("The run was not started: {error}"),
+                );
+                0
+            }
             Ok(schema) => self.turns(&mut run, &tools, schema.as_ref()).await,
             Err(error) => {
                 run.end(

@@ -136,6 +136,15 @@ impl CallObserver for Relay {
 
     fn log(&self, _: LogLevel, _: &str) {}
 
+    fn called(&self, outcome: &crate::outcome::Outcome) {
+        let _ = self.notes.send(AgentEvent::NestedToolResult {
+            message: outcome.to_message(),
+            duration_ms: outcome.stats.duration.as_secs_f64() * 1e3,
+            fuel: outcome.stats.fuel_used,
+            cached: outcome.stats.cached,
+        });
+    }
+
     fn progress(&self, progress: &Progress) {
         let _ = self.notes.send(AgentEvent::ToolProgress {
             id: progress.call_id.clone(),

@@ -468,6 +468,10 @@ pub(crate) struct LoopFlags {
     /// A JSON Schema file the final answer must satisfy.
     #[arg(long, value_name = "FILE")]
     pub(crate) response_schema: Option<PathBuf>,
+    /// Code mode: offer the model the code tool (run_code, over the tools
+    /// it may call) instead of those tools (sets [model] code_mode).
+    #[arg(long)]
+    pub(crate) code_mode: bool,
 }
 
 impl LoopFlags {
@@ -494,6 +498,7 @@ impl LoopFlags {
             max_run_tokens,
             max_run_cost,
             response_schema,
+            code_mode,
         } = self;
         let response_format = match response_schema {
             Some(path) => Some(ResponseFormat::new(
@@ -515,6 +520,7 @@ impl LoopFlags {
             max_run_tokens,
             max_run_cost,
             response_format,
+            code_mode: code_mode.then_some(true),
             ..ControlOverrides::default()
         })
     }

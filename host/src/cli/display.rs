@@ -30,6 +30,7 @@ impl Display {
                 show_tool_call(event);
             }
             "tool_result" => show_tool_result(event),
+            "nested_tool_result" => show_nested_result(event),
             "tool_progress" => show_progress(event),
             "model_retry" => show_model_retry(event),
             "finished" => self.show_finished(event),
@@ -116,6 +117,23 @@ fn show_tool_result(event: &serde_json::Value) {
     }
     for other in others {
         out!("  {}", one_line(&other, 200));
+    }
+}
+
+/// A call a tool made (code mode): one indented line, under the call that
+/// made it.
+fn show_nested_result(event: &serde_json::Value) {
+    let message = &event["message"];
+    let name = one_line(message["name"].as_str().unwrap_or_default(), 64);
+    let duration_ms = number(event, "duration_ms");
+    let (first_line, _) = result_content(&message["content"]);
+    let first_line = one_line(first_line.lines().next().unwrap_or_default(), 120);
+    match message["error"]["type"].as_str() {
+        None => out!("    ↳ {name} ✓ {duration_ms:.1} ms: {first_line}"),
+        Some(kind) => out!(
+            "    ↳ {name} ✗ {} {duration_ms:.1} ms: {first_line}",
+            one_line(kind, 32)
+        ),
     }
 }
 

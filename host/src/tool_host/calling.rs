@@ -101,6 +101,25 @@ pub(super) fn resolve(tools: &mut Tools, max_in_flight: usize) -> Result<(), Loa
     Ok(())
 }
 
+/// [`ToolHost::code_mode_specs`].
+pub(super) fn code_mode(host: &ToolHost) -> Option<Vec<&ToolSpec>> {
+    let inner = &host.inner;
+    let mut callable = BTreeSet::new();
+    for callees in inner.slots.iter().filter_map(|s| s.callees.as_ref()) {
+        callable.extend(callees.allowed.iter().copied());
+    }
+    inner.slots.iter().find(|s| s.callees.is_some())?;
+    Some(
+        inner
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !callable.contains(i))
+            .map(|(_, e)| &*e.spec)
+            .collect(),
+    )
+}
+
 /// The dispatcher side of one calling call: made when the call starts,
 /// dropped when it ends.
 pub(super) struct InnerCalls {

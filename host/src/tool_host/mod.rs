@@ -480,6 +480,13 @@ impl ToolHost {
         self.inner.entries.iter().map(|e| &*e.spec)
     }
 
+    /// What a model is offered in code mode: every tool that calls tools
+    /// (the code tool's `run_code`), and every tool none of them may call,
+    /// in manifest order; `None` when no loaded tool calls tools.
+    pub fn code_mode_specs(&self) -> Option<Vec<&ToolSpec>> {
+        calling::code_mode(self)
+    }
+
     /// The spec of tool `name`.
     pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
         self.inner

@@ -46,6 +46,11 @@ pub struct LoopControls {
     pub prices: Option<Prices>,
     /// A schema the final answer must satisfy.
     pub response_format: Option<ResponseFormat>,
+    /// Code mode: offer the model the tools that call tools (the code
+    /// tool's `run_code`) instead of the tools they may call, so that the
+    /// model writes one program rather than making many calls (default
+    /// false: every tool is offered, `run_code` beside the others).
+    pub code_mode: bool,
 }
 
 impl Default for LoopControls {
@@ -63,6 +68,7 @@ impl Default for LoopControls {
             max_run_cost: None,
             prices: None,
             response_format: None,
+            code_mode: false,
         }
     }
 }
@@ -97,7 +103,9 @@ impl LoopControls {
             max_run_cost,
             prices,
             response_format,
+            code_mode,
         } = overrides;
+        self.code_mode = code_mode.unwrap_or(self.code_mode);
         self.max_steps = max_steps.unwrap_or(self.max_steps);
         self.max_tokens = max_tokens.unwrap_or(self.max_tokens);
         self.max_retries = max_retries.unwrap_or(self.max_retries);

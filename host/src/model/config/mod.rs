@@ -202,6 +202,8 @@ pub struct ControlOverrides {
     pub prices: Option<Prices>,
     /// A schema for the final answer.
     pub response_format: Option<ResponseFormat>,
+    /// Code mode on or off.
+    pub code_mode: Option<bool>,
 }
 
 /// A model setting that is out of range or disagrees with another: the
