@@ -355,3 +355,52 @@ export function handle(request: OutgoingRequest, options: RequestOptions | undef
   request.sent.timeoutNs = options?.timeoutNs;
   return new FutureIncomingResponse(request);
 }
+
+// toolhost:tool/tools
+/** A tool of the fake host: its result, or the `tool-error` it fails with. */
+export type FakeTool = (args: unknown) => { ok: unknown } | { err: { kind: string; message: string; retryable: boolean } };
+
+/** The tools `call-tool` reaches, what each call was given, and each host call's batch. */
+export const fakeTools = {
+  tools: new Map<string, FakeTool>(),
+  calls: [] as [string, string][],
+  batches: [] as number[],
+  reset(): void {
+    this.tools = new Map();
+    this.calls = [];
+    this.batches = [];
+  },
+};
+
+type WireOutput = { content: { tag: 'text'; val: string }[]; structured?: string };
+type WireResult = { tag: 'ok'; val: WireOutput } | { tag: 'err'; val: { kind: string; message: string; retryable: boolean } };
+
+function runFakeTool(name: string, args: string): WireResult {
+  fakeTools.calls.push([name, args]);
+  const tool = fakeTools.tools.get(name);
+  if (tool === undefined) {
+    return { tag: 'err', val: { kind: 'unknown_tool', message: `no tool is named "${name}"`, retryable: true } };
+  }
+  const answer = tool(JSON.parse(args));
+  if ('err' in answer) {
+    return { tag: 'err', val: answer.err };
+  }
+  const value = answer.ok;
+  return typeof value === 'string'
+    ? { tag: 'ok', val: { content: [{ tag: 'text', val: value }] } }
+    : { tag: 'ok', val: { content: [{ tag: 'text', val: JSON.stringify(value) }], structured: JSON.stringify(value) } };
+}
+
+export function callTool(name: string, args: string): WireOutput {
+  fakeTools.batches.push(1);
+  const result = runFakeTool(name, args);
+  if (result.tag === 'err') {
+    throw componentError(result.val);
+  }
+  return result.val;
+}
+
+export function callTools(calls: { name: string; arguments: string }[]): WireResult[] {
+  fakeTools.batches.push(calls.length);
+  return calls.map((call) => runFakeTool(call.name, call.arguments));
+}

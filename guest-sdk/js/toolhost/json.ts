@@ -1,0 +1,132 @@
+/**
+ * Values as JSON, checked: what `JSON.stringify` would drop, mangle or
+ * choke on is refused with the path to it, instead of becoming `null`,
+ * `{}` or a missing key without a word.
+ */
+
+/** How deep a value may nest: the host's JSON parser (serde_json) stops at 128 levels. */
+export const MAX_DEPTH = 100;
+
+/** What {@link toJsonValue} does with an object property whose value is `undefined`. */
+export interface JsonOptions {
+  /**
+   * Leave the property out, as `JSON.stringify` does (fit for arguments,
+   * where an optional field may be `undefined`); by default it is refused.
+   */
+  omitUndefined?: boolean;
+}
+
+/** Classes whose instances `JSON.stringify` turns into `{}` or loses, with what to do instead. */
+const LOSSY: [Function | undefined, string][] = [
+  [globalThis.Promise, 'a Promise: did you forget `await`?'],
+  [globalThis.Map, 'a Map: JSON has none; convert it with Object.fromEntries(map)'],
+  [globalThis.Set, 'a Set: JSON has none; convert it with [...set]'],
+  [globalThis.WeakMap, 'a WeakMap: JSON has none'],
+  [globalThis.WeakSet, 'a WeakSet: JSON has none'],
+  [globalThis.RegExp, 'a RegExp: JSON has none; use its .source'],
+  [globalThis.Error, 'an Error: JSON has none; use its .message'],
+  [globalThis.ArrayBuffer, 'an ArrayBuffer: JSON has none; convert it with Array.from(new Uint8Array(buffer))'],
+];
+
+/**
+ * A plain JSON copy of `value` (objects, arrays, strings, finite numbers,
+ * booleans, null), built by walking it once: `toJSON` methods are honoured
+ * (a Date becomes its ISO string), shared objects are copied, and nothing
+ * of `value` is read again afterwards.
+ *
+ * @throws TypeError naming the first bad value by its path from `root`
+ * (`result.items[3] is a function`): a cycle, a BigInt, a function, a
+ * symbol, `undefined` (see {@link JsonOptions}), NaN or an infinity, a
+ * Promise, Map, Set or other object JSON would mangle, nesting deeper than
+ * {@link MAX_DEPTH}, or a getter, `toJSON` or Proxy that throws.
+ */
+export function toJsonValue(value: unknown, root: string, options: JsonOptions = {}): unknown {
+  return copy(value, root, [], options);
+}
+
+function copy(value: unknown, path: string, ancestors: object[], options: JsonOptions): unknown {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      if (!Number.isFinite(value)) {
+        throw new TypeError(`${path} is ${value}: JSON has no NaN or Infinity`);
+      }
+      return value;
+    case 'undefined':
+      throw new TypeError(`${path} is undefined: JSON has no undefined; use null, or leave the key out`);
+    case 'bigint':
+      throw new TypeError(`${path} is a BigInt (${value}n): JSON has none; convert it with Number(x) or String(x)`);
+    case 'function':
+      throw new TypeError(`${path} is a function: JSON has none; call it, or leave it out`);
+    case 'symbol':
+      throw new TypeError(`${path} is a symbol: JSON has none`);
+  }
+  if (value === null) {
+    return null;
+  }
+  const object = value as object;
+  if (ancestors.includes(object)) {
+    throw new TypeError(`${path} is a cycle: it contains itself`);
+  }
+  if (ancestors.length >= MAX_DEPTH) {
+    throw new TypeError(`${path} is nested more than ${MAX_DEPTH} levels deep`);
+  }
+  try {
+    const toJSON = (object as { toJSON?: unknown }).toJSON;
+    if (typeof toJSON === 'function') {
+      return copy(toJSON.call(object, ''), path, [...ancestors, object], options);
+    }
+    for (const [type, what] of LOSSY) {
+      if (type !== undefined && object instanceof type) {
+        throw new TypeError(`${path} is ${what}`);
+      }
+    }
+    if (ArrayBuffer.isView(object)) {
+      throw new TypeError(`${path} is a ${object.constructor.name}: convert it with Array.from(x)`);
+    }
+    const inner = [...ancestors, object];
+    if (Array.isArray(object)) {
+      const items: unknown[] = [];
+      for (let i = 0; i < object.length; i++) {
+        items.push(copy(object[i], `${path}[${i}]`, inner, options));
+      }
+      return items;
+    }
+    const fields: Record<string, unknown> = {};
+    for (const key of Object.keys(object)) {
+      const keyPath = /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+      let field: unknown;
+      try {
+        field = (object as Record<string, unknown>)[key];
+      } catch (e) {
+        throw new TypeError(`${keyPath} cannot be read: ${describe(e)}`);
+      }
+      if (field === undefined && options.omitUndefined) {
+        continue;
+      }
+      // defineProperty, not assignment: a key `__proto__` stays a key.
+      Object.defineProperty(fields, key, { value: copy(field, keyPath, inner, options), enumerable: true, writable: true, configurable: true });
+    }
+    return fields;
+  } catch (e) {
+    if (e instanceof TypeError && e.message.startsWith(path)) {
+      throw e;
+    }
+    // A throwing getter, toJSON or Proxy trap; or a RangeError from depth.
+    throw new TypeError(`${path} cannot be read: ${describe(e)}`);
+  }
+}
+
+/** A thrown value's text, without running anything of it that could throw again. */
+function describe(thrown: unknown): string {
+  try {
+    if (thrown instanceof Error) {
+      return `${thrown.name}: ${thrown.message}`;
+    }
+    return typeof thrown === 'string' ? thrown : `a thrown ${thrown === null ? 'null' : typeof thrown}`;
+  } catch {
+    return 'a value that cannot be described';
+  }
+}
