@@ -41,7 +41,7 @@ const results = await Promise.all(cities.map((city) => tools.weather({ city })))
 console.log(\`got \${results.length}\`);
 return results.map((r, i) => ({ city: cities[i], temp: r.temperature }));
 
-Calls in the same tick (e.g. Promise.all) run in parallel. A failed call throws a ToolCallError (e.tool, e.kind, e.message, e.retryable) that you can catch; uncaught, it fails the program. TypeScript type annotations are accepted. There is no network, file system, clock, timer (setTimeout), import or require: the tools are the only way out, and each run starts from a fresh state.`;
+A tool whose name is not an identifier is tools["its-name"](args). Calls in the same tick (e.g. Promise.all) run in parallel. A failed call throws a ToolCallError (e.tool, e.kind, e.message, e.retryable) that you can catch; uncaught, it fails the program. TypeScript type annotations are accepted. There is no network, file system, clock, timer (setTimeout), import or require: the tools are the only way out, and each run starts from a fresh state.`;
 
 // ---------------------------------------------------------------------------
 // Compiling the program
@@ -174,9 +174,18 @@ export function toolsFor() {
       batch.forEach(({ reject }) => reject(e));
       return;
     }
-    settled.forEach((outcome, i) =>
-      outcome.status === 'fulfilled' ? batch[i].resolve(outcome.value) : batch[i].reject(outcome.reason),
-    );
+    // One outcome per call, or the call fails: a promise left pending would
+    // leave the program waiting for ever.
+    batch.forEach(({ resolve, reject }, i) => {
+      const outcome = settled[i];
+      if (outcome === undefined) {
+        reject(new ToolCallError(batch[i].name, 'internal', 'the host returned no result for this call', true));
+      } else if (outcome.status === 'fulfilled') {
+        resolve(outcome.value);
+      } else {
+        reject(outcome.reason);
+      }
+    });
   }
 
   async function later() {

@@ -216,6 +216,12 @@ describe('tool calls', () => {
     assert.deepEqual(fakeTools.calls.map(([, args]) => args), ['{"text":"a b"}', '{}']);
   });
 
+  test('a call the host returns no result for fails, instead of waiting for ever', async () => {
+    fakeTools.dropLast = true;
+    const { ok } = await run('const r = await Promise.allSettled([tools.calc({ expression: "1" }), tools.calc({ expression: "2" })]);\nreturn r.map((x) => x.status + " " + (x.reason?.message ?? x.value.value));');
+    assert.deepEqual(ok.result, ['fulfilled 1', 'rejected the host returned no result for this call']);
+  });
+
   test('calls not awaited still run before the result returns', async () => {
     const { ok } = await run('tools.word_count({ text: "x" });\nreturn "done";');
     assert.equal(ok.result, 'done');

@@ -365,10 +365,13 @@ export const fakeTools = {
   tools: new Map<string, FakeTool>(),
   calls: [] as [string, string][],
   batches: [] as number[],
+  /** Set to answer `call-tools` with one result too few, as a broken host would. */
+  dropLast: false,
   reset(): void {
     this.tools = new Map();
     this.calls = [];
     this.batches = [];
+    this.dropLast = false;
   },
 };
 
@@ -402,5 +405,6 @@ export function callTool(name: string, args: string): WireOutput {
 
 export function callTools(calls: { name: string; arguments: string }[]): WireResult[] {
   fakeTools.batches.push(calls.length);
-  return calls.map((call) => runFakeTool(call.name, call.arguments));
+  const results = calls.map((call) => runFakeTool(call.name, call.arguments));
+  return fakeTools.dropLast ? results.slice(0, -1) : results;
 }
