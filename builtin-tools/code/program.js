@@ -362,14 +362,20 @@ function cutToBytes(text, limit) {
 
 /** What a thrown value says, read without letting it throw again or run for long. */
 export function describeThrown(thrown) {
+  let isError;
   try {
-    if (thrown instanceof Error) {
+    isError = thrown instanceof Error;
+  } catch {
+    return 'a value that cannot be inspected (a Proxy that throws), not an Error';
+  }
+  if (isError) {
+    try {
       const name = String(thrown.name);
       const message = String(thrown.message);
       return message === '' ? name : `${name}: ${message}`;
+    } catch {
+      return 'an Error that cannot be read';
     }
-  } catch {
-    return 'an Error that cannot be read';
   }
   try {
     switch (typeof thrown) {

@@ -281,7 +281,7 @@ describe('thrown values', () => {
       ['throw "oops"', 'the program threw the string "oops" (throw an Error to get a stack)'],
       ['throw { code: 7 }', 'the program threw the object {"code":7}, not an Error'],
       ['throw { toString() { throw 1; }, toJSON() { throw 2; } }', 'the program threw an object that cannot be shown, not an Error'],
-      ['throw new Proxy({}, { get() { throw 1; }, getPrototypeOf() { throw 2; } })', 'the program threw an'],
+      ['throw new Proxy({}, { get() { throw 1; }, getPrototypeOf() { throw 2; } })', 'the program threw a value that cannot be inspected (a Proxy that throws), not an Error'],
       ['throw Symbol("s")', 'the program threw the symbol Symbol(s), not an Error'],
       ['throw 5n', 'the program threw the bigint 5n, not an Error'],
       ['throw () => 1', 'the program threw a function, not an Error'],
