@@ -78,12 +78,12 @@ export function compile(source) {
   try {
     stripped = transform(source, { transforms: ['typescript'], disableESTransforms: true }).code;
   } catch (tsError) {
-    throw new ProgramSyntaxError(`${syntaxMessage(jsError, 0)}${hasTypes(source) ? ` (and as TypeScript: ${tsError.message})` : ''}`);
+    throw new ProgramSyntaxError(`${syntaxMessage(jsError)}${hasTypes(source) ? ` (and as TypeScript: ${tsError.message})` : ''}`);
   }
   try {
     return compileJs(stripped);
   } catch (e) {
-    throw new ProgramSyntaxError(syntaxMessage(e, 0));
+    throw new ProgramSyntaxError(syntaxMessage(e));
   }
 }
 
@@ -113,11 +113,11 @@ function hasTypes(source) {
 }
 
 /** `SyntaxError: missing ) after argument list at line 3, column 7`, lines counted in the program. */
-function syntaxMessage(error, extraOffset) {
+function syntaxMessage(error) {
   const text = describeThrown(error);
   const line = Number(error?.lineNumber);
   if (Number.isInteger(line) && line > 0) {
-    const programLine = line - (error.offset ?? 3) - extraOffset;
+    const programLine = line - (error.offset ?? 3);
     if (programLine >= 1) {
       const column = Number(error.columnNumber);
       return `${text} at line ${programLine}${Number.isInteger(column) && column > 0 ? `, column ${column}` : ''}`;
@@ -322,7 +322,7 @@ function show(value) {
           if (typeof v === 'bigint') return `${v}n`;
           if (typeof v === 'function') return `[function ${v.name || 'anonymous'}]`;
           if (v !== null && typeof v === 'object') {
-            if (seen.has(v)) return '[cycle]';
+            if (seen.has(v)) return '[repeated]';
             seen.add(v);
             if (v instanceof Map) return Object.fromEntries(v);
             if (v instanceof Set) return [...v];

@@ -320,7 +320,7 @@ describe('console', () => {
       'const a = {}; a.a = a;\nconsole.log(a, new Proxy({}, { get() { throw 1; }, ownKeys() { throw 2; } }), Symbol("s"), () => 1);\nreturn 0;',
     );
     assert.equal(ok.logs.length, 1);
-    assert.match(ok.logs[0], /^\{"a":"\[cycle\]"\} /);
+    assert.match(ok.logs[0], /^\{"a":"\[repeated\]"\} /);
   });
 
   test('a flood keeps the first lines and says how many were dropped', async () => {
