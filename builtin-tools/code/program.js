@@ -10,8 +10,8 @@ import {
   ToolCallError,
   ToolError,
   argumentsJson,
-  callTool,
-  callTools,
+  callToolJson,
+  callToolsJson,
   defineTool,
   log,
   s,
@@ -159,9 +159,9 @@ export function toolsFor() {
     const batch = queue;
     queue = [];
     if (batch.length === 1) {
-      const [{ name, args, resolve, reject }] = batch;
+      const [{ name, json, resolve, reject }] = batch;
       try {
-        resolve(callTool(name, args));
+        resolve(callToolJson(name, json));
       } catch (e) {
         reject(e);
       }
@@ -169,23 +169,19 @@ export function toolsFor() {
     }
     let settled;
     try {
-      settled = callTools(batch.map(({ name, args }) => ({ name, arguments: args })));
+      settled = callToolsJson(batch.map(({ name, json }) => ({ name, arguments: json })));
     } catch (e) {
       batch.forEach(({ reject }) => reject(e));
       return;
     }
-    // One outcome per call, or the call fails: a promise left pending would
-    // leave the program waiting for ever.
-    batch.forEach(({ resolve, reject }, i) => {
+    for (let i = 0; i < batch.length; i++) {
       const outcome = settled[i];
-      if (outcome === undefined) {
-        reject(new ToolCallError(batch[i].name, 'internal', 'the host returned no result for this call', true));
-      } else if (outcome.status === 'fulfilled') {
-        resolve(outcome.value);
+      if (outcome.status === 'fulfilled') {
+        batch[i].resolve(outcome.value);
       } else {
-        reject(outcome.reason);
+        batch[i].reject(outcome.reason);
       }
-    });
+    }
   }
 
   async function later() {
@@ -199,9 +195,9 @@ export function toolsFor() {
 
   function call(name, args = {}) {
     return new Promise((resolve, reject) => {
-      // Checked now, so a bad argument fails this call alone, before any host call.
-      const json = argumentsJson(name, args);
-      queue.push({ name, args: JSON.parse(json), resolve, reject });
+      // Checked and copied now: a bad argument fails this call alone,
+      // before any host call, and a later change to `args` changes nothing.
+      queue.push({ name, json: argumentsJson(name, args), resolve, reject });
       if (queue.length === 1) {
         later();
       }
@@ -246,38 +242,49 @@ export function toolsFor() {
 export function consoleFor() {
   const lines = [];
   let bytes = 0;
+  let full = false;
   let dropped = 0;
 
   function write(level, args) {
+    if (full) {
+      // Count what is dropped without the cost of formatting it: a flood
+      // of a million lines must not spend the program's fuel here.
+      dropped += lineCount(args);
+      return;
+    }
     let text;
     try {
       text = args.map(show).join(' ');
     } catch {
       text = '[a value that cannot be shown]';
     }
-    for (const line of text.split('\n')) {
+    const prefix = level === 'log' || level === 'info' ? '' : `[${level}] `;
+    for (const part of text.split('\n')) {
+      const line = prefix + part;
       const size = utf8Length(line) + 1;
-      if (lines.length >= MAX_LOG_LINES || bytes + size > MAX_LOG_BYTES) {
-        // A first line too long for what is left is cut to fit, once.
-        const room = MAX_LOG_BYTES - bytes - 1;
-        if (lines.length < MAX_LOG_LINES && room > 64 && dropped === 0) {
-          const cut = `${cutToBytes(line, room - 4)}…`;
-          keep(level, cut);
-          bytes = MAX_LOG_BYTES;
+      if (full || lines.length >= MAX_LOG_LINES) {
+        full = true;
+        dropped++;
+      } else if (bytes + size <= MAX_LOG_BYTES) {
+        keep(level, line);
+        bytes += size;
+      } else {
+        // The line that fills the budget is kept, cut to fit, when there
+        // is room for a useful part of it; every line after it is dropped.
+        const room = MAX_LOG_BYTES - bytes - 4;
+        if (room >= 64) {
+          keep(level, `${cutToBytes(line, room)}…`);
         } else {
           dropped++;
         }
-        continue;
+        full = true;
       }
-      keep(level, line);
-      bytes += size;
     }
   }
 
   function keep(level, line) {
-    const shown = level === 'log' || level === 'info' ? line : `[${level}] ${line}`;
-    lines.push(shown);
-    log(HOST_LEVEL[level], `run_code console: ${shown}`);
+    lines.push(line);
+    log(HOST_LEVEL[level], `run_code console: ${line}`);
   }
 
   const console = Object.freeze({
@@ -296,6 +303,26 @@ export function consoleFor() {
       return dropped === 0 ? [...lines] : [...lines, `… ${dropped} more line${dropped === 1 ? '' : 's'} dropped`];
     },
   };
+}
+
+/**
+ * Lines `args` would print: one, plus the newlines in its strings (other
+ * values print as one line). Index loops, not for-of: without a JIT, the
+ * iterator protocol costs ten times the fuel here.
+ */
+function lineCount(args) {
+  let count = 1;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (typeof arg === 'string') {
+      let at = arg.indexOf('\n');
+      while (at !== -1) {
+        count++;
+        at = arg.indexOf('\n', at + 1);
+      }
+    }
+  }
+  return count;
 }
 
 const HOST_LEVEL = { log: 'info', info: 'info', warn: 'warn', error: 'error', debug: 'debug' };
@@ -460,8 +487,21 @@ function programFailure(thrown, offset) {
       thrown.retryable,
     );
   }
+  if (thrown === ENGINE_OUT_OF_MEMORY) {
+    return new ToolError(
+      'memory_exhausted',
+      'the program ran out of memory (the engine refused an allocation): hold less data at once',
+      false,
+    );
+  }
   return new ToolError('program_error', `the program threw ${describeThrown(thrown)}${whereThrown(thrown, offset)}`, true);
 }
+
+/**
+ * What SpiderMonkey throws when an allocation fails before the instance's
+ * memory limit traps it (a large string, say): a string, not an Error.
+ */
+const ENGINE_OUT_OF_MEMORY = 'out of memory';
 
 /** Whether `thrown` is a failed call's error; false for a Proxy that throws when asked. */
 function isToolCallError(thrown) {

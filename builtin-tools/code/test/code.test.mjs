@@ -294,6 +294,14 @@ describe('thrown values', () => {
     }
   });
 
+  test('the engine\'s out-of-memory exception is memory_exhausted', async () => {
+    assert.deepEqual((await run('throw "out of memory"')).err, {
+      kind: 'memory_exhausted',
+      message: 'the program ran out of memory (the engine refused an allocation): hold less data at once',
+      retryable: false,
+    });
+  });
+
   test('deep recursion is a program_error, not a crash', async () => {
     const { err } = await run('function f(n) { return f(n + 1) + 1; }\nreturn f(0);');
     assert.equal(err.kind, 'program_error');
@@ -329,6 +337,12 @@ describe('console', () => {
     assert.equal(ok.logs[0], 'line 0');
     assert.equal(ok.logs.at(-1), `… ${100000 - MAX_LOG_LINES} more lines dropped`);
     assert.equal(fake.logs.length, MAX_LOG_LINES);
+  });
+
+  test('once full, dropped lines are counted without being formatted, newlines included', async () => {
+    const { ok } = await run('for (let i = 0; i < 300; i++) console.log("a\\nb", { x: 1 });\nreturn 0;');
+    assert.equal(ok.logs.length, MAX_LOG_LINES + 1);
+    assert.equal(ok.logs.at(-1), `… ${600 - MAX_LOG_LINES} more lines dropped`);
   });
 
   test('long lines are bounded by bytes', async () => {

@@ -48,7 +48,9 @@ const {
   ToolError,
   ask,
   callTool,
+  callToolJson,
   callTools,
+  callToolsJson,
   config,
   defineTool,
   fake,
@@ -679,6 +681,16 @@ describe('calling tools', () => {
     assert.deepEqual(settled[2], { status: 'fulfilled', value: 'echo {}' });
     assert.deepEqual(callTools([]), []);
     assert.deepEqual(fakeTools.batches, [3]);
+  });
+
+  test('the Json variants take arguments as text, and a result the host leaves out is a rejection', () => {
+    assert.deepEqual(callToolJson('calc', '{"expression":"6*7"}'), { value: 42 });
+    fakeTools.dropLast = true;
+    const settled = callToolsJson([{ name: 'echo', arguments: '{}' }, { name: 'echo', arguments: '{"a":1}' }]);
+    assert.deepEqual(settled[0], { status: 'fulfilled', value: 'echo {}' });
+    assert.equal(settled[1].status, 'rejected');
+    assert.equal(settled[1].reason.kind, 'internal');
+    assert.equal(settled[1].reason.message, 'the host returned no result for this call');
   });
 
   test('arguments that are not a plain JSON object are a TypeError, and nothing is called', () => {

@@ -40,5 +40,15 @@ export { Context, defineTool, toolbox, type Tool, type ToolDefinition, type Tool
 export { AskRefused, ask, config, log, progress, type AskRefusal, type Level } from './host';
 export { http, request, Response, type RequestOptions } from './http';
 export { Store } from './store';
-export { ToolCallError, argumentsJson, callTool, callTools, resultOf, type Call, type Settled } from './tools';
+export {
+  ToolCallError,
+  argumentsJson,
+  callTool,
+  callToolJson,
+  callTools,
+  callToolsJson,
+  resultOf,
+  type Call,
+  type Settled,
+} from './tools';
 export { toJsonValue, MAX_DEPTH, type JsonOptions } from './json';

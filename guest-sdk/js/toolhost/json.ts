@@ -41,81 +41,138 @@ const LOSSY: [Function | undefined, string][] = [
  * {@link MAX_DEPTH}, or a getter, `toJSON` or Proxy that throws.
  */
 export function toJsonValue(value: unknown, root: string, options: JsonOptions = {}): unknown {
-  return copy(value, root, [], options);
+  try {
+    return copy(value, { parent: undefined, key: root }, [], options);
+  } catch (e) {
+    if (e instanceof Refused) {
+      throw new TypeError(`${render(e.path)} ${e.what}`);
+    }
+    throw e;
+  }
 }
 
-function copy(value: unknown, path: string, ancestors: object[], options: JsonOptions): unknown {
+/**
+ * Where a value is: its key (or index) under its parent's path. Built as
+ * the walk goes and written out only for an error, since formatting every
+ * path would cost more than the copy (the engine in a component has no JIT).
+ */
+interface Path {
+  parent: Path | undefined;
+  key: string | number;
+}
+
+function render(path: Path): string {
+  if (path.parent === undefined) {
+    return String(path.key);
+  }
+  const { key } = path;
+  const step =
+    typeof key === 'number' ? `[${key}]` : /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+  return render(path.parent) + step;
+}
+
+/** A value refused, with where it is and what is wrong with it. */
+class Refused extends Error {
+  constructor(
+    readonly path: Path,
+    readonly what: string,
+  ) {
+    super(what);
+  }
+}
+
+// Index loops and concat, not for-of, destructuring or spread, below: in
+// an engine without a JIT (componentize-js's), the iterator protocol costs
+// ten times the fuel.
+function copy(value: unknown, path: Path, ancestors: object[], options: JsonOptions): unknown {
   switch (typeof value) {
     case 'string':
     case 'boolean':
       return value;
     case 'number':
       if (!Number.isFinite(value)) {
-        throw new TypeError(`${path} is ${value}: JSON has no NaN or Infinity`);
+        throw new Refused(path, `is ${value}: JSON has no NaN or Infinity`);
       }
       return value;
     case 'undefined':
-      throw new TypeError(`${path} is undefined: JSON has no undefined; use null, or leave the key out`);
+      throw new Refused(path, 'is undefined: JSON has no undefined; use null, or leave the key out');
     case 'bigint':
-      throw new TypeError(`${path} is a BigInt (${value}n): JSON has none; convert it with Number(x) or String(x)`);
+      throw new Refused(path, `is a BigInt (${value}n): JSON has none; convert it with Number(x) or String(x)`);
     case 'function':
-      throw new TypeError(`${path} is a function: JSON has none; call it, or leave it out`);
+      throw new Refused(path, 'is a function: JSON has none; call it, or leave it out');
     case 'symbol':
-      throw new TypeError(`${path} is a symbol: JSON has none`);
+      throw new Refused(path, 'is a symbol: JSON has none');
   }
   if (value === null) {
     return null;
   }
   const object = value as object;
   if (ancestors.includes(object)) {
-    throw new TypeError(`${path} is a cycle: it contains itself`);
+    throw new Refused(path, 'is a cycle: it contains itself');
   }
   if (ancestors.length >= MAX_DEPTH) {
-    throw new TypeError(`${path} is nested more than ${MAX_DEPTH} levels deep`);
+    throw new Refused(path, `is nested more than ${MAX_DEPTH} levels deep`);
   }
   try {
     const toJSON = (object as { toJSON?: unknown }).toJSON;
     if (typeof toJSON === 'function') {
-      return copy(toJSON.call(object, ''), path, [...ancestors, object], options);
+      return copy(toJSON.call(object, ''), path, ancestors.concat([object]), options);
     }
-    for (const [type, what] of LOSSY) {
-      if (type !== undefined && object instanceof type) {
-        throw new TypeError(`${path} is ${what}`);
-      }
-    }
-    if (ArrayBuffer.isView(object)) {
-      throw new TypeError(`${path} is a ${object.constructor.name}: convert it with Array.from(x)`);
-    }
-    const inner = [...ancestors, object];
+    const inner = ancestors.concat([object]);
     if (Array.isArray(object)) {
       const items: unknown[] = [];
       for (let i = 0; i < object.length; i++) {
-        items.push(copy(object[i], `${path}[${i}]`, inner, options));
+        items.push(copy(object[i], { parent: path, key: i }, inner, options));
       }
       return items;
     }
+    // A plain object is the common case: only other objects can be what
+    // JSON would mangle.
+    const proto = Object.getPrototypeOf(object);
+    if (proto !== Object.prototype && proto !== null) {
+      lossy(object, path);
+    }
     const fields: Record<string, unknown> = {};
-    for (const key of Object.keys(object)) {
-      const keyPath = /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+    const keys = Object.keys(object);
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i];
       let field: unknown;
       try {
         field = (object as Record<string, unknown>)[key];
       } catch (e) {
-        throw new TypeError(`${keyPath} cannot be read: ${describe(e)}`);
+        throw new Refused({ parent: path, key }, `cannot be read: ${describe(e)}`);
       }
       if (field === undefined && options.omitUndefined) {
         continue;
       }
-      // defineProperty, not assignment: a key `__proto__` stays a key.
-      Object.defineProperty(fields, key, { value: copy(field, keyPath, inner, options), enumerable: true, writable: true, configurable: true });
+      const copied = copy(field, { parent: path, key }, inner, options);
+      if (key === '__proto__') {
+        // Defined, not assigned: assigning would set the prototype.
+        Object.defineProperty(fields, key, { value: copied, enumerable: true, writable: true, configurable: true });
+      } else {
+        fields[key] = copied;
+      }
     }
     return fields;
   } catch (e) {
-    if (e instanceof TypeError && e.message.startsWith(path)) {
+    if (e instanceof Refused) {
       throw e;
     }
-    // A throwing getter, toJSON or Proxy trap; or a RangeError from depth.
-    throw new TypeError(`${path} cannot be read: ${describe(e)}`);
+    // A throwing getter, toJSON or Proxy trap.
+    throw new Refused(path, `cannot be read: ${describe(e)}`);
+  }
+}
+
+/** Refuses an object that JSON.stringify would turn into `{}` or otherwise lose. */
+function lossy(object: object, path: Path): void {
+  for (let i = 0; i < LOSSY.length; i++) {
+    const type = LOSSY[i][0];
+    if (type !== undefined && object instanceof type) {
+      throw new Refused(path, `is ${LOSSY[i][1]}`);
+    }
+  }
+  if (ArrayBuffer.isView(object)) {
+    throw new Refused(path, `is a ${object.constructor.name}: convert it with Array.from(x)`);
   }
 }
 

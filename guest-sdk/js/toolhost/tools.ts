@@ -57,16 +57,7 @@ export type Settled = { status: 'fulfilled'; value: unknown } | { status: 'rejec
  * const { value } = callTool('convert_units', { value: 10, from: 'km', to: 'mi' }) as { value: number };
  */
 export function callTool(name: string, args: object = {}): unknown {
-  const json = argumentsJson(name, args);
-  try {
-    return resultOf(host.callTool(name, json));
-  } catch (e) {
-    const failed = witError<host.ToolError>(e);
-    if (failed === undefined) {
-      throw e;
-    }
-    throw callError(name, failed.payload);
-  }
+  return callToolJson(name, argumentsJson(name, args));
 }
 
 /**
@@ -78,15 +69,45 @@ export function callTool(name: string, args: object = {}): unknown {
  * a plain object that JSON can hold.
  */
 export function callTools(calls: Call[]): Settled[] {
-  const wire = calls.map(({ name, arguments: args = {} }) => ({ name, arguments: argumentsJson(name, args) }));
-  if (wire.length === 0) {
+  return callToolsJson(calls.map(({ name, arguments: args = {} }) => ({ name, arguments: argumentsJson(name, args) })));
+}
+
+/**
+ * {@link callTool} with the arguments as JSON text already (from
+ * {@link argumentsJson}), for a caller that checked them itself.
+ */
+export function callToolJson(name: string, argumentsText: string): unknown {
+  try {
+    return resultOf(host.callTool(name, argumentsText));
+  } catch (e) {
+    const failed = witError<host.ToolError>(e);
+    if (failed === undefined) {
+      throw e;
+    }
+    throw callError(name, failed.payload);
+  }
+}
+
+/**
+ * {@link callTools} with each call's arguments as JSON text already (from
+ * {@link argumentsJson}). A call the host answers no result for (which a
+ * host keeping the contract never does) is rejected, so none is left
+ * without an outcome.
+ */
+export function callToolsJson(calls: { name: string; arguments: string }[]): Settled[] {
+  if (calls.length === 0) {
     return [];
   }
-  return host.callTools(wire).map((result, i) =>
-    result.tag === 'ok'
+  const results = host.callTools(calls);
+  return calls.map((call, i): Settled => {
+    const result = results[i];
+    if (result === undefined) {
+      return { status: 'rejected', reason: new ToolCallError(call.name, 'internal', 'the host returned no result for this call', true) };
+    }
+    return result.tag === 'ok'
       ? { status: 'fulfilled', value: resultOf(result.val) }
-      : { status: 'rejected', reason: callError(wire[i].name, result.val) },
-  );
+      : { status: 'rejected', reason: callError(call.name, result.val) };
+  });
 }
 
 /**
