@@ -162,6 +162,12 @@ describe('tool calls', () => {
     assert.deepEqual(fakeTools.batches, [1, 3]);
   });
 
+  test('an unbounded Promise.all goes to the host in lists it takes', async () => {
+    const { ok } = await run('const all = await Promise.all(Array.from({ length: 3000 }, (_, i) => tools.calc({ expression: String(i) })));\nreturn all.length;');
+    assert.equal(ok.result, 3000);
+    assert.deepEqual(fakeTools.batches, [1024, 1024, 952]);
+  });
+
   test('calls a few awaits apart still share a batch', async () => {
     const { ok } = await run(
       'async function twice(n) { const r = await tools.calc({ expression: String(n) }); return tools.calc({ expression: String(r.value * 2) }); }\n' +

@@ -404,6 +404,9 @@ export function callTool(name: string, args: string): WireOutput {
 }
 
 export function callTools(calls: { name: string; arguments: string }[]): WireResult[] {
+  if (calls.length > 1024) {
+    throw new Error(`trap: a list of ${calls.length} calls; the host takes at most 1024`);
+  }
   fakeTools.batches.push(calls.length);
   const results = calls.map((call) => runFakeTool(call.name, call.arguments));
   return fakeTools.dropLast ? results.slice(0, -1) : results;

@@ -693,6 +693,13 @@ describe('calling tools', () => {
     assert.equal(settled[1].reason.message, 'the host returned no result for this call');
   });
 
+  test('more calls than a host list holds go in lists of 1024, in order', () => {
+    const settled = callTools(Array.from({ length: 2500 }, (_, i) => ({ name: 'echo', arguments: { i } })));
+    assert.deepEqual(fakeTools.batches, [1024, 1024, 452]);
+    assert.equal(settled.length, 2500);
+    assert.deepEqual(settled[2499], { status: 'fulfilled', value: 'echo {"i":2499}' });
+  });
+
   test('arguments that are not a plain JSON object are a TypeError, and nothing is called', () => {
     for (const [args, message] of [
       [[1, 2], /must be a plain object like \{ key: value \}, got an array/],

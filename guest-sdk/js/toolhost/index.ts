@@ -47,6 +47,7 @@ export {
   callToolJson,
   callTools,
   callToolsJson,
+  MAX_LIST,
   resultOf,
   type Call,
   type Settled,

@@ -35,6 +35,9 @@ export class ToolCallError extends ToolError {
   }
 }
 
+/** The most calls the host takes in one `call-tools` list. */
+export const MAX_LIST = 1024;
+
 /** A call for {@link callTools}: a tool's name and its arguments (a plain object; `{}` when left out). */
 export interface Call {
   name: string;
@@ -63,7 +66,9 @@ export function callTool(name: string, args: object = {}): unknown {
 /**
  * Call several tools at once and wait for all of them; the host runs them
  * in parallel, up to the manifest's `call_tools.concurrency`. One
- * {@link Settled} per call, in the order of `calls`.
+ * {@link Settled} per call, in the order of `calls`. More than
+ * {@link MAX_LIST} calls go to the host in lists of that many, one after
+ * the other.
  *
  * @throws TypeError, without calling any, when a call's arguments are not
  * a plain object that JSON can hold.
@@ -95,10 +100,15 @@ export function callToolJson(name: string, argumentsText: string): unknown {
  * without an outcome.
  */
 export function callToolsJson(calls: { name: string; arguments: string }[]): Settled[] {
-  if (calls.length === 0) {
-    return [];
+  // The host takes at most MAX_LIST calls in one list (and traps on more):
+  // longer lists go in turns, each waiting for the one before.
+  const results: ReturnType<typeof host.callTools> = [];
+  for (let start = 0; start < calls.length; start += MAX_LIST) {
+    const part = host.callTools(calls.slice(start, start + MAX_LIST));
+    for (let i = 0; i < part.length; i++) {
+      results.push(part[i]);
+    }
   }
-  const results = host.callTools(calls);
   return calls.map((call, i): Settled => {
     const result = results[i];
     if (result === undefined) {
