@@ -13,6 +13,7 @@ import {
   callToolJson,
   callToolsJson,
   defineTool,
+  MAX_LIST,
   log,
   s,
   toJsonValue,
@@ -154,33 +155,53 @@ export function importProblem(source) {
 /** The `tools` object of one run, and a way to send what is still queued. */
 export function toolsFor() {
   let queue = [];
+  // The host's refusal once the run's budget of calls is spent: every later
+  // call would be refused the same way, so it is refused here, without
+  // sending it (an unbounded Promise.all would otherwise pay, in fuel, to
+  // send and receive thousands of refusals).
+  let spent;
 
   function flush() {
     const batch = queue;
     queue = [];
-    if (batch.length === 1) {
+    if (batch.length === 1 && spent === undefined) {
       const [{ name, json, resolve, reject }] = batch;
       try {
         resolve(callToolJson(name, json));
       } catch (e) {
+        noteSpent(e);
         reject(e);
       }
       return;
     }
-    let settled;
-    try {
-      settled = callToolsJson(batch.map(({ name, json }) => ({ name, arguments: json })));
-    } catch (e) {
-      batch.forEach(({ reject }) => reject(e));
-      return;
-    }
-    for (let i = 0; i < batch.length; i++) {
-      const outcome = settled[i];
-      if (outcome.status === 'fulfilled') {
-        batch[i].resolve(outcome.value);
-      } else {
-        batch[i].reject(outcome.reason);
+    for (let start = 0; start < batch.length; start += MAX_LIST) {
+      const part = batch.slice(start, start + MAX_LIST);
+      if (spent !== undefined) {
+        part.forEach(({ name, reject }) => reject(new ToolCallError(name, spent.kind, spent.message, spent.retryable)));
+        continue;
       }
+      let settled;
+      try {
+        settled = callToolsJson(part.map(({ name, json }) => ({ name, arguments: json })));
+      } catch (e) {
+        part.forEach(({ reject }) => reject(e));
+        continue;
+      }
+      for (let i = 0; i < part.length; i++) {
+        const outcome = settled[i];
+        if (outcome.status === 'fulfilled') {
+          part[i].resolve(outcome.value);
+        } else {
+          noteSpent(outcome.reason);
+          part[i].reject(outcome.reason);
+        }
+      }
+    }
+  }
+
+  function noteSpent(error) {
+    if (error instanceof ToolCallError && error.kind === 'budget_exhausted') {
+      spent = error;
     }
   }
 

@@ -168,6 +168,18 @@ describe('tool calls', () => {
     assert.deepEqual(fakeTools.batches, [1024, 1024, 952]);
   });
 
+  test('once the host says the budget is spent, later calls are refused without being sent', async () => {
+    fakeTools.budget = 5;
+    const { ok } = await run(
+      'const settled = await Promise.allSettled(Array.from({ length: 3000 }, (_, i) => tools.calc({ expression: String(i) })));\n' +
+        'const late = await tools.calc({ expression: "1" }).catch((e) => e);\n' +
+        'return [settled.filter((s) => s.status === "fulfilled").length, settled[2999].reason.kind, late.name, late.tool, late.kind, late.message];',
+    );
+    assert.deepEqual(ok.result, [5, 'budget_exhausted', 'ToolCallError', 'calc', 'budget_exhausted', 'all calls of the budget are made']);
+    // The first list went to the host; the rest, and the late call, did not.
+    assert.deepEqual(fakeTools.batches, [1024]);
+  });
+
   test('calls a few awaits apart still share a batch', async () => {
     const { ok } = await run(
       'async function twice(n) { const r = await tools.calc({ expression: String(n) }); return tools.calc({ expression: String(r.value * 2) }); }\n' +

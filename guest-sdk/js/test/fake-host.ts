@@ -367,11 +367,14 @@ export const fakeTools = {
   batches: [] as number[],
   /** Set to answer `call-tools` with one result too few, as a broken host would. */
   dropLast: false,
+  /** Calls the host runs before it refuses the rest as `budget_exhausted`. */
+  budget: Infinity,
   reset(): void {
     this.tools = new Map();
     this.calls = [];
     this.batches = [];
     this.dropLast = false;
+    this.budget = Infinity;
   },
 };
 
@@ -379,6 +382,9 @@ type WireOutput = { content: { tag: 'text'; val: string }[]; structured?: string
 type WireResult = { tag: 'ok'; val: WireOutput } | { tag: 'err'; val: { kind: string; message: string; retryable: boolean } };
 
 function runFakeTool(name: string, args: string): WireResult {
+  if (fakeTools.calls.length >= fakeTools.budget) {
+    return { tag: 'err', val: { kind: 'budget_exhausted', message: 'all calls of the budget are made', retryable: false } };
+  }
   fakeTools.calls.push([name, args]);
   const tool = fakeTools.tools.get(name);
   if (tool === undefined) {
