@@ -34,15 +34,16 @@ const FLUSH_TURNS = 16;
 
 const AsyncFunction = (async () => {}).constructor;
 
-const DESCRIPTION = `Run a JavaScript program in a sandbox, with the tools below as async functions, and get back the value it returns and its console output. Use it to make many tool calls in one step: loop, call tools in parallel, filter and compute, and return only what matters.
+// What the model reads first; the host appends the granted tools'
+// TypeScript declarations, with what their calls resolve and reject to.
+const DESCRIPTION = `Run a JavaScript program that calls the tools below as async functions, and get back the value it returns. Use it for work that needs many tool calls: loop, call in parallel (Promise.all), filter and compute, and return only what matters.
 
-Write the body of an async function: \`tools\` and \`console\` are in scope, \`await tools.NAME(args)\` calls a tool (args is one plain object; the result is the tool's structured result, or its text), and \`return VALUE\` ends the program with a JSON value (objects, arrays, strings, numbers, booleans, null). Example:
-const cities = ["Paris", "Lyon"];
-const results = await Promise.all(cities.map((city) => tools.weather({ city })));
-console.log(\`got \${results.length}\`);
-return results.map((r, i) => ({ city: cities[i], temp: r.temperature }));
+The code is the body of an async function with \`tools\` and \`console\` in scope; end it with \`return VALUE\` (JSON). Example:
+const items = await Promise.all(ids.map((id) => tools.lookup({ id })));
+console.log(\`found \${items.length}\`);
+return items.filter((item) => item.price > 10).map((item) => item.name);
 
-A tool whose name is not an identifier is tools["its-name"](args). Calls in the same tick (e.g. Promise.all) run in parallel. A failed call throws a ToolCallError (e.tool, e.kind, e.message, e.retryable) that you can catch; uncaught, it fails the program. TypeScript type annotations are accepted. There is no network, file system, clock, timer (setTimeout), import or require: the tools are the only way out, and each run starts from a fresh state.`;
+A tool whose name is not an identifier is tools["its-name"](args). Catch a failed call with try/catch (e.kind, e.message). TypeScript annotations are accepted. There is no network, file system, clock, timer, import or require, and each run starts from a fresh state.`;
 
 // ---------------------------------------------------------------------------
 // Compiling the program

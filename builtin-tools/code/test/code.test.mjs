@@ -106,6 +106,16 @@ beforeEach(() => {
 });
 
 describe('programs', () => {
+  test('the spec: run_code, "Run code", a description that leaves room for the declarations, and the output schema', () => {
+    const { spec } = runCode;
+    assert.equal(spec.name, 'run_code');
+    assert.equal(spec.title, 'Run code');
+    assert.ok(spec.description.length < 900, `${spec.description.length} characters`);
+    assert.match(spec.description, /`return VALUE`/);
+    assert.deepEqual(JSON.parse(spec.inputSchema).required, ['code']);
+    assert.deepEqual(JSON.parse(spec.outputSchema).required, ['result', 'logs']);
+  });
+
   test('the body of an async function: its return value is the result, as JSON text and structured', async () => {
     const { ok } = await run('const { value } = await tools.calc({ expression: "42" });\nreturn { answer: value };');
     assert.deepEqual(ok, { result: { answer: 42 }, logs: [], content: ['{"answer":42}'] });
