@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 out=target/tools
 mkdir -p "$out"
 
-rust_tools=(calc http-get files notes qr probe probe-v0_1 probe-v0_2_0 mcp-fixtures)
+rust_tools=(calc http-get files notes qr probe probe-v0_1 probe-v0_2_0 probe-caller mcp-fixtures)
 cargo build --quiet --target wasm32-wasip2 --profile guest $(printf -- '-p %s ' "${rust_tools[@]}")
 for tool in "${rust_tools[@]}"; do
     cp "target/wasm32-wasip2/guest/${tool//-/_}.wasm" "$out/$tool.wasm"
@@ -21,6 +21,9 @@ done
 # The probe again, listing one tool name twice: a load error, never a panic.
 cargo build --quiet --target wasm32-wasip2 --profile guest -p probe --features duplicate-names
 cp target/wasm32-wasip2/guest/probe.wasm "$out/probe-dup.wasm"
+# And trapping in tools(): it compiles, links, and is refused at load.
+cargo build --quiet --target wasm32-wasip2 --profile guest -p probe --features trap-in-tools
+cp target/wasm32-wasip2/guest/probe.wasm "$out/probe-trap.wasm"
 cargo build --quiet --target wasm32-wasip2 --profile guest -p probe
 cp target/wasm32-wasip2/guest/probe.wasm "$out/probe.wasm"
 # The conformance fixture that requires the client's sampling capability,
@@ -31,7 +34,7 @@ cargo build --quiet --target wasm32-wasip2 --profile guest -p mcp-fixtures --fea
 cp target/wasm32-wasip2/guest/mcp_fixtures.wasm "$out/mcp-fixtures-trigger.wasm"
 cargo build --quiet --target wasm32-wasip2 --profile guest -p mcp-fixtures
 cp target/wasm32-wasip2/guest/mcp_fixtures.wasm "$out/mcp-fixtures.wasm"
-echo "built ${rust_tools[*]} probe-dup mcp-fixtures-sampling mcp-fixtures-trigger -> $out/"
+echo "built ${rust_tools[*]} probe-dup probe-trap mcp-fixtures-sampling mcp-fixtures-trigger -> $out/"
 
 [ "${1:-}" = "--rust" ] && exit 0
 

@@ -8,7 +8,11 @@
 #   - with --tests only: haproxy (Debian's package), for the cluster test
 #     (scripts/cluster-test.sh); docker-registry (Debian's package, distribution 2.8)
 #     and wkg (crates.io, a compile of a few minutes), for the tests of
-#     registry components; the quickstart needs none of these
+#     registry components; the independent signature verifiers of
+#     tests/verifiers (sigstore-js from npm, pinned by its package-lock.json;
+#     sigstore-rs's cosign module, built from its Cargo.lock into
+#     target/verifiers, about 3 minutes once), which check what
+#     `toolhost sign` writes; the quickstart needs none of these
 # (C tools' compiler and libc are installed by guest-sdk/c/build.sh, which builds them.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,3 +64,18 @@ if [ "$(wkg --version 2>/dev/null | awk '{print $2}')" != "$WKG" ]; then
     echo "setup: installing wkg $WKG (cargo install; a few minutes, once)"
     cargo install --quiet --locked --version "$WKG" wkg
 fi
+
+# Verifiers that share no code with toolhost, for what `toolhost sign`
+# writes (host/tests/all/registry/independent.rs): sigstore-js for Sigstore
+# bundles, sigstore-rs's cosign verification for the .sig tag. cosign
+# itself is a Go binary no registry here packages.
+if [ ! -d tests/verifiers/sigstore-js/node_modules ]; then
+    echo "setup: installing sigstore-js (npm ci in tests/verifiers/sigstore-js)"
+    (cd tests/verifiers/sigstore-js && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [ ! -x target/verifiers/release/cosign-verify ]; then
+    echo "setup: building the sigstore-rs verifier (tests/verifiers/sigstore-rs; about 3 minutes, once)"
+fi
+# Every time: a no-op when nothing changed, a rebuild when its source did.
+cargo build --quiet --release --locked --manifest-path tests/verifiers/sigstore-rs/Cargo.toml \
+    --target-dir target/verifiers

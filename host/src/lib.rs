@@ -75,7 +75,7 @@ pub use component::{
 };
 pub use fixes::Fixes;
 pub use grants::{
-    AllowedHosts, DEFAULT_QUOTA, FileGrant, FileMode, GrantError, Grants, HostPattern,
+    AllowedHosts, DEFAULT_QUOTA, FileGrant, FileMode, GrantError, Grants, HostPattern, ToolCalls,
 };
 pub use limits::{Limits, LimitsError, MAX_TIMEOUT, ReadyInstances};
 pub use manifest::{

@@ -56,6 +56,14 @@ pub trait CallObserver: Send + Sync + fmt::Debug {
     fn progress(&self, progress: &Progress) {
         let _ = progress;
     }
+    /// A call this call made ended: a tool granted `call_tools` (the code
+    /// tool's `run_code`) calls other tools through the host, and each of
+    /// those calls' outcomes comes here, its id the caller's with `/1`,
+    /// `/2`, … after it. Transcripts and metrics count them here. Ignored
+    /// unless implemented.
+    fn called(&self, outcome: &crate::outcome::Outcome) {
+        let _ = outcome;
+    }
 }
 
 /// A question a tool asks the person mid-call.

@@ -15,7 +15,8 @@
 //!   struct of yours ([`ask_with_key`] names the question, so a client can
 //!   answer it up front);
 //! - the application's injected context ([`Context::context`]);
-//! - key-value [`store`]s the manifest grants.
+//! - key-value [`store`]s the manifest grants;
+//! - calling the other [`tools`] the manifest grants (`call_tools`).
 //!
 //! Build with `cargo build --target wasm32-wasip2 --release`: the result is a
 //! WebAssembly component the host loads directly.
@@ -67,6 +68,7 @@
 pub mod bindings;
 pub mod http;
 pub mod store;
+pub mod tools;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -365,6 +367,40 @@ impl From<Content> for wit::ContentBlock {
                 mime_type,
                 contents: wit::ResourceContents::Blob(data),
             }),
+        }
+    }
+}
+
+impl From<wit::ContentBlock> for Content {
+    fn from(block: wit::ContentBlock) -> Self {
+        match block {
+            wit::ContentBlock::Text(text) => Self::Text(text),
+            wit::ContentBlock::Image(m) => Self::Image {
+                mime_type: m.mime_type,
+                data: m.data,
+            },
+            wit::ContentBlock::Audio(m) => Self::Audio {
+                mime_type: m.mime_type,
+                data: m.data,
+            },
+            wit::ContentBlock::ResourceLink(link) => Self::ResourceLink {
+                uri: link.uri,
+                name: link.name,
+                mime_type: link.mime_type,
+                description: link.description,
+            },
+            wit::ContentBlock::Embedded(resource) => match resource.contents {
+                wit::ResourceContents::Text(text) => Self::TextResource {
+                    uri: resource.uri,
+                    mime_type: resource.mime_type,
+                    text,
+                },
+                wit::ResourceContents::Blob(data) => Self::BlobResource {
+                    uri: resource.uri,
+                    mime_type: resource.mime_type,
+                    data,
+                },
+            },
         }
     }
 }

@@ -1,5 +1,6 @@
 //! What a component may touch: directories, HTTP origins, environment
-//! variables, configuration values and key-value stores. Deny by default: [`Grants::none`]
+//! variables, configuration values, key-value stores and other tools
+//! (`call_tools`). Deny by default: [`Grants::none`]
 //! computes and nothing else.
 //!
 //! This is the one place a manifest's words become capabilities. The sandbox
@@ -26,12 +27,14 @@
 //! # Ok(()) }
 //! ```
 
+mod calls;
 pub(crate) mod store;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use self::calls::ToolCalls;
 use self::store::StoreConfig;
 
 /// Everything one component is allowed beyond pure computation.
@@ -42,6 +45,7 @@ pub struct Grants {
     env: Vec<(String, String)>,
     config: BTreeMap<String, ConfigValue>,
     stores: BTreeMap<String, StoreConfig>,
+    calls: Option<ToolCalls>,
 }
 
 impl Grants {
@@ -193,6 +197,19 @@ impl Grants {
             .map(|c| c.value.as_str())
     }
 
+    /// Allow calls of other tools (`call_tools`): each through the host's
+    /// dispatcher, under the callee's own grants and limits.
+    pub fn call_tools(mut self, calls: ToolCalls) -> Self {
+        self.calls = Some(calls);
+        self
+    }
+
+    /// The tools this component may call, and its budget; `None` when it
+    /// may call none.
+    pub fn tool_calls(&self) -> Option<&ToolCalls> {
+        self.calls.as_ref()
+    }
+
     /// Whether this grants nothing: the tool can only compute.
     pub fn is_none(&self) -> bool {
         self.files.is_empty()
@@ -200,6 +217,7 @@ impl Grants {
             && self.env.is_empty()
             && self.config.is_empty()
             && self.stores.is_empty()
+            && self.calls.is_none()
     }
 }
 

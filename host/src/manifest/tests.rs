@@ -67,6 +67,9 @@ fn describe(manifest: &Manifest) -> String {
         for store in c.grants.stores() {
             out += &format!("  store: {store:?}\n");
         }
+        if let Some(calls) = c.grants.tool_calls() {
+            out += &format!("  call_tools: {calls:?}\n");
+        }
     }
     out
 }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::registry::RawVerify;
 use super::{KeyError, ManifestError, RawValue};
 use crate::component::{Approval, ClientCapability, ComponentConfig, ComponentSource, TaskSupport};
-use crate::grants::{FileMode, Grants};
+use crate::grants::{FileMode, Grants, ToolCalls};
 use crate::limits::{ByteSize, Limits, RawLimits};
 use crate::registry::verify::Policy;
 use crate::stores::StoreConfig;
@@ -41,6 +41,9 @@ pub(super) struct RawTool {
     idempotent: Option<bool>,
     #[serde(default)]
     task_support: TaskSupport,
+    /// A list of tool names and patterns, or a table of the list
+    /// (`tools`) and the budget (`max_calls`, `concurrency`).
+    call_tools: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -93,6 +96,10 @@ impl RawTool {
         let grants = grant_env(grants, self.env, lookup_env, &err)?;
         let grants = grant_config(grants, self.config, lookup_env, &err)?;
         let grants = grant_stores(grants, &self.stores, stores, &err)?;
+        let grants = match self.call_tools {
+            Some(raw) => grants.call_tools(grant_calls(raw).map_err(|e| err("call_tools", e))?),
+            None => grants,
+        };
         let limits = defaults
             .limits
             .overridden_by(&self.limits)
@@ -235,6 +242,61 @@ fn grant_stores(
         grants = grants.store(granted.clone());
     }
     Ok(grants)
+}
+
+/// A tool's `call_tools`, checked: a list of names and patterns, or a
+/// table of the list and the budget.
+fn grant_calls(raw: toml::Value) -> Result<ToolCalls, String> {
+    const FORMS: &str = "write call_tools = [\"calc\", \"convert_*\"], or call_tools = { tools = [\"calc\"], max_calls = 50, concurrency = 8 }";
+    let names = |value: &toml::Value| -> Result<Vec<String>, String> {
+        value
+            .as_array()
+            .and_then(|names| {
+                names
+                    .iter()
+                    .map(|n| n.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .ok_or_else(|| format!("the tools must be a list of names; {FORMS}"))
+    };
+    let count = |table: &toml::Table, key: &str| -> Result<Option<u32>, String> {
+        match table.get(key) {
+            None => Ok(None),
+            Some(value) => value
+                .as_integer()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| format!("{key} must be a whole number; {FORMS}")),
+        }
+    };
+    let (tools, max_calls, concurrency) = match &raw {
+        toml::Value::Array(_) => (names(&raw)?, None, None),
+        toml::Value::Table(table) => {
+            if let Some(unknown) = table
+                .keys()
+                .find(|k| !["tools", "max_calls", "concurrency"].contains(&k.as_str()))
+            {
+                return Err(format!("unknown key {unknown:?}; {FORMS}"));
+            }
+            let tools = table
+                .get("tools")
+                .ok_or_else(|| format!("the table names no tools; {FORMS}"))?;
+            (
+                names(tools)?,
+                count(table, "max_calls")?,
+                count(table, "concurrency")?,
+            )
+        }
+        _ => return Err(FORMS.to_owned()),
+    };
+    let mut calls = ToolCalls::new(tools).map_err(|e| e.to_string())?;
+    if let Some(most) = max_calls {
+        calls = calls.max_calls(most).map_err(|e| e.to_string())?;
+    }
+    if let Some(most) = concurrency {
+        calls = calls.concurrency(most).map_err(|e| e.to_string())?;
+    }
+    Ok(calls)
 }
 
 /// Why `store` is not a store a tool may name, and how to declare it.

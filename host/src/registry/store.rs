@@ -144,6 +144,14 @@ impl Store {
         self.find(digest.hex()).is_some()
     }
 
+    /// Whether the blob is in this store's staging directory: pulled by
+    /// this load and not committed yet.
+    pub(crate) fn is_staged(&self, digest: &Digest) -> bool {
+        self.staging
+            .as_ref()
+            .is_some_and(|s| s.path().join(digest.hex()).is_file())
+    }
+
     /// Hold the cache's lock named `name` (a file under `locks/`) until
     /// the returned file is dropped: writers on this machine that share a
     /// cache take turns (the registry offers no compare-and-swap).

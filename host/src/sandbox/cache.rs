@@ -98,10 +98,43 @@ impl Cache {
         digest: &Digest,
         label: &str,
     ) -> wasmtime::Result<(Component, CacheStatus)> {
+        let entry = self.blob_entry(engine, digest);
+        self.load_entry(engine, &entry, label, || read_blob(blob, digest))
+    }
+
+    /// The entry for registry layer `digest` under `engine`, without
+    /// extension.
+    fn blob_entry(&self, engine: &Engine, digest: &Digest) -> PathBuf {
         // The whole digest: a prefix would let two layers built to share it
         // share an entry.
-        let entry = self.entry(engine, &format!("sha256-{}", digest.hex()));
-        self.load_entry(engine, &entry, label, || read_blob(blob, digest))
+        self.entry(engine, &format!("sha256-{}", digest.hex()))
+    }
+
+    /// Whether there is an entry for registry layer `digest` (valid or
+    /// not: any file of it).
+    pub(crate) fn has_blob_entry(&self, engine: &Engine, digest: &Digest) -> bool {
+        let entry = self.blob_entry(engine, digest);
+        ["cwasm", "sum"]
+            .iter()
+            .any(|extension| entry.with_extension(extension).exists())
+    }
+
+    /// Remove the entry for registry layer `digest`: its sum first (a
+    /// reader that finds no sum compiles afresh), then its code. Its empty
+    /// lock file stays: removing it could let two hosts hold "the" lock on
+    /// two different files. A file that cannot be removed is logged.
+    pub(crate) fn remove_blob_entry(&self, engine: &Engine, digest: &Digest) {
+        let entry = self.blob_entry(engine, digest);
+        for extension in ["sum", "cwasm"] {
+            let path = entry.with_extension(extension);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(entry = %path.display(), error = %e, "cannot remove the compiled code of a refused registry layer");
+                }
+            }
+        }
     }
 
     fn load_entry(
@@ -337,5 +370,25 @@ mod tests {
         std::fs::remove_file(&blob).unwrap();
         let (_, status) = cache.load_blob(&engine, &blob, &digest, "calc").unwrap();
         assert_eq!(status, CacheStatus::Hit);
+    }
+
+    #[test]
+    fn a_removed_layer_entry_is_gone_and_compiled_again() {
+        let bytes = std::fs::read(calc()).unwrap();
+        let engine = Engine::new(Config::new().consume_fuel(true)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path().join("cache"));
+        let blob = dir.path().join("blob");
+        std::fs::write(&blob, &bytes).unwrap();
+        let digest = Digest::of(&bytes);
+        assert!(!cache.has_blob_entry(&engine, &digest));
+        cache.load_blob(&engine, &blob, &digest, "calc").unwrap();
+        assert!(cache.has_blob_entry(&engine, &digest));
+        cache.remove_blob_entry(&engine, &digest);
+        assert!(!cache.has_blob_entry(&engine, &digest));
+        // Removing what is not there is nothing.
+        cache.remove_blob_entry(&engine, &digest);
+        let (_, status) = cache.load_blob(&engine, &blob, &digest, "calc").unwrap();
+        assert_eq!(status, CacheStatus::Miss);
     }
 }

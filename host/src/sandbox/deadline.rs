@@ -25,6 +25,10 @@ struct State {
     at: Instant,
     /// Since when the clock has stood still, while someone is asked.
     paused_since: Option<Instant>,
+    /// How many pauses hold the clock: a call's own questions come one at
+    /// a time, but the tools it calls (`call_tools`) may each wait for a
+    /// person at once.
+    pauses: usize,
 }
 
 impl Deadline {
@@ -35,6 +39,7 @@ impl Deadline {
                 state: Mutex::new(State {
                     at: Instant::now() + limit,
                     paused_since: None,
+                    pauses: 0,
                 }),
                 changed: Notify::new(),
             }),
@@ -51,19 +56,20 @@ impl Deadline {
     /// Stop the clock until the guard is dropped, then move the deadline
     /// on by the time it stood still; `None` once the deadline has passed,
     /// so that a call whose time is up cannot stop its clock and live on.
-    /// Questions are asked one at a time per call (the guest waits on
-    /// each), so pauses never overlap.
-    pub(crate) fn pause(&self) -> Option<Paused<'_>> {
+    /// Pauses may overlap (the tools a call calls may wait for a person
+    /// together): the clock stands still while any of them lives.
+    pub(crate) fn pause(&self) -> Option<Paused> {
         let now = Instant::now();
         {
             let mut state = self.state();
             if state.paused_since.is_none() && now >= state.at {
                 return None;
             }
-            state.paused_since = Some(now);
+            state.paused_since.get_or_insert(now);
+            state.pauses += 1;
         }
         self.inner.changed.notify_waiters();
-        Some(Paused(self))
+        Some(Paused(self.clone()))
     }
 
     /// Resolves when the deadline has passed with the clock running.
@@ -94,13 +100,16 @@ impl Deadline {
     }
 }
 
-/// The clock stands still while this lives.
-pub(crate) struct Paused<'a>(&'a Deadline);
+/// The clock stands still while this (or another pause) lives.
+pub(crate) struct Paused(Deadline);
 
-impl Drop for Paused<'_> {
+impl Drop for Paused {
     fn drop(&mut self) {
         let mut state = self.0.state();
-        if let Some(since) = state.paused_since.take() {
+        state.pauses -= 1;
+        if state.pauses == 0
+            && let Some(since) = state.paused_since.take()
+        {
             state.at += since.elapsed();
         }
         drop(state);
@@ -132,6 +141,31 @@ mod tests {
         assert!(
             deadline.pause().is_none(),
             "a deadline that passed stays passed"
+        );
+    }
+
+    #[tokio::test]
+    async fn overlapping_pauses_hold_the_clock_until_the_last_ends() {
+        let deadline = Deadline::new(Duration::from_millis(100));
+        let at_first = deadline.state().at;
+        let first = deadline.pause().expect("the clock is running");
+        let second = deadline.pause().expect("a second pause joins the first");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(first);
+        {
+            let state = deadline.state();
+            assert_eq!(state.pauses, 1);
+            assert!(state.paused_since.is_some(), "still paused by the second");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(second);
+        let state = deadline.state();
+        assert!(state.paused_since.is_none());
+        // Moved on by the whole time either pause held it (at least the
+        // 500 ms slept), not by the first pause's 300 ms alone.
+        assert!(
+            state.at - at_first >= Duration::from_millis(500),
+            "the deadline moved on by the time the clock stood still"
         );
     }
 }

@@ -33,6 +33,9 @@ pub(crate) struct CallSide {
     pub observer: Option<Arc<dyn CallObserver>>,
     pub asker: Arc<dyn Asker>,
     pub context: Option<Arc<serde_json::Value>>,
+    /// How the call calls other tools: the dispatcher's, for a component
+    /// granted `call_tools`.
+    pub caller: Option<Arc<dyn super::calls::ToolCaller>>,
 }
 
 impl Default for CallSide {
@@ -41,6 +44,7 @@ impl Default for CallSide {
             observer: None,
             asker: Arc::new(NobodyToAsk),
             context: None,
+            caller: None,
         }
     }
 }
@@ -433,6 +437,7 @@ impl LoadedComponent {
             asker: side.asker,
             context: side.context,
             deadline,
+            caller: side.caller,
         }
     }
 

@@ -31,6 +31,7 @@ pub mod baseline;
 mod bindings;
 mod budget;
 mod cache;
+mod calls;
 mod contract;
 mod deadline;
 mod engine;
@@ -56,6 +57,8 @@ use wasmtime::error::Context as _;
 
 pub use budget::raise_descriptor_limit;
 pub use cache::{CacheStatus, default_dir as default_cache_dir};
+pub(crate) use calls::ToolCaller;
+pub(crate) use deadline::Deadline;
 pub use engine::SandboxOptions;
 pub use interact::ASK_WAIT;
 pub(crate) use loaded::{CallSide, LoadedComponent, Ran, RawSpec, kept_ready};
@@ -70,6 +73,39 @@ use self::secrets::Secrets;
 use self::state::{Capabilities, State};
 use crate::component::{ComponentConfig, ComponentSource};
 use crate::stores::Stores;
+
+/// The compile-cache entries a load is making for the registry layers it
+/// staged (pulled, not yet in the blob store), none of which was there
+/// before. Dropped, it removes them: a refused load (a component that
+/// compiled but would not link, whose `tools()` trapped or returned
+/// invalid specs, or another component's failure) leaves the compile cache
+/// as it found it, as it leaves the blob store. [`FreshEntries::keep`]
+/// once the load has committed its layers.
+///
+/// An entry another host made meanwhile for the same new layer may go too;
+/// that host compiles it again on its next load, nothing worse.
+#[must_use = "dropped, it removes the entries at once"]
+pub(crate) struct FreshEntries<'a> {
+    sandbox: &'a Sandbox,
+    layers: Vec<crate::registry::Digest>,
+}
+
+impl FreshEntries<'_> {
+    /// Keep the entries: the load succeeded and committed its layers.
+    pub(crate) fn keep(mut self) {
+        self.layers.clear();
+    }
+}
+
+impl Drop for FreshEntries<'_> {
+    fn drop(&mut self) {
+        if let Some(cache) = &self.sandbox.cache {
+            for layer in &self.layers {
+                cache.remove_blob_entry(&self.sandbox.engine, layer);
+            }
+        }
+    }
+}
 
 /// The engine and linker shared by every call.
 pub(crate) struct Sandbox {
@@ -95,6 +131,7 @@ impl Sandbox {
         files::add_to_linker(&mut linker)?;
         http::add_to_linker(&mut linker)?;
         contract::add_to_linker(&mut linker)?;
+        calls::add_to_linker(&mut linker)?;
         Ok(Self {
             ticker: Arc::new(EpochTicker::start(engine.clone())),
             cache: options.cache_dir.clone().map(cache::Cache::new),
@@ -119,6 +156,27 @@ impl Sandbox {
     /// Blocking.
     pub(crate) fn compile_only(&self, config: &ComponentConfig) -> wasmtime::Result<()> {
         self.component(config, &config.label()).map(|_| ())
+    }
+
+    /// The compile-cache entries that compiling `layers` (registry layers a
+    /// load staged) will make, as against those already there: removed
+    /// when the returned guard is dropped, unless it is kept.
+    pub(crate) fn fresh_entries<'a>(
+        &self,
+        layers: impl IntoIterator<Item = &'a crate::registry::Digest>,
+    ) -> FreshEntries<'_> {
+        let layers = match &self.cache {
+            Some(cache) => layers
+                .into_iter()
+                .filter(|layer| !cache.has_blob_entry(&self.engine, layer))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
+        FreshEntries {
+            sandbox: self,
+            layers,
+        }
     }
 
     /// The compiled code of `config`'s component, from the cache when it

@@ -18,6 +18,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::bindings::v0_1::toolhost::tool0_1_0 as v0_1;
 use super::bindings::v0_2::toolhost::tool::host::{self, Level, Refused};
 use super::bindings::v0_2::toolhost::tool::types;
+use super::calls::Calls;
 use super::deadline::Deadline;
 use super::files::{CallFiles, ComponentFiles};
 use super::http::HttpGate;
@@ -56,6 +57,8 @@ pub(crate) struct CallInfo {
     pub context: Option<Arc<serde_json::Value>>,
     /// The call's deadline, which asking stops (none when describing).
     pub deadline: Option<Deadline>,
+    /// How the call calls other tools: none unless granted `call_tools`.
+    pub caller: Option<Arc<dyn super::calls::ToolCaller>>,
 }
 
 impl CallInfo {
@@ -70,6 +73,7 @@ impl CallInfo {
             asker: Arc::new(crate::observe::NobodyToAsk),
             context: None,
             deadline: None,
+            caller: None,
         }
     }
 }
@@ -87,13 +91,17 @@ pub(crate) struct Capabilities {
 
 /// What of a state belongs to its call: who hears its progress and answers
 /// its questions, which namespace its stores are in, how its lines are
-/// logged.
+/// logged, which tools it may call.
 fn call_parts(
     info: CallInfo,
     stores: &Arc<GrantedStores>,
     secrets: &Arc<Secrets>,
     refusals: &Refusals,
-) -> (Interaction, CallStores, GuestLog) {
+) -> (Interaction, CallStores, GuestLog, Calls) {
+    let calls = Calls {
+        caller: info.caller.clone(),
+        deadline: info.deadline.clone(),
+    };
     let interaction = Interaction::new(
         info.tool.clone(),
         info.call_id.clone(),
@@ -103,7 +111,12 @@ fn call_parts(
         info.deadline.clone(),
     );
     let stores = CallStores::new(stores.clone(), info.context.clone(), refusals.clone());
-    (interaction, stores, GuestLog::new(info, secrets.clone()))
+    (
+        interaction,
+        stores,
+        GuestLog::new(info, secrets.clone()),
+        calls,
+    )
 }
 
 /// Whom a new state is for.
@@ -138,6 +151,8 @@ pub(crate) struct State {
     pub(crate) log: GuestLog,
     pub(crate) stores: CallStores,
     interaction: Interaction,
+    /// The tools the call may call (`toolhost:tool/tools`).
+    pub(crate) calls: Calls,
     grants: Arc<Grants>,
     /// The stores the call may open: none when describing.
     granted_stores: Arc<GrantedStores>,
@@ -201,7 +216,8 @@ impl State {
         wasi.socket_addr_check(|_, _| Box::pin(async { false }));
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HANDLES);
-        let (interaction, stores, log) = call_parts(info, &granted_stores, secrets, &refusals);
+        let (interaction, stores, log, calls) =
+            call_parts(info, &granted_stores, secrets, &refusals);
         let mut gate = HttpGate::new(grants.clone(), refusals.clone(), descriptors);
         gate.for_call = bound;
         Ok(Self {
@@ -216,6 +232,7 @@ impl State {
             refusals,
             stores,
             interaction,
+            calls,
             grants,
             granted_stores,
             secrets: secrets.clone(),
@@ -245,7 +262,7 @@ impl State {
     /// Make `info` the call whose log lines, progress, questions and
     /// stores these are.
     fn set_call(&mut self, info: CallInfo) {
-        (self.interaction, self.stores, self.log) =
+        (self.interaction, self.stores, self.log, self.calls) =
             call_parts(info, &self.granted_stores, &self.secrets, &self.refusals);
     }
 

@@ -118,17 +118,16 @@ impl ToolHost {
         env: &CallOptions,
     ) -> CallResult {
         let entry = found.map(|i| &self.inner.entries[i]);
+        let side = self.side(entry, &call, env);
         let Some(stop) = &env.stop else {
-            let outcome = self
-                .call_traced(call, entry, &*env.approver, env.side())
-                .await;
+            let outcome = self.call_traced(call, entry, &*env.approver, side).await;
             return self.with_spec(found, outcome);
         };
         let (id, name) = (call.id.clone(), call.name.clone());
         let outcome = tokio::select! {
             // A call that ends as the stop comes keeps its own outcome.
             biased;
-            outcome = self.call_traced(call, entry, &*env.approver, env.side()) => outcome,
+            outcome = self.call_traced(call, entry, &*env.approver, side) => outcome,
             () = stop.cancelled() => Outcome::error(
                 id,
                 clip(&name, 64),
@@ -140,6 +139,23 @@ impl ToolHost {
             ),
         };
         self.with_spec(found, outcome)
+    }
+
+    /// What the application gives the call, and for a tool granted
+    /// `call_tools` the way to the tools it may call.
+    fn side(&self, entry: Option<&Entry>, call: &ToolCall, env: &CallOptions) -> CallSide {
+        let mut side = env.side();
+        let callees = entry.and_then(|e| self.inner.slots[e.component].callees.clone());
+        if let Some(callees) = callees {
+            side.caller = Some(Arc::new(super::calling::InnerCalls::new(
+                self.clone(),
+                callees,
+                env,
+                &call.id,
+                &call.name,
+            )));
+        }
+        side
     }
 
     async fn call_traced(
@@ -310,6 +326,10 @@ impl ToolHost {
         // tool must not hold global permits that other tools could use.
         let queued = Instant::now();
         let _local = slot.permits.acquire().await.expect("semaphore open");
+        let _caller = match slot.callees {
+            Some(_) => Some(self.inner.callers.acquire().await.expect("semaphore open")),
+            None => None,
+        };
         let _global = self
             .inner
             .in_flight

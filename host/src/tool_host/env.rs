@@ -178,6 +178,7 @@ impl CallOptions {
             observer: self.observer.clone(),
             asker: self.asker.clone(),
             context: self.context.clone(),
+            caller: None,
         }
     }
 }

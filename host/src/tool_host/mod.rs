@@ -32,6 +32,8 @@
 
 mod batch;
 mod call;
+mod calling;
+mod declarations;
 mod env;
 mod load;
 mod request;
@@ -128,6 +130,8 @@ struct Slot {
     tools: Vec<String>,
     /// Results of its cached tools.
     cache: Option<ResultCache>,
+    /// What it may call, when it is granted `call_tools`.
+    callees: Option<Arc<calling::Callees>>,
 }
 
 /// A component compiled (or loaded from the cache) on a blocking thread,
@@ -222,6 +226,7 @@ impl Tools {
             config,
             tools: names,
             cache,
+            callees: None,
         });
         Ok(())
     }
@@ -266,6 +271,10 @@ struct Inner {
     in_flight: Semaphore,
     /// The permits `in_flight` started with.
     max_in_flight: usize,
+    /// Bounds the calls of tools that call tools to half of `in_flight`,
+    /// taken before it: the other half is always there for the calls they
+    /// make, so callers waiting on their calls can never hold every permit.
+    callers: Semaphore,
     // Dropped last: stops the epoch thread after every component is gone.
     _sandbox: Arc<Sandbox>,
 }
@@ -336,21 +345,26 @@ impl ToolHost {
             .filter(|c| matches!(c.source, crate::component::ComponentSource::Pinned(_)))
             .cloned()
             .collect();
-        if !pulled.is_empty() {
-            let sandbox = Arc::new(
-                Sandbox::new(options, 0).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
-            );
-            let compiled = on_each(&sandbox, &pulled, Sandbox::compile_only).await;
-            for (config, joined) in pulled.iter().zip(compiled) {
-                let outcome =
-                    joined.map_err(|e| LoadError::Engine(format!("compiling panicked: {e}")))?;
-                outcome.map_err(|e| LoadError::Component {
-                    component: config.label(),
-                    message: format!("{e:#}"),
-                })?;
-            }
+        if pulled.is_empty() {
+            fetched.commit(&mut pinned.components)?;
+            return Ok(pinned);
+        }
+        let sandbox =
+            Arc::new(Sandbox::new(options, 0).map_err(|e| LoadError::Engine(format!("{e:#}")))?);
+        // One that does not compile refuses the lot: the code compiled for
+        // the others' staged layers goes with them.
+        let fresh = sandbox.fresh_entries(fetched.staged_layers(&pulled));
+        let compiled = on_each(&sandbox, &pulled, Sandbox::compile_only).await;
+        for (config, joined) in pulled.iter().zip(compiled) {
+            let outcome =
+                joined.map_err(|e| LoadError::Engine(format!("compiling panicked: {e}")))?;
+            outcome.map_err(|e| LoadError::Component {
+                component: config.label(),
+                message: format!("{e:#}"),
+            })?;
         }
         fetched.commit(&mut pinned.components)?;
+        fresh.keep();
         Ok(pinned)
     }
 
@@ -435,19 +449,27 @@ impl ToolHost {
         let sandbox = Arc::new(
             Sandbox::new(&options, ahead).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
         );
+        // A component may compile and still be refused (it does not link,
+        // its `tools()` traps or returns invalid specs), or another may be:
+        // then the code compiled for staged layers goes with them.
+        let fresh = sandbox.fresh_entries(fetched.staged_layers(&components));
         let compiled = compile_all(&sandbox, &components).await;
         let mut tools = Tools::default();
         for (config, joined) in components.into_iter().zip(compiled) {
             tools.add(config, joined).await?;
         }
+        let max_in_flight = options.max_instances as usize;
+        calling::resolve(&mut tools, max_in_flight)?;
         fetched.commit(tools.slots.iter_mut().map(|slot| &mut slot.config))?;
+        fresh.keep();
         Ok(Self {
             inner: Arc::new(Inner {
                 slots: tools.slots,
                 entries: tools.entries,
                 by_name: tools.by_name,
-                in_flight: Semaphore::new(options.max_instances as usize),
-                max_in_flight: options.max_instances as usize,
+                in_flight: Semaphore::new(max_in_flight),
+                max_in_flight,
+                callers: Semaphore::new((max_in_flight / 2).max(1)),
                 _sandbox: sandbox,
             }),
         })

@@ -81,6 +81,27 @@ impl Pinned {
 pub(crate) struct Fetched(Option<Registry>);
 
 impl Fetched {
+    /// The layers of `components` that this load pulled and staged (not
+    /// in the blob store before): what is made from them belongs to the
+    /// load, kept only if it commits.
+    pub(crate) fn staged_layers<'a>(
+        &self,
+        components: &'a [ComponentConfig],
+    ) -> Vec<&'a crate::registry::Digest> {
+        let Some(registry) = &self.0 else {
+            return Vec::new();
+        };
+        components
+            .iter()
+            .filter_map(|component| match &component.source {
+                ComponentSource::Pinned(pinned) if registry.store().is_staged(&pinned.layer) => {
+                    Some(&pinned.layer)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Keep what was fetched: move it into the blob store, and point each
     /// pinned component of `components` at its layer's place there (the
     /// staging directory it was compiled from is gone).

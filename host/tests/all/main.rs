@@ -20,4 +20,5 @@ mod registry;
 mod registry_server;
 mod serve;
 mod stores;
+mod tool_calls;
 mod util;

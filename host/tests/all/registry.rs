@@ -14,6 +14,7 @@ use crate::registry_server::{PASSWORD, RegistryServer};
 use crate::util::{call, component, ok};
 
 mod credentials;
+mod independent;
 mod locking;
 mod referrers;
 mod settings;
@@ -140,7 +141,7 @@ impl Scene {
 /// Left out: the empty `KEY.lock` files the compiled-code cache takes
 /// turns on (hosts starting together compile once). Trying to compile
 /// leaves one, and it holds nothing: no code, no blob, no pin.
-fn cache_snapshot(paths: &[&Path]) -> std::collections::BTreeMap<PathBuf, String> {
+pub(crate) fn cache_snapshot(paths: &[&Path]) -> std::collections::BTreeMap<PathBuf, String> {
     fn walk(path: &Path, into: &mut std::collections::BTreeMap<PathBuf, String>) {
         let Ok(meta) = std::fs::symlink_metadata(path) else {
             return;
@@ -206,7 +207,7 @@ async fn push(cache: &Path, reference: &str, file: &Path) -> Digest {
 
 /// Publish a manifest of any layout by hand, as other tools would: each
 /// blob uploaded, then the manifest under `tag`. Its digest.
-async fn push_raw(
+pub(crate) async fn push_raw(
     address: &str,
     repository: &str,
     tag: &str,
@@ -533,6 +534,71 @@ async fn layers_that_are_not_components_are_refused_by_what_they_are() {
             .filter(|name| name.starts_with(".pulling-"))
             .collect();
         assert!(staged.is_empty(), "{staged:?}");
+    }
+}
+
+/// A layer that compiles and links but is refused at load (its `tools()`
+/// traps, or lists one name twice) leaves the compile cache, the blob store
+/// and the lock byte for byte as they were, compiled code included, though
+/// compiling it made an entry; and so does a good new layer loaded beside
+/// it, refused with it. What the cache held before (calc's layer and code)
+/// stays.
+#[tokio::test]
+async fn a_layer_that_compiles_but_does_not_load_leaves_no_compiled_code() {
+    let registry = RegistryServer::start();
+    let address = registry.address();
+    let publisher = tempfile::tempdir().unwrap();
+    let good = format!("oci://{address}/good/calc:1");
+    let fresh = format!("oci://{address}/good/qr:1");
+    push(publisher.path(), &good, &component("calc")).await;
+    push(publisher.path(), &fresh, &component("qr")).await;
+    let cases = [("probe-trap", "trap"), ("probe-dup", "echo")];
+    for (probe, expected) in cases {
+        let scene = Scene::new();
+        scene
+            .load(&scene.one_tool(&good, ""), LockMode::Write)
+            .await
+            .unwrap();
+        let compiled = |scene: &Scene| {
+            std::fs::read_dir(scene.cache())
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .path()
+                        .extension()
+                        .is_some_and(|x| x == "cwasm")
+                })
+                .count()
+        };
+        assert_eq!(compiled(&scene), 1, "calc's code is cached");
+        let reference = format!("oci://{address}/refused/{probe}:1");
+        push(publisher.path(), &reference, &component(probe)).await;
+        let manifest = scene.manifest(&format!(
+            "[[tool]]\ncomponent = \"{good}\"\n\n[[tool]]\ncomponent = \"{fresh}\"\n\n\
+             [[tool]]\ncomponent = \"{reference}\"\n"
+        ));
+        let error = scene.load_error(&manifest, LockMode::Write).await;
+        assert!(
+            error.contains(&format!("refused/{probe}:1")) && error.contains(expected),
+            "{probe}: {error}"
+        );
+        // The same through `call --component`, which loads without a
+        // manifest (and so without a lock).
+        let error = scene.refused(&["call", "--component", &reference, "echo", "{}"], &[]);
+        assert!(error.contains(expected), "{probe}: {error}");
+        assert_eq!(compiled(&scene), 1, "{probe}: only calc's code is cached");
+        // An entry that was there before a refused load stays: the good
+        // components load from it, with nothing compiled again.
+        let host = scene
+            .load(&scene.one_tool(&good, ""), LockMode::Write)
+            .await
+            .unwrap();
+        assert!(
+            host.components()
+                .all(|(_, _, status)| status == toolhost::CacheStatus::Hit),
+            "{probe}: calc's code was kept"
+        );
     }
 }
 

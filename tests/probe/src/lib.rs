@@ -570,6 +570,11 @@ fn pattern(args: Pattern) -> Result<Output, ToolError> {
 /// time the tool list is built, so also when the host asks for `tools()`,
 /// which must run with no grants at all.
 fn described_with_side_effects() -> String {
+    // The trap-in-tools build: a component that compiles, links and then
+    // traps in its `tools()`, for the host's tests of a load refused late.
+    if cfg!(feature = "trap-in-tools") {
+        panic!("the trap-in-tools build traps in tools()");
+    }
     let _ = std::fs::write("/data/written-by-tools", "tools() had a granted directory");
     let _ = std::fs::write("/written-by-tools", "tools() had the root");
     "Has a description with side effects".to_owned()

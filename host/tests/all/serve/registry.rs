@@ -159,3 +159,116 @@ async fn the_readmes_five_tool_sharing_commands_publish_pin_verify_and_serve_a_t
         .await;
     assert_eq!(answers[0]["content"], "42", "{answers:?}");
 }
+
+const RELOADS_OK: &str = r#"toolhost_reloads_total{result="ok"}"#;
+const RELOADS_FAILED: &str = r#"toolhost_reloads_total{result="failed"}"#;
+
+/// `serve --watch` reloads that fail — the lock file edited into
+/// nonsense, the manifest naming a layer that is not a component, or one
+/// that compiles and then traps in `tools()` — each leave the cache
+/// (compiled code and blobs) and `toolhost.lock` byte for byte as they
+/// were, and the old tools serving. The test waits for each failure on
+/// `toolhost_reloads_total{result="failed"}`, counted once the reload has
+/// given up and cleaned up.
+#[tokio::test]
+async fn a_failed_reload_changes_no_cache_and_no_lock_and_keeps_serving() {
+    let registry = crate::registry_server::RegistryServer::start();
+    let address = registry.address();
+    let publisher = tempfile::tempdir().unwrap();
+    let push = |reference: String, file: &str| {
+        let client = Registry::new(Settings::default(), publisher.path()).unwrap();
+        let bytes = std::fs::read(component(file)).unwrap();
+        async move {
+            let reference: OciRef = reference.parse().unwrap();
+            client
+                .push(&reference, &bytes, &Publication::default())
+                .await
+                .unwrap()
+        }
+    };
+    let calc_ref = format!("oci://{address}/tools/calc:1");
+    let trap_ref = format!("oci://{address}/tools/trap:1");
+    push(calc_ref.clone(), "calc").await;
+    push(trap_ref.clone(), "probe-trap").await;
+    crate::registry::push_raw(
+        &address,
+        "tools/script",
+        "1",
+        ("application/vnd.wasm.config.v0+json", b"{}"),
+        &[("application/wasm", b"#!/bin/sh\nrm -rf /\n")],
+    )
+    .await;
+    let script_ref = format!("oci://{address}/tools/script:1");
+    let cache = tempfile::tempdir().unwrap();
+    let env = [("TOOLHOST_CACHE_DIR", cache.path().to_str().unwrap())];
+    let manifest = format!("[[tool]]\ncomponent = \"{calc_ref}\"\n");
+    let server = Server::start_with_env(&manifest, &["--watch"], &env);
+    assert_eq!(server.tool_names().await, ["calc"]);
+    let lock = server.manifest.with_file_name("toolhost.lock");
+    let pinned = std::fs::read(&lock).unwrap();
+    let watched = &server;
+    // Wait until `series` counts `want`; generous, as a build machine may
+    // be slow: nothing is asserted about how long it took.
+    let counted = async |series: &str, want: f64| {
+        let reached = eventually(Duration::from_secs(60), || async move {
+            count(&watched.metrics().await, series) >= want
+        })
+        .await;
+        assert!(
+            reached,
+            "{series} did not reach {want}\n{}\nstderr:\n{}",
+            watched.metrics().await,
+            watched.stderr()
+        );
+    };
+    // Still serving what it served, and the cache and lock as they were.
+    let unchanged = async |before: &std::collections::BTreeMap<std::path::PathBuf, String>| {
+        assert_eq!(watched.tool_names().await, ["calc"]);
+        let answers = watched
+            .answers("", &serde_json::json!([calc("a", "6*7")]))
+            .await;
+        assert_eq!(answers[0]["content"], "42", "{answers:?}");
+        let after = crate::registry::cache_snapshot(&[cache.path(), &lock]);
+        assert_eq!(
+            &after, before,
+            "a failed reload changed the cache or the lock"
+        );
+    };
+
+    // The lock edited into nonsense: refused, and not rewritten.
+    let nonsense = b"version = 1\n[[component]]\nreference = 42\n";
+    let before = crate::registry::cache_snapshot(&[cache.path()]);
+    std::fs::write(&lock, nonsense).unwrap();
+    counted(RELOADS_FAILED, 1.0).await;
+    let mut before = before;
+    before.extend(crate::registry::cache_snapshot(&[&lock]));
+    unchanged(&before).await;
+    assert_eq!(std::fs::read(&lock).unwrap(), nonsense);
+    // Put back, it reloads.
+    std::fs::write(&lock, &pinned).unwrap();
+    counted(RELOADS_OK, 1.0).await;
+
+    // A new reference whose layer is not a component, then one that
+    // compiles and traps in tools(): nothing of either is kept.
+    for (reference, failures) in [(&script_ref, 2.0), (&trap_ref, 3.0)] {
+        let before = crate::registry::cache_snapshot(&[cache.path(), &lock]);
+        std::fs::write(
+            &server.manifest,
+            format!("{manifest}\n[[tool]]\ncomponent = \"{reference}\"\n"),
+        )
+        .unwrap();
+        counted(RELOADS_FAILED, failures).await;
+        unchanged(&before).await;
+        assert_eq!(std::fs::read(&lock).unwrap(), pinned, "{reference}");
+        // That failure was this change's, and the only one.
+        let text = server.metrics().await;
+        assert_eq!(count(&text, RELOADS_FAILED), failures, "{text}");
+        let repository = reference.rsplit_once(&format!("{address}/")).unwrap().1;
+        assert!(server.stderr().contains(repository), "{}", server.stderr());
+    }
+    assert!(
+        server.stderr().contains("reload failed"),
+        "{}",
+        server.stderr()
+    );
+}

@@ -1,0 +1,263 @@
+//! `toolhost:tool/tools`: a call calling other tools (code mode).
+//!
+//! The sandbox only carries the calls across: which tools a component may
+//! call, the budget, and the call itself belong to the dispatcher, which
+//! gives each call of a component granted `call_tools` a [`ToolCaller`].
+//! A call without one (no grant, describing, an instance made ahead of
+//! its call) is refused `capability_denied`.
+//!
+//! The arguments arrive as handles into the guest's memory (`WasmStr`,
+//! `WasmList`), as in `keyvalue/linker.rs`: a list of calls is counted
+//! before anything is copied, a name is looked up where it lies, and an
+//! argument is copied only once it is known to fit. A list whose thousand
+//! entries all point at one large buffer therefore costs the host nothing
+//! before it is refused.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tracing::Instrument as _;
+use wasmtime::StoreContextMut;
+use wasmtime::component::{ComponentType, Lift, Linker, WasmList, WasmStr};
+
+use super::bindings::v0_2::toolhost::tool::types as wit;
+use super::deadline::Deadline;
+use super::state::State;
+use crate::outcome::{CallError, ContentBlock, ErrorType, ResourceContents, ToolOutput, clip};
+
+/// The most calls one `call-tools` list may hold. Past it the calling
+/// instance traps: answering each entry would cost host memory in
+/// proportion to a length the guest chose.
+pub(crate) const MAX_LIST: u32 = 1024;
+
+/// The most bytes of arguments the calls of one list may carry together.
+const MAX_LIST_BYTES: usize = 32 << 20;
+
+const TOOLS: &str = "toolhost:tool/tools@0.2.1";
+
+/// How a call reaches other tools: made by the dispatcher for each call of
+/// a component granted `call_tools`.
+pub(crate) trait ToolCaller: Send + Sync {
+    /// Admit one call of tool `name` (the grant, the tool's existence, the
+    /// budget, which this takes one from): the most bytes of arguments the
+    /// tool accepts.
+    ///
+    /// # Errors
+    ///
+    /// Why the call is refused, for the calling tool to read.
+    fn admit(&self, name: &str) -> Result<usize, CallError>;
+
+    /// Run an admitted call to its end. `deadline` is the calling call's:
+    /// its clock stands still while the callee waits for a person.
+    fn call(
+        &self,
+        name: String,
+        arguments: String,
+        deadline: Option<Deadline>,
+    ) -> BoxFuture<'static, Result<ToolOutput, CallError>>;
+}
+
+/// What a call may call: its caller (none without a grant) and its deadline.
+#[derive(Clone, Default)]
+pub(crate) struct Calls {
+    pub caller: Option<Arc<dyn ToolCaller>>,
+    pub deadline: Option<Deadline>,
+}
+
+/// One entry of a `call-tools` list, still in the guest's memory.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+struct LazyCall {
+    name: WasmStr,
+    arguments: WasmStr,
+}
+
+type Cx<'a> = StoreContextMut<'a, State>;
+type WitResult = Result<wit::ToolOutput, wit::ToolError>;
+type Answer<'a, T> = Box<dyn Future<Output = wasmtime::Result<(T,)>> + Send + 'a>;
+
+/// Add `toolhost:tool/tools` to the linker.
+pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    let mut instance = linker.instance(TOOLS)?;
+    instance.func_wrap_async("call-tool", call_tool)?;
+    instance.func_wrap_async("call-tools", call_tools)?;
+    Ok(())
+}
+
+fn call_tool(mut cx: Cx<'_>, (name, arguments): (WasmStr, WasmStr)) -> Answer<'_, WitResult> {
+    Box::new(async move {
+        let mut results = run(&mut cx, vec![LazyCall { name, arguments }]).await?;
+        let result = results.pop().unwrap_or_else(|| {
+            Err(to_wit_error(CallError::new(
+                ErrorType::Internal,
+                "the call was lost",
+            )))
+        });
+        Ok((result,))
+    })
+}
+
+fn call_tools(mut cx: Cx<'_>, (calls,): (WasmList<LazyCall>,)) -> Answer<'_, Vec<WitResult>> {
+    Box::new(async move {
+        let len = calls.len();
+        if len > MAX_LIST as usize {
+            wasmtime::bail!(
+                "it passed call-tools a list of {len} calls; a list holds at most {MAX_LIST}: split it (no call of that list was made)"
+            );
+        }
+        let mut lazy = Vec::with_capacity(len);
+        for i in 0..len {
+            if let Some(call) = calls.get(&mut cx, i) {
+                lazy.push(call?);
+            }
+        }
+        Ok((run(&mut cx, lazy).await?,))
+    })
+}
+
+/// Admit each call, copy the arguments of those admitted, and run them all
+/// at once: one result per call, in order.
+async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitResult>> {
+    let state = cx.data_mut();
+    let unbound = state.used("it called a tool while being instantiated");
+    let Calls { caller, deadline } = state.calls.clone();
+    let caller = match caller {
+        Some(caller) if !unbound => caller,
+        _ => {
+            let refusal = not_granted();
+            return Ok(lazy.iter().map(|_| Err(refusal.clone())).collect());
+        }
+    };
+    let mut total = 0usize;
+    let mut admitted = Vec::with_capacity(lazy.len());
+    for call in &lazy {
+        admitted.push(admit(cx, &*caller, call, &mut total)?);
+    }
+    // Each call on a task of its own, so that calls run on every core;
+    // the set aborts them all if the calling call is dropped (its
+    // deadline, a stop), and the tree of calls ends with it.
+    let mut running = tokio::task::JoinSet::new();
+    let mut results: Vec<Option<WitResult>> = Vec::with_capacity(admitted.len());
+    for (i, admitted) in admitted.into_iter().enumerate() {
+        match admitted {
+            Err(error) => results.push(Some(Err(to_wit_error(error)))),
+            Ok((name, arguments)) => {
+                results.push(None);
+                let call = caller.call(name, arguments, deadline.clone());
+                running.spawn(async move { (i, call.await) }.in_current_span());
+            }
+        }
+    }
+    while let Some(done) = running.join_next().await {
+        let (i, result) =
+            done.map_err(|e| wasmtime::Error::msg(format!("a tool call failed: {e}")))?;
+        results[i] = Some(result.map(to_wit_output).map_err(to_wit_error));
+    }
+    Ok(results
+        .into_iter()
+        .map(|result| {
+            result.unwrap_or_else(|| {
+                Err(to_wit_error(CallError::new(
+                    ErrorType::Internal,
+                    "the call was lost",
+                )))
+            })
+        })
+        .collect())
+}
+
+/// One call admitted, with its name and arguments copied out of the guest,
+/// or why it is refused. `total` sums the bytes of the list's arguments.
+fn admit(
+    cx: &Cx<'_>,
+    caller: &dyn ToolCaller,
+    call: &LazyCall,
+    total: &mut usize,
+) -> wasmtime::Result<Result<(String, String), CallError>> {
+    let name = call.name.to_str(cx)?;
+    let most = match caller.admit(&name) {
+        Ok(most) => most,
+        Err(error) => return Ok(Err(error)),
+    };
+    let arguments = call.arguments.to_str(cx)?;
+    let refuse = |message: String| Ok(Err(CallError::new(ErrorType::InvalidArguments, message)));
+    if arguments.len() > most {
+        return refuse(format!(
+            "the arguments of this call of {} are {} bytes, over the {most} it accepts (its max_arguments limit)",
+            clip(&name, 64),
+            arguments.len()
+        ));
+    }
+    *total = total.saturating_add(arguments.len());
+    if *total > MAX_LIST_BYTES {
+        return refuse(format!(
+            "the calls of one list may carry at most {MAX_LIST_BYTES} bytes of arguments together, and this one reaches {total}: split the list"
+        ));
+    }
+    Ok(Ok((name.into_owned(), arguments.into_owned())))
+}
+
+fn not_granted() -> wit::ToolError {
+    to_wit_error(CallError::new(
+        ErrorType::CapabilityDenied,
+        "this tool may not call other tools: its manifest entry grants no call_tools; add e.g. call_tools = [\"calc\"] to it",
+    ))
+}
+
+/// A callee's failure as the caller reads it: the kind the callee gave for
+/// an error of its own, else the host's.
+fn to_wit_error(error: CallError) -> wit::ToolError {
+    // A tool's own kind, or a refusal's finer one (`budget_exhausted`).
+    let kind = error
+        .tool_kind
+        .unwrap_or_else(|| error.kind.as_str().to_owned());
+    wit::ToolError {
+        kind,
+        message: error.message,
+        retryable: error.retryable,
+    }
+}
+
+/// A callee's result, sealed by the host (cut to its limits, its secrets
+/// masked), in the contract's shape.
+fn to_wit_output(output: ToolOutput) -> wit::ToolOutput {
+    let media = |m: crate::outcome::Media| wit::Media {
+        mime_type: m.mime_type,
+        data: m.data.to_vec(),
+    };
+    let content = output
+        .content
+        .into_iter()
+        .map(|block| match block {
+            ContentBlock::Text(text) => wit::ContentBlock::Text(text),
+            ContentBlock::Image(m) => wit::ContentBlock::Image(media(m)),
+            ContentBlock::Audio(m) => wit::ContentBlock::Audio(media(m)),
+            ContentBlock::ResourceLink(link) => {
+                wit::ContentBlock::ResourceLink(wit::ResourceLink {
+                    uri: link.uri,
+                    name: link.name,
+                    mime_type: link.mime_type,
+                    description: link.description,
+                })
+            }
+            ContentBlock::Resource(resource) => {
+                wit::ContentBlock::Embedded(wit::EmbeddedResource {
+                    uri: resource.uri,
+                    mime_type: resource.mime_type,
+                    contents: match resource.contents {
+                        ResourceContents::Text(text) => wit::ResourceContents::Text(text),
+                        ResourceContents::Blob(bytes) => {
+                            wit::ResourceContents::Blob(bytes.to_vec())
+                        }
+                    },
+                })
+            }
+        })
+        .collect();
+    wit::ToolOutput {
+        content,
+        structured: output.structured.map(|value| value.to_string()),
+        artifact: output.artifact,
+    }
+}

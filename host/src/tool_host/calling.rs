@@ -1,0 +1,311 @@
+//! Calls that calls make (`call_tools`, code mode): which tools each
+//! calling component may call, checked at load, and the dispatcher side of
+//! `toolhost:tool/tools`, made for each call of such a component.
+//!
+//! Every call a call makes goes through [`ToolHost::call_in`], as a
+//! model's call does: the callee's grants, limits, argument check,
+//! approval, result cache and log. What is added here is what belongs to
+//! the calling call: its grant, its budget of calls and how many run at
+//! once, its deadline (whose clock stands still while a callee waits for a
+//! person), and the ids that tie each call to it (`CALLER_ID/1`, `/2`, …).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use futures::future::BoxFuture;
+use tokio::sync::Semaphore;
+
+use super::env::{Approver, CallOptions};
+use super::{LoadError, ToolHost, Tools};
+use crate::grants::ToolCalls;
+use crate::observe::{Answer, Asker, CallObserver, LogLevel, Progress, Question};
+use crate::outcome::{CallError, ErrorType, ToolOutput, clip};
+use crate::sandbox::{Deadline, ToolCaller};
+use crate::spec::ToolSpec;
+use crate::tool_call::ToolCall;
+
+/// What one calling component may call, resolved at load.
+pub(super) struct Callees {
+    grant: ToolCalls,
+    /// The entries (by index) it may call.
+    allowed: BTreeSet<usize>,
+}
+
+/// Resolve every calling component's `call_tools` against the loaded tools,
+/// and end each of its tools' descriptions with the declarations of what it
+/// may call.
+///
+/// # Errors
+///
+/// A pattern that matches no tool it may call (a misspelt name, or only
+/// tools that call tools themselves), or a host too small to run a call
+/// and its calls at once.
+pub(super) fn resolve(tools: &mut Tools, max_in_flight: usize) -> Result<(), LoadError> {
+    let callers: BTreeSet<usize> = (0..tools.slots.len())
+        .filter(|&i| tools.slots[i].config.grants.tool_calls().is_some())
+        .collect();
+    if !callers.is_empty() && max_in_flight < 2 {
+        return Err(LoadError::Component {
+            component: tools.slots[*callers.first().unwrap_or(&0)].config.label(),
+            message: "it is granted call_tools, which needs room for two instances at once (the call and a tool it calls), and max_instances is 1; raise max_instances".into(),
+        });
+    }
+    for &caller in &callers {
+        let slot = &tools.slots[caller];
+        let grant = slot
+            .config
+            .grants
+            .tool_calls()
+            .cloned()
+            .unwrap_or_else(|| unreachable!());
+        let label = slot.config.label();
+        let mut allowed = BTreeSet::new();
+        for pattern in grant.patterns() {
+            let single = ToolCalls::new([pattern.as_str()]).map_err(|e| LoadError::Component {
+                component: label.clone(),
+                message: e.to_string(),
+            })?;
+            let matched: Vec<usize> = (0..tools.entries.len())
+                .filter(|&i| single.allows(&tools.entries[i].spec.name))
+                .collect();
+            let callable: Vec<usize> = matched
+                .iter()
+                .copied()
+                .filter(|&i| !callers.contains(&tools.entries[i].component))
+                .collect();
+            if callable.is_empty() {
+                let why = if matched.is_empty() {
+                    format!("no loaded tool is named {pattern:?}")
+                } else {
+                    format!(
+                        "{pattern:?} matches only tools that call tools themselves, and a tool that calls tools cannot be called (code cannot run code)"
+                    )
+                };
+                return Err(LoadError::Component {
+                    component: label,
+                    message: format!("call_tools: {why}; name tools another [[tool]] entry loads"),
+                });
+            }
+            allowed.extend(callable);
+        }
+        let text =
+            super::declarations::declarations(allowed.iter().map(|&i| &*tools.entries[i].spec));
+        for entry in tools.entries.iter_mut().filter(|e| e.component == caller) {
+            let mut spec = ToolSpec::clone(&entry.spec);
+            spec.description.push_str(&text);
+            entry.spec = Arc::new(spec);
+        }
+        tools.slots[caller].callees = Some(Arc::new(Callees { grant, allowed }));
+    }
+    Ok(())
+}
+
+/// The dispatcher side of one calling call: made when the call starts,
+/// dropped when it ends.
+pub(super) struct InnerCalls {
+    host: ToolHost,
+    callees: Arc<Callees>,
+    /// Calls the budget has left.
+    left: AtomicU32,
+    /// Calls made so far: each one's id is the caller's and its number.
+    made: AtomicU32,
+    at_once: Arc<Semaphore>,
+    env: CallOptions,
+    caller_id: String,
+    caller_tool: String,
+}
+
+impl InnerCalls {
+    /// The calls of call `call_id` (of tool `tool`), which may call
+    /// `callees`, in the caller's `env`.
+    pub(super) fn new(
+        host: ToolHost,
+        callees: Arc<Callees>,
+        env: &CallOptions,
+        call_id: &str,
+        tool: &str,
+    ) -> Self {
+        Self {
+            host,
+            left: AtomicU32::new(callees.grant.calls()),
+            made: AtomicU32::new(0),
+            at_once: Arc::new(Semaphore::new(callees.grant.at_once() as usize)),
+            callees,
+            env: env.clone(),
+            caller_id: call_id.to_owned(),
+            caller_tool: tool.to_owned(),
+        }
+    }
+
+    fn refuse(kind: ErrorType, code: Option<&str>, message: String) -> CallError {
+        let mut error = CallError::new(kind, message);
+        error.tool_kind = code.map(str::to_owned);
+        error
+    }
+
+    /// The names of the tools the caller may call, for its errors.
+    fn callable(&self) -> String {
+        let mut names: Vec<&str> = self
+            .callees
+            .allowed
+            .iter()
+            .map(|&i| self.host.inner.entries[i].spec.name.as_str())
+            .collect();
+        names.sort_unstable();
+        names.join(", ")
+    }
+}
+
+impl ToolCaller for InnerCalls {
+    fn admit(&self, name: &str) -> Result<usize, CallError> {
+        let Some(index) = self.host.resolve(name) else {
+            return Err(Self::refuse(
+                ErrorType::UnknownTool,
+                None,
+                format!(
+                    "no tool is named {:?}; {} may call: {}",
+                    clip(name, 64),
+                    self.caller_tool,
+                    self.callable()
+                ),
+            ));
+        };
+        if !self.callees.allowed.contains(&index) {
+            return Err(Self::refuse(
+                ErrorType::CapabilityDenied,
+                None,
+                format!(
+                    "{} may not call {name}: its manifest entry's call_tools does not grant it (it may call: {}); add {name:?} to call_tools to allow it",
+                    self.caller_tool,
+                    self.callable()
+                ),
+            ));
+        }
+        let taken = self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(1)
+            });
+        if taken.is_err() {
+            let most = self.callees.grant.calls();
+            return Err(Self::refuse(
+                ErrorType::CapabilityDenied,
+                Some("budget_exhausted"),
+                format!(
+                    "this call of {} has made all {most} tool calls its budget allows; do more per call (e.g. one call over a list), or raise call_tools.max_calls",
+                    self.caller_tool
+                ),
+            ));
+        }
+        let entry = &self.host.inner.entries[index];
+        Ok(self.host.inner.slots[entry.component]
+            .config
+            .limits
+            .max_arguments)
+    }
+
+    fn call(
+        &self,
+        name: String,
+        arguments: String,
+        deadline: Option<Deadline>,
+    ) -> BoxFuture<'static, Result<ToolOutput, CallError>> {
+        let number = self.made.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("{}/{number}", self.caller_id);
+        let host = self.host.clone();
+        let at_once = self.at_once.clone();
+        let env = inner_env(&self.env, deadline, &name);
+        Box::pin(async move {
+            // Never closed.
+            let _turn = at_once.acquire_owned().await;
+            let call = ToolCall::with_raw_arguments(id, name, arguments);
+            let outcome = host.call_in(call, &env).await;
+            if let Some(observer) = &env.observer {
+                observer.called(&outcome);
+            }
+            outcome.result
+        })
+    }
+}
+
+/// What a call the caller makes runs in: the caller's approver, asker and
+/// context, with the caller's clock stopped while a person is asked, and
+/// its lines passed on to the caller's observer under the callee's name.
+fn inner_env(outer: &CallOptions, deadline: Option<Deadline>, callee: &str) -> CallOptions {
+    let mut env = outer.clone();
+    env.approver = Arc::new(Pausing {
+        inner: outer.approver.clone(),
+        deadline: deadline.clone(),
+    });
+    env.asker = Arc::new(PausingAsker {
+        inner: outer.asker.clone(),
+        deadline,
+    });
+    env.observer = outer.observer.clone().map(|observer| {
+        Arc::new(Relayed {
+            outer: observer,
+            callee: callee.to_owned(),
+        }) as Arc<dyn CallObserver>
+    });
+    env
+}
+
+/// The caller's approver, its clock stopped while it decides.
+struct Pausing {
+    inner: Arc<dyn Approver>,
+    deadline: Option<Deadline>,
+}
+
+impl Approver for Pausing {
+    fn approve<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        spec: &'a ToolSpec,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let _paused = self.deadline.as_ref().and_then(Deadline::pause);
+            self.inner.approve(call, spec).await
+        })
+    }
+}
+
+/// The caller's asker, its clock stopped while the person answers.
+struct PausingAsker {
+    inner: Arc<dyn Asker>,
+    deadline: Option<Deadline>,
+}
+
+impl Asker for PausingAsker {
+    fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
+        Box::pin(async move {
+            let _paused = self.deadline.as_ref().and_then(Deadline::pause);
+            self.inner.ask(question).await
+        })
+    }
+}
+
+/// A callee's log lines, passed on to the caller's observer under the
+/// callee's name; its progress is the callee's own business (the caller's
+/// progress counts the calls that end).
+#[derive(Debug)]
+struct Relayed {
+    outer: Arc<dyn CallObserver>,
+    callee: String,
+}
+
+impl CallObserver for Relayed {
+    fn wants(&self, level: LogLevel) -> bool {
+        self.outer.wants(level)
+    }
+
+    fn log(&self, level: LogLevel, line: &str) {
+        self.outer.log(level, &format!("[{}] {line}", self.callee));
+    }
+
+    fn progress(&self, _: &Progress) {}
+
+    fn called(&self, outcome: &crate::outcome::Outcome) {
+        self.outer.called(outcome);
+    }
+}

@@ -1,0 +1,433 @@
+//! Tools calling tools (`call_tools`, contract 0.2.1's `toolhost:tool/tools`),
+//! the host's side of code mode, through `tests/probe-caller` calling the
+//! probe: grants, budgets, depth, approval, deadlines, and lists only a
+//! hostile guest would pass.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use toolhost::{
+    Approval, ApproveAll, Approver, CallObserver, CallOptions, ComponentConfig, ErrorType, Grants,
+    LoadError, LogLevel, Outcome, ToolCall, ToolCalls, ToolHost, ToolSpec,
+};
+
+use crate::util::{component, err, message, ok, options, quick_limits};
+
+fn caller(calls: ToolCalls) -> ComponentConfig {
+    ComponentConfig::new(component("probe-caller"))
+        .grants(Grants::none().call_tools(calls))
+        .limits(quick_limits())
+}
+
+fn probe() -> ComponentConfig {
+    // Fuel enough to outlive any caller's deadline.
+    let limits = quick_limits().with_fuel(u64::MAX / 2).unwrap();
+    ComponentConfig::new(component("probe")).limits(limits)
+}
+
+async fn load(components: Vec<ComponentConfig>) -> Result<ToolHost, LoadError> {
+    ToolHost::load_components(components, options()).await
+}
+
+async fn host_calling(patterns: &[&str]) -> ToolHost {
+    load(vec![
+        caller(ToolCalls::new(patterns.iter().copied()).unwrap()),
+        probe(),
+    ])
+    .await
+    .expect("the caller and the probe load")
+}
+
+async fn run(host: &ToolHost, tool: &str, args: Value) -> Outcome {
+    host.call(ToolCall::new("outer", tool, args)).await
+}
+
+fn parsed(outcome: &Outcome) -> Value {
+    serde_json::from_str(&ok(outcome)).expect("the probe answers JSON")
+}
+
+#[tokio::test]
+async fn a_granted_call_runs_through_the_dispatcher_and_is_reported_to_the_observer() {
+    let host = host_calling(&["echo", "struct*"]).await;
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    let outcome = host
+        .call(ToolCall::new(
+            "outer",
+            "call_many",
+            json!({"calls": [
+                {"name": "echo", "arguments": {"text": "ab", "times": 2}},
+                {"name": "structured", "arguments": {"value": {"port": 1, "name": "n"}}},
+            ]}),
+        ))
+        .options(&env)
+        .await;
+    let results = parsed(&outcome);
+    assert_eq!(results[0]["ok"], "abab", "{results}");
+    assert!(results[1]["structured"].is_string(), "{results}");
+    let ids = heard.ids();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(
+        ids.contains(&"outer/1".to_owned()) && ids.contains(&"outer/2".to_owned()),
+        "{ids:?}"
+    );
+    // The caller's description ends with the declarations of what it may
+    // call, and only that.
+    let description = &host.spec("call_one").unwrap().description;
+    assert!(
+        description.contains("declare const tools: {"),
+        "{description}"
+    );
+    assert!(description.contains("  echo(args: {"), "{description}");
+    assert!(description.contains("  structured(args:"), "{description}");
+    assert!(!description.contains("spin("), "{description}");
+    // The probe's own tools say nothing of calling.
+    assert!(
+        !host
+            .spec("echo")
+            .unwrap()
+            .description
+            .contains("declare const")
+    );
+}
+
+#[tokio::test]
+async fn refused_calls_come_back_typed_and_nothing_runs() {
+    let host = host_calling(&["echo", "leak"]).await;
+    for (name, arguments, kind, says) in [
+        ("spin", json!({}), "capability_denied", "may not call spin"),
+        (
+            "no_such_tool",
+            json!({}),
+            "unknown_tool",
+            "no tool is named",
+        ),
+        (
+            "echo",
+            json!({"text": "a", "times": 0}),
+            "invalid_arguments",
+            "times",
+        ),
+        ("echo", json!("not an object"), "invalid_arguments", ""),
+        // An error the callee returned itself keeps the callee's kind.
+        (
+            "leak",
+            json!({"key": "k", "how": "message"}),
+            "leak",
+            "the key is",
+        ),
+    ] {
+        let result = parsed(
+            &run(
+                &host,
+                "call_one",
+                json!({"name": name, "arguments": arguments}),
+            )
+            .await,
+        );
+        assert_eq!(result["err"], kind, "{name}: {result}");
+        assert!(
+            result["message"].as_str().unwrap().contains(says),
+            "{name}: {result}"
+        );
+    }
+    let denied = parsed(&run(&host, "call_one", json!({"name": "spin", "arguments": {}})).await);
+    assert!(
+        denied["message"]
+            .as_str()
+            .unwrap()
+            .contains("add \"spin\" to call_tools"),
+        "the refusal names the fix: {denied}"
+    );
+}
+
+#[tokio::test]
+async fn a_component_granted_nothing_is_refused_every_call() {
+    let host = load(vec![
+        ComponentConfig::new(component("probe-caller")).limits(quick_limits()),
+        probe(),
+    ])
+    .await
+    .unwrap();
+    let result = parsed(
+        &run(
+            &host,
+            "call_one",
+            json!({"name": "echo", "arguments": {"text": "a", "times": 1}}),
+        )
+        .await,
+    );
+    assert_eq!(result["err"], "capability_denied", "{result}");
+    assert!(
+        result["message"]
+            .as_str()
+            .unwrap()
+            .contains("grants no call_tools"),
+        "{result}"
+    );
+    // The description says nothing of tools to call.
+    assert!(
+        !host
+            .spec("call_one")
+            .unwrap()
+            .description
+            .contains("declare const")
+    );
+}
+
+#[tokio::test]
+async fn the_budget_bounds_the_calls_of_one_call_one_by_one_and_in_lists() {
+    let calls = ToolCalls::new(["echo"]).unwrap().max_calls(3).unwrap();
+    let host = load(vec![caller(calls), probe()]).await.unwrap();
+    for at_once in [false, true] {
+        let result = parsed(
+            &run(
+                &host,
+                "call_repeat",
+                json!({"name": "echo", "arguments": {"text": "a", "times": 1}, "n": 5, "at_once": at_once}),
+            )
+            .await,
+        );
+        assert_eq!(result["ok"], 3, "{result}");
+        assert_eq!(result["kinds"], json!(["budget_exhausted"]), "{result}");
+        assert!(
+            result["first_error"]
+                .as_str()
+                .unwrap()
+                .contains("raise call_tools.max_calls"),
+            "{result}"
+        );
+    }
+    // The budget is per call: the next call has its own.
+    let again = parsed(
+        &run(
+            &host,
+            "call_repeat",
+            json!({"name": "echo", "arguments": {"text": "a", "times": 1}, "n": 3}),
+        )
+        .await,
+    );
+    assert_eq!(again["ok"], 3, "{again}");
+}
+
+#[tokio::test]
+async fn lists_only_a_hostile_guest_passes_are_bounded_before_anything_is_copied() {
+    let calls = ToolCalls::new(["echo"]).unwrap().max_calls(1000).unwrap();
+    let host = load(vec![caller(calls), probe()]).await.unwrap();
+    // Past the list's bound: the caller traps, and no call was made.
+    let outcome = run(
+        &host,
+        "call_huge",
+        json!({"name": "echo", "n": 5000, "bytes": 1}),
+    )
+    .await;
+    assert_eq!(err(&outcome), ErrorType::Trap, "{outcome:?}");
+    assert!(
+        message(&outcome).contains("a list holds at most 1024"),
+        "{}",
+        message(&outcome)
+    );
+    // 1000 entries sharing one 1 MiB buffer: each is over the callee's
+    // max_arguments, measured where it lies, and refused uncopied.
+    let result = parsed(
+        &run(
+            &host,
+            "call_huge",
+            json!({"name": "echo", "n": 1000, "bytes": 1 << 20}),
+        )
+        .await,
+    );
+    assert_eq!(result["refused"], 1000, "{result}");
+    assert!(
+        result["first_error"]
+            .as_str()
+            .unwrap()
+            .contains("max_arguments"),
+        "{result}"
+    );
+    // 200 KiB each: under max_arguments, but the list's calls carry at
+    // most 32 MiB together.
+    let result = parsed(
+        &run(
+            &host,
+            "call_huge",
+            json!({"name": "echo", "n": 200, "bytes": 200 << 10}),
+        )
+        .await,
+    );
+    assert!(
+        result["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("split the list"),
+        "{result}"
+    );
+    // A name of any length is looked up where it lies.
+    let long = "x".repeat(200 << 10);
+    let result = parsed(&run(&host, "call_one", json!({"name": long, "arguments": {}})).await);
+    assert_eq!(result["err"], "unknown_tool");
+    assert!(
+        result["message"].as_str().unwrap().len() < 2048,
+        "the name is not echoed whole"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_that_calls_tools_cannot_be_called_and_misspelt_grants_fail_the_load() {
+    // Two callers: each may call the probe, neither the other; a glob
+    // passes over the caller, a name is a load error.
+    let host = load(vec![caller(ToolCalls::new(["*"]).unwrap()), probe()])
+        .await
+        .unwrap();
+    let result = parsed(
+        &run(
+            &host,
+            "call_one",
+            json!({"name": "call_many", "arguments": {"calls": []}}),
+        )
+        .await,
+    );
+    assert_eq!(result["err"], "capability_denied", "{result}");
+    let description = &host.spec("call_one").unwrap().description;
+    assert!(!description.contains("call_many("), "{description}");
+    for (patterns, says) in [
+        (vec!["call_many"], "cannot be called"),
+        (vec!["echo", "ecoh"], "no loaded tool is named \"ecoh\""),
+    ] {
+        let error = load(vec![caller(ToolCalls::new(patterns).unwrap()), probe()])
+            .await
+            .expect_err("the grant is wrong")
+            .to_string();
+        assert!(error.contains(says), "{error}");
+        assert!(
+            error.contains("probe-caller"),
+            "the load error names the component: {error}"
+        );
+    }
+    let tiny = options().with_max_instances(std::num::NonZeroU32::new(1).unwrap());
+    let error = ToolHost::load_components(
+        vec![caller(ToolCalls::new(["echo"]).unwrap()), probe()],
+        tiny,
+    )
+    .await
+    .expect_err("one instance cannot hold a call and its calls")
+    .to_string();
+    assert!(error.contains("raise max_instances"), "{error}");
+}
+
+#[tokio::test]
+async fn callers_never_hold_every_instance_their_calls_need() {
+    // Two instances in all: with eight callers at once, each waiting on
+    // three calls, a host that let callers take both would never finish.
+    let small = options().with_max_instances(std::num::NonZeroU32::new(2).unwrap());
+    let host = ToolHost::load_components(
+        vec![caller(ToolCalls::new(["echo"]).unwrap()), probe()],
+        small,
+    )
+    .await
+    .unwrap();
+    let calls: Vec<ToolCall> = (0..8)
+        .map(|i| {
+            ToolCall::new(
+                format!("outer{i}"),
+                "call_repeat",
+                json!({"name": "echo", "arguments": {"text": "a", "times": 1}, "n": 3, "at_once": true}),
+            )
+        })
+        .collect();
+    let outcomes = tokio::time::timeout(Duration::from_secs(120), host.call_batch(calls))
+        .await
+        .expect("no deadlock: callers wait for half of the instances at most");
+    for outcome in &outcomes {
+        assert_eq!(parsed(outcome)["ok"], 3, "{outcome:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_whole_tree_ends_by_the_callers_deadline() {
+    let limits = quick_limits().with_timeout(Duration::from_secs(1)).unwrap();
+    let host = load(vec![
+        caller(ToolCalls::new(["spin", "sleep"]).unwrap()).limits(limits),
+        probe(),
+    ])
+    .await
+    .unwrap();
+    // The callee could run 5 s (its own timeout); the caller has 1 s, and
+    // its calls end with it.
+    for (name, arguments) in [("spin", json!({})), ("sleep", json!({"n": 4000}))] {
+        let outcome = run(
+            &host,
+            "call_many",
+            json!({"calls": [{"name": name, "arguments": arguments}]}),
+        )
+        .await;
+        assert_eq!(err(&outcome), ErrorType::Timeout, "{name}: {outcome:?}");
+    }
+}
+
+/// Approves after a while: a person deciding.
+struct SlowApprover(Duration);
+
+impl Approver for SlowApprover {
+    fn approve<'a>(
+        &'a self,
+        _: &'a ToolCall,
+        _: &'a ToolSpec,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.0).await;
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_callee_that_needs_approval_is_approved_and_the_callers_clock_waits_for_the_person() {
+    let limits = quick_limits().with_timeout(Duration::from_secs(2)).unwrap();
+    let host = load(vec![
+        caller(ToolCalls::new(["echo"]).unwrap()).limits(limits),
+        probe().approval(Approval::Always),
+    ])
+    .await
+    .unwrap();
+    let args = json!({"name": "echo", "arguments": {"text": "ok", "times": 1}});
+    // Nobody to ask: the callee is refused, and the caller hears why.
+    let refused = parsed(&run(&host, "call_one", args.clone()).await);
+    assert_eq!(refused["err"], "denied_by_user", "{refused}");
+    let approved = host
+        .call(ToolCall::new("outer", "call_one", args.clone()))
+        .options(&CallOptions::default().approver(Arc::new(ApproveAll)))
+        .await;
+    assert_eq!(parsed(&approved)["ok"], "ok");
+    // A person who takes longer than the caller's whole timeout: the
+    // caller's clock stands still while they decide.
+    let slow = host
+        .call(ToolCall::new("outer", "call_one", args))
+        .options(&CallOptions::default().approver(Arc::new(SlowApprover(Duration::from_secs(3)))))
+        .await;
+    assert_eq!(parsed(&slow)["ok"], "ok", "{slow:?}");
+}
+
+/// Records the ids of the calls a call made.
+#[derive(Debug, Default)]
+struct Heard {
+    called: Mutex<Vec<String>>,
+}
+
+impl Heard {
+    fn ids(&self) -> Vec<String> {
+        self.called.lock().unwrap().clone()
+    }
+}
+
+impl CallObserver for Heard {
+    fn wants(&self, _: LogLevel) -> bool {
+        false
+    }
+    fn log(&self, _: LogLevel, _: &str) {}
+    fn called(&self, outcome: &Outcome) {
+        self.called.lock().unwrap().push(outcome.call_id.clone());
+    }
+}
