@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build every example tool, the test probe and the MCP conformance fixtures
-# into target/tools/NAME.wasm.
+# Build every example tool, the built-in code tool (builtin-tools/code), the
+# test probe and the MCP conformance fixtures into target/tools/NAME.wasm.
 #
 #   scripts/build-tools.sh          # Rust, Python, JavaScript and C tools
 #   scripts/build-tools.sh --rust   # Rust tools, the probe and the fixtures only
@@ -48,12 +48,14 @@ TOOLHOST=target/release/toolhost CFLAGS="-Werror" guest-sdk/c/build.sh "$out/pro
 TOOLHOST=target/release/toolhost CFLAGS="-Werror" guest-sdk/c/build.sh "$out/probe-c-early.wasm" tests/probe-c/early.c
 echo "built probe-c probe-c-early -> $out/"
 
-for dir in example-tools/text-py example-tools/units-js example-tools/base64-c; do
+for dir in example-tools/text-py example-tools/units-js example-tools/base64-c builtin-tools/code; do
     name=$(basename "$dir")
     # Rebuild only when a source file is newer than the component: the
     # Python and JavaScript toolchains take several seconds each.
     sdk=guest-sdk/${name##*-}
     [ "$sdk" = guest-sdk/py ] && sdk=guest-sdk/python
+    # The code tool is JavaScript, written with the JavaScript SDK.
+    [ "$dir" = builtin-tools/code ] && sdk=guest-sdk/js
     # A C tool also depends on the toolhost that componentized it (the WASI adapter).
     inputs=("$dir" wit "$sdk")
     [ "$sdk" = guest-sdk/c ] && inputs+=(target/release/toolhost)

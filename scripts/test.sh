@@ -25,6 +25,10 @@ cargo test --release --workspace "$@"
 # checks, results and errors, without a component.
 python3 -m unittest discover -s guest-sdk/python/tests
 (cd guest-sdk/js/test && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent check && npm test --silent)
+# The code tool's harness (builtin-tools/code): batching, results, console,
+# errors, under node with the same fake host (build-tools.sh installed its
+# node_modules).
+(cd builtin-tools/code && npm test --silent)
 
 if [ -n "${TOOLHOST_SKIP_SCAFFOLDS:-}" ]; then
     echo "test: scaffold tier skipped (TOOLHOST_SKIP_SCAFFOLDS is set)"

@@ -355,3 +355,65 @@ export function handle(request: OutgoingRequest, options: RequestOptions | undef
   request.sent.timeoutNs = options?.timeoutNs;
   return new FutureIncomingResponse(request);
 }
+
+// toolhost:tool/tools
+/** A tool of the fake host: its result, or the `tool-error` it fails with. */
+export type FakeTool = (args: unknown) => { ok: unknown } | { err: { kind: string; message: string; retryable: boolean } };
+
+/** The tools `call-tool` reaches, what each call was given, and each host call's batch. */
+export const fakeTools = {
+  tools: new Map<string, FakeTool>(),
+  calls: [] as [string, string][],
+  batches: [] as number[],
+  /** Set to answer `call-tools` with one result too few, as a broken host would. */
+  dropLast: false,
+  /** Calls the host runs before it refuses the rest as `budget_exhausted`. */
+  budget: Infinity,
+  reset(): void {
+    this.tools = new Map();
+    this.calls = [];
+    this.batches = [];
+    this.dropLast = false;
+    this.budget = Infinity;
+  },
+};
+
+type WireOutput = { content: { tag: 'text'; val: string }[]; structured?: string };
+type WireResult = { tag: 'ok'; val: WireOutput } | { tag: 'err'; val: { kind: string; message: string; retryable: boolean } };
+
+function runFakeTool(name: string, args: string): WireResult {
+  if (fakeTools.calls.length >= fakeTools.budget) {
+    return { tag: 'err', val: { kind: 'budget_exhausted', message: 'all calls of the budget are made', retryable: false } };
+  }
+  fakeTools.calls.push([name, args]);
+  const tool = fakeTools.tools.get(name);
+  if (tool === undefined) {
+    return { tag: 'err', val: { kind: 'unknown_tool', message: `no tool is named "${name}"`, retryable: true } };
+  }
+  const answer = tool(JSON.parse(args));
+  if ('err' in answer) {
+    return { tag: 'err', val: answer.err };
+  }
+  const value = answer.ok;
+  return typeof value === 'string'
+    ? { tag: 'ok', val: { content: [{ tag: 'text', val: value }] } }
+    : { tag: 'ok', val: { content: [{ tag: 'text', val: JSON.stringify(value) }], structured: JSON.stringify(value) } };
+}
+
+export function callTool(name: string, args: string): WireOutput {
+  fakeTools.batches.push(1);
+  const result = runFakeTool(name, args);
+  if (result.tag === 'err') {
+    throw componentError(result.val);
+  }
+  return result.val;
+}
+
+export function callTools(calls: { name: string; arguments: string }[]): WireResult[] {
+  if (calls.length > 1024) {
+    throw new Error(`trap: a list of ${calls.length} calls; the host takes at most 1024`);
+  }
+  fakeTools.batches.push(calls.length);
+  const results = calls.map((call) => runFakeTool(call.name, call.arguments));
+  return fakeTools.dropLast ? results.slice(0, -1) : results;
+}

@@ -21,7 +21,7 @@ await build({
   stdin: {
     contents: [
       "export * from '../toolhost/index.ts';",
-      "export { fake, network } from './fake-host.ts';",
+      "export { fake, fakeTools, network } from './fake-host.ts';",
     ].join('\n'),
     resolveDir: here,
     loader: 'ts',
@@ -40,11 +40,34 @@ await build({
     },
   ],
 });
-const { AskRefused, Output, Store, ToolError, ask, config, defineTool, fake, http, log, network, progress, s, toolbox } =
+const {
+  AskRefused,
+  Output,
+  Store,
+  ToolCallError,
+  ToolError,
+  ask,
+  callTool,
+  callToolJson,
+  callTools,
+  callToolsJson,
+  config,
+  defineTool,
+  fake,
+  fakeTools,
+  http,
+  log,
+  network,
+  progress,
+  s,
+  toJsonValue,
+  toolbox,
+} =
   await import(pathToFileURL(join(out, 'sdk.mjs')).href);
 
 beforeEach(() => {
   fake.reset();
+  fakeTools.reset();
   network.reset();
 });
 
@@ -612,5 +635,125 @@ describe('http', () => {
     const response = http.get('https://a.test/api');
     assert.equal(response.ok, false);
     assert.throws(() => response.json(), { kind: 'unavailable', message: 'https://a.test/api answered 502 with a body that is not JSON' });
+  });
+});
+
+describe('calling tools', () => {
+  beforeEach(() => {
+    fakeTools.tools.set('calc', ({ expression }) => (expression === '6*7' ? { ok: { value: 42 } } : { err: { kind: 'bad_expression', message: `cannot read ${expression}`, retryable: true } }));
+    fakeTools.tools.set('echo', (args) => ({ ok: `echo ${JSON.stringify(args)}` }));
+  });
+
+  test('callTool returns the structured result, else the text', () => {
+    assert.deepEqual(callTool('calc', { expression: '6*7' }), { value: 42 });
+    assert.equal(callTool('echo'), 'echo {}');
+    assert.deepEqual(fakeTools.calls, [['calc', '{"expression":"6*7"}'], ['echo', '{}']]);
+  });
+
+  test('a failed call throws a ToolCallError, a ToolError with the callee\'s kind', () => {
+    let error;
+    try {
+      callTool('calc', { expression: '1/' });
+    } catch (e) {
+      error = e;
+    }
+    assert.ok(error instanceof ToolCallError);
+    assert.ok(error instanceof ToolError);
+    assert.equal(error.tool, 'calc');
+    assert.equal(error.kind, 'bad_expression');
+    assert.equal(error.message, 'cannot read 1/');
+    assert.equal(error.retryable, true);
+    assert.throws(() => callTool('nope'), { name: 'ToolCallError', kind: 'unknown_tool', tool: 'nope' });
+  });
+
+  test('left uncaught in run, it fails the calling tool with the callee\'s kind', async () => {
+    const t = defineTool({ name: 't', description: 'd', input: {}, run: () => callTool('calc', { expression: 'x' }) });
+    assert.deepEqual((await call(toolbox(t), 't', {})).err, { kind: 'bad_expression', message: 'cannot read x', retryable: true });
+  });
+
+  test('callTools makes one host call and settles each call in order', () => {
+    const settled = callTools([{ name: 'calc', arguments: { expression: '6*7' } }, { name: 'calc', arguments: { expression: '?' } }, { name: 'echo' }]);
+    assert.deepEqual(fakeTools.batches, [3]);
+    assert.deepEqual(settled[0], { status: 'fulfilled', value: { value: 42 } });
+    assert.equal(settled[1].status, 'rejected');
+    assert.ok(settled[1].reason instanceof ToolCallError);
+    assert.equal(settled[1].reason.kind, 'bad_expression');
+    assert.deepEqual(settled[2], { status: 'fulfilled', value: 'echo {}' });
+    assert.deepEqual(callTools([]), []);
+    assert.deepEqual(fakeTools.batches, [3]);
+  });
+
+  test('the Json variants take arguments as text, and a result the host leaves out is a rejection', () => {
+    assert.deepEqual(callToolJson('calc', '{"expression":"6*7"}'), { value: 42 });
+    fakeTools.dropLast = true;
+    const settled = callToolsJson([{ name: 'echo', arguments: '{}' }, { name: 'echo', arguments: '{"a":1}' }]);
+    assert.deepEqual(settled[0], { status: 'fulfilled', value: 'echo {}' });
+    assert.equal(settled[1].status, 'rejected');
+    assert.equal(settled[1].reason.kind, 'internal');
+    assert.equal(settled[1].reason.message, 'the host returned no result for this call');
+  });
+
+  test('more calls than a host list holds go in lists of 1024, in order', () => {
+    const settled = callTools(Array.from({ length: 2500 }, (_, i) => ({ name: 'echo', arguments: { i } })));
+    assert.deepEqual(fakeTools.batches, [1024, 1024, 452]);
+    assert.equal(settled.length, 2500);
+    assert.deepEqual(settled[2499], { status: 'fulfilled', value: 'echo {"i":2499}' });
+  });
+
+  test('arguments that are not a plain JSON object are a TypeError, and nothing is called', () => {
+    for (const [args, message] of [
+      [[1, 2], /must be a plain object like \{ key: value \}, got an array/],
+      ['6*7', /got string/],
+      [null, /got null/],
+      [new Map(), /got an object of a class/],
+      [{ n: 10n }, /the arguments of calc\.n is a BigInt/],
+      [{ f() {} }, /the arguments of calc\.f is a function/],
+      [{ x: NaN }, /the arguments of calc\.x is NaN/],
+      [{ list: [1, undefined] }, /the arguments of calc\.list\[1\] is undefined/],
+    ]) {
+      assert.throws(() => callTool('calc', args), { name: 'TypeError', message });
+    }
+    const cyclic = {};
+    cyclic.self = cyclic;
+    assert.throws(() => callTools([{ name: 'echo' }, { name: 'calc', arguments: cyclic }]), /calc\.self is a cycle/);
+    assert.deepEqual(fakeTools.calls, []);
+    // An undefined field is left out, as JSON.stringify does.
+    assert.equal(callTool('echo', { a: 1, b: undefined }), 'echo {"a":1}');
+  });
+});
+
+describe('checked JSON', () => {
+  test('plain values are copied, toJSON is honoured, shared objects are fine', () => {
+    const shared = { x: 1 };
+    const date = new Date(0);
+    assert.deepEqual(toJsonValue({ a: [shared, shared], d: date, n: null, s: 'é', __proto__: null }, 'result'), {
+      a: [{ x: 1 }, { x: 1 }],
+      d: '1970-01-01T00:00:00.000Z',
+      n: null,
+      s: 'é',
+    });
+  });
+
+  test('each value JSON cannot hold is named by its path', () => {
+    const cyclic = { items: [] };
+    cyclic.items.push({ parent: cyclic });
+    const cases = [
+      [undefined, 'result is undefined'],
+      [{ items: [1, 2, 3, () => 1] }, 'result.items[3] is a function'],
+      [{ 'a b': Symbol('s') }, 'result["a b"] is a symbol'],
+      [[1n], 'result[0] is a BigInt (1n)'],
+      [{ x: Infinity }, 'result.x is Infinity'],
+      [cyclic, 'result.items[0].parent is a cycle'],
+      [{ p: Promise.resolve(1) }, 'result.p is a Promise: did you forget `await`?'],
+      [new Set([1]), 'result is a Set'],
+      [{ get boom() { throw new RangeError('no'); } }, 'result.boom cannot be read: RangeError: no'],
+      [new Proxy({}, { ownKeys() { throw 7; } }), 'result cannot be read: a thrown number'],
+    ];
+    for (const [value, message] of cases) {
+      assert.throws(() => toJsonValue(value, 'result'), (e) => e instanceof TypeError && e.message.startsWith(message), message);
+    }
+    let deep = 1;
+    for (let i = 0; i < 200; i++) deep = [deep];
+    assert.throws(() => toJsonValue(deep, 'result'), /nested more than 100 levels deep/);
   });
 });

@@ -23,7 +23,9 @@
  * Built against contract `toolhost:tool@0.2.1`, it also offers the host's
  * {@link log}, {@link config}, {@link progress} and {@link ask}; outgoing
  * {@link http} to the origins the manifest grants; key-value stores
- * ({@link Store}); and results of several content blocks ({@link Output}).
+ * ({@link Store}); results of several content blocks ({@link Output}); and
+ * calls of the other tools the manifest grants ({@link callTool},
+ * {@link callTools}: code mode).
  *
  * The build bundles this folder into the tool's single module with esbuild,
  * then componentize-js turns that into a WebAssembly component.
@@ -38,3 +40,16 @@ export { Context, defineTool, toolbox, type Tool, type ToolDefinition, type Tool
 export { AskRefused, ask, config, log, progress, type AskRefusal, type Level } from './host';
 export { http, request, Response, type RequestOptions } from './http';
 export { Store } from './store';
+export {
+  ToolCallError,
+  argumentsJson,
+  callTool,
+  callToolJson,
+  callTools,
+  callToolsJson,
+  MAX_LIST,
+  resultOf,
+  type Call,
+  type Settled,
+} from './tools';
+export { toJsonValue, MAX_DEPTH, type JsonOptions } from './json';

@@ -6,6 +6,7 @@ mod batch;
 mod c_sdk;
 mod cache;
 mod cli;
+mod code_mode;
 mod containment;
 mod contract;
 mod e2e;

@@ -1,0 +1,581 @@
+// `run_code`: compiling the model's program, its `tools` and `console`,
+// running it, and checking what it returns. Changes no global when loaded
+// (seal.js does, in the component), so tests run it under plain node.
+
+import { transform } from 'sucrase';
+import { parse } from 'sucrase/dist/esm/parser';
+import { TokenType } from 'sucrase/dist/esm/parser/tokenizer/types';
+import {
+  Output,
+  ToolCallError,
+  ToolError,
+  argumentsJson,
+  callToolJson,
+  callToolsJson,
+  defineTool,
+  MAX_LIST,
+  log,
+  s,
+  toJsonValue,
+} from '../../guest-sdk/js/toolhost';
+
+/** Console lines kept for the result: enough to debug, short enough for the model's context. */
+export const MAX_LOG_LINES = 200;
+/** Bytes of console output kept for the result (UTF-8). */
+export const MAX_LOG_BYTES = 16 * 1024;
+/** Characters of one value a console line shows. */
+const MAX_VALUE_CHARS = 2000;
+/**
+ * Microtask turns a call waits for others before the batch is sent: calls
+ * made in the same tick, or a few awaits apart (`Promise.all` over async
+ * functions), go to the host together and run in parallel there.
+ */
+const FLUSH_TURNS = 16;
+
+const AsyncFunction = (async () => {}).constructor;
+
+// What the model reads first; the host appends the granted tools'
+// TypeScript declarations, with what their calls resolve and reject to.
+const DESCRIPTION = `Run a JavaScript program that calls the tools below as async functions, and get back the value it returns. Use it for work that needs many tool calls: loop, call in parallel (Promise.all), filter and compute, and return only what matters.
+
+The code is the body of an async function with \`tools\` and \`console\` in scope; end it with \`return VALUE\` (JSON). Example:
+const items = await Promise.all(ids.map((id) => tools.lookup({ id })));
+console.log(\`found \${items.length}\`);
+return items.filter((item) => item.price > 10).map((item) => item.name);
+
+A tool whose name is not an identifier is tools["its-name"](args). Catch a failed call with try/catch (e.kind, e.message). TypeScript annotations are accepted. There is no network, file system, clock, timer, import or require, and each run starts from a fresh state.`;
+
+// ---------------------------------------------------------------------------
+// Compiling the program
+
+/** A program that does not compile, as JavaScript nor as TypeScript. */
+class ProgramSyntaxError extends ToolError {
+  constructor(message) {
+    super('syntax_error', message, true);
+  }
+}
+
+/**
+ * The program as a function of `(tools, console)`, and the number of lines
+ * the engine's wrapper puts before the program's first line.
+ *
+ * A single expression is its own value (so `async () => {…}` is a function
+ * the caller then calls); anything else is the body of an async function.
+ * JavaScript is tried first; only source that is not JavaScript goes
+ * through the TypeScript type stripper (sucrase), whose cost (milliseconds
+ * to tens of milliseconds here: the engine has no JIT) only TypeScript pays.
+ */
+export function compile(source) {
+  const problem = importProblem(source);
+  if (problem !== undefined) {
+    throw new ProgramSyntaxError(problem);
+  }
+  let jsError;
+  try {
+    return compileJs(source);
+  } catch (e) {
+    jsError = e;
+  }
+  let stripped;
+  try {
+    stripped = transform(source, { transforms: ['typescript'], disableESTransforms: true }).code;
+  } catch (tsError) {
+    throw new ProgramSyntaxError(`${syntaxMessage(jsError)}${hasTypes(source) ? ` (and as TypeScript: ${tsError.message})` : ''}`);
+  }
+  try {
+    return compileJs(stripped);
+  } catch (e) {
+    throw new ProgramSyntaxError(syntaxMessage(e));
+  }
+}
+
+/**
+ * The program in strict mode (a typo'd variable is an error, not a new
+ * global; `this` is undefined), as the value of a single expression or as
+ * a function body. `offset` counts the lines the engine and we put before
+ * the program's first line, to give its errors the program's line numbers.
+ */
+function compileJs(source) {
+  try {
+    return { program: new AsyncFunction('tools', 'console', `'use strict';\nreturn (\n${source}\n);`), offset: 4, expression: true };
+  } catch {
+    // Not a single expression: a function body, below.
+  }
+  try {
+    return { program: new AsyncFunction('tools', 'console', `'use strict';\n${source}`), offset: 3, expression: false };
+  } catch (e) {
+    e.offset = 3;
+    throw e;
+  }
+}
+
+/** Whether the source looks like it meant TypeScript, to mention the TypeScript error only then. */
+function hasTypes(source) {
+  return /:\s*[A-Za-z_$][\w$<>[\]|, ]*\s*[=,);]|\b(interface|type)\s+[A-Z]|\bas\s+[A-Za-z_$]|<[A-Za-z_$][\w$]*>\s*\(/.test(source);
+}
+
+/** `SyntaxError: missing ) after argument list at line 3, column 7`, lines counted in the program. */
+function syntaxMessage(error) {
+  const text = describeThrown(error);
+  const line = Number(error?.lineNumber);
+  if (Number.isInteger(line) && line > 0) {
+    const programLine = line - (error.offset ?? 3);
+    if (programLine >= 1) {
+      const column = Number(error.columnNumber);
+      return `${text} at line ${programLine}${Number.isInteger(column) && column > 0 ? `, column ${column}` : ''}`;
+    }
+  }
+  return text;
+}
+
+/**
+ * Why `source` cannot run, when it uses `import(...)`: the engine would look
+ * for the module on a file system the program does not have, and trap.
+ * Checked on tokens, so the word in a string or a comment is fine; only
+ * source that has the word pays for tokenizing.
+ */
+export function importProblem(source) {
+  if (!/\bimport\b/.test(source)) {
+    return undefined;
+  }
+  let found;
+  try {
+    found = parse(source, false, true, false).tokens.some((token) => token.type === TokenType._import);
+  } catch {
+    // Source the tokenizer refuses: judged by words, comments left out.
+    found = /\bimport\s*[(.]/.test(source.replace(/\/\/.*|\/\*[\s\S]*?\*\//g, ''));
+  }
+  return found
+    ? 'import is not available in run_code: the program cannot load modules; the tools are the functions of `tools`, and the rest of JavaScript is built in'
+    : undefined;
+}
+
+// ---------------------------------------------------------------------------
+// The program's `tools`: calls batched into one host call per tick
+
+/** The `tools` object of one run, and a way to send what is still queued. */
+export function toolsFor() {
+  let queue = [];
+  // The host's refusal once the run's budget of calls is spent: every later
+  // call would be refused the same way, so it is refused here, without
+  // sending it (an unbounded Promise.all would otherwise pay, in fuel, to
+  // send and receive thousands of refusals).
+  let spent;
+
+  function flush() {
+    const batch = queue;
+    queue = [];
+    if (batch.length === 1 && spent === undefined) {
+      const [{ name, json, resolve, reject }] = batch;
+      try {
+        resolve(callToolJson(name, json));
+      } catch (e) {
+        noteSpent(e);
+        reject(e);
+      }
+      return;
+    }
+    for (let start = 0; start < batch.length; start += MAX_LIST) {
+      const part = batch.slice(start, start + MAX_LIST);
+      if (spent !== undefined) {
+        part.forEach(({ name, reject }) => reject(new ToolCallError(name, spent.kind, spent.message, spent.retryable)));
+        continue;
+      }
+      let settled;
+      try {
+        settled = callToolsJson(part.map(({ name, json }) => ({ name, arguments: json })));
+      } catch (e) {
+        part.forEach(({ reject }) => reject(e));
+        continue;
+      }
+      for (let i = 0; i < part.length; i++) {
+        const outcome = settled[i];
+        if (outcome.status === 'fulfilled') {
+          part[i].resolve(outcome.value);
+        } else {
+          noteSpent(outcome.reason);
+          part[i].reject(outcome.reason);
+        }
+      }
+    }
+  }
+
+  function noteSpent(error) {
+    if (error instanceof ToolCallError && error.kind === 'budget_exhausted') {
+      spent = error;
+    }
+  }
+
+  async function later() {
+    for (let i = 0; i < FLUSH_TURNS; i++) {
+      await undefined;
+    }
+    if (queue.length > 0) {
+      flush();
+    }
+  }
+
+  function call(name, args = {}) {
+    return new Promise((resolve, reject) => {
+      // Checked and copied now: a bad argument fails this call alone,
+      // before any host call, and a later change to `args` changes nothing.
+      queue.push({ name, json: argumentsJson(name, args), resolve, reject });
+      if (queue.length === 1) {
+        later();
+      }
+    });
+  }
+
+  const functions = new Map();
+  const tools = new Proxy(Object.create(null), {
+    get(_, name) {
+      // `then` would make `await tools` call a tool; `toJSON` would make
+      // logging it call one.
+      if (typeof name !== 'string' || name === 'then' || name === 'toJSON') {
+        return undefined;
+      }
+      if (!functions.has(name)) {
+        functions.set(name, (args) => call(name, args));
+      }
+      return functions.get(name);
+    },
+    set() {
+      return false;
+    },
+    defineProperty() {
+      return false;
+    },
+  });
+  return {
+    tools,
+    /** Sends the calls the program made without awaiting them, so that they run before the result returns. */
+    drain() {
+      while (queue.length > 0) {
+        flush();
+      }
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// The program's `console`: lines kept for the result, bounded, and logged
+
+/** A console whose lines are kept (at most MAX_LOG_LINES and MAX_LOG_BYTES) and sent to the host's log. */
+export function consoleFor() {
+  const lines = [];
+  let bytes = 0;
+  let full = false;
+  let dropped = 0;
+
+  function write(level, args) {
+    if (full) {
+      // Count what is dropped without the cost of formatting it: a flood
+      // of a million lines must not spend the program's fuel here.
+      dropped += lineCount(args);
+      return;
+    }
+    let text;
+    try {
+      text = args.map(show).join(' ');
+    } catch {
+      text = '[a value that cannot be shown]';
+    }
+    const prefix = level === 'log' || level === 'info' ? '' : `[${level}] `;
+    for (const part of text.split('\n')) {
+      const line = prefix + part;
+      const size = utf8Length(line) + 1;
+      if (full || lines.length >= MAX_LOG_LINES) {
+        full = true;
+        dropped++;
+      } else if (bytes + size <= MAX_LOG_BYTES) {
+        keep(level, line);
+        bytes += size;
+      } else {
+        // The line that fills the budget is kept, cut to fit, when there
+        // is room for a useful part of it; every line after it is dropped.
+        const room = MAX_LOG_BYTES - bytes - 4;
+        if (room >= 64) {
+          keep(level, `${cutToBytes(line, room)}…`);
+        } else {
+          dropped++;
+        }
+        full = true;
+      }
+    }
+  }
+
+  function keep(level, line) {
+    lines.push(line);
+    log(HOST_LEVEL[level], `run_code console: ${line}`);
+  }
+
+  const console = Object.freeze({
+    log: (...args) => write('log', args),
+    info: (...args) => write('info', args),
+    warn: (...args) => write('warn', args),
+    error: (...args) => write('error', args),
+    debug: (...args) => write('debug', args),
+    trace: (...args) => write('debug', args),
+    dir: (value) => write('log', [value]),
+  });
+  return {
+    console,
+    /** The lines kept, and one saying how many were dropped when there were more. */
+    lines() {
+      return dropped === 0 ? [...lines] : [...lines, `… ${dropped} more line${dropped === 1 ? '' : 's'} dropped`];
+    },
+  };
+}
+
+/**
+ * Lines `args` would print: one, plus the newlines in its strings (other
+ * values print as one line). Index loops, not for-of: without a JIT, the
+ * iterator protocol costs ten times the fuel here.
+ */
+function lineCount(args) {
+  let count = 1;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (typeof arg === 'string') {
+      let at = arg.indexOf('\n');
+      while (at !== -1) {
+        count++;
+        at = arg.indexOf('\n', at + 1);
+      }
+    }
+  }
+  return count;
+}
+
+const HOST_LEVEL = { log: 'info', info: 'info', warn: 'warn', error: 'error', debug: 'debug' };
+
+/** One console argument as text: strings as they are, the rest as JSON where it can be, never throwing. */
+function show(value) {
+  if (typeof value === 'string') {
+    return value.length > MAX_VALUE_CHARS ? `${value.slice(0, MAX_VALUE_CHARS)}…` : value;
+  }
+  let text;
+  try {
+    if (value instanceof Error) {
+      text = `${value.name}: ${value.message}`;
+    } else if (typeof value === 'function') {
+      text = `[function ${value.name || 'anonymous'}]`;
+    } else if (typeof value === 'bigint') {
+      text = `${value}n`;
+    } else if (typeof value === 'symbol' || value === undefined) {
+      text = String(value);
+    } else {
+      const seen = new Set();
+      text =
+        JSON.stringify(value, (_, v) => {
+          if (typeof v === 'bigint') return `${v}n`;
+          if (typeof v === 'function') return `[function ${v.name || 'anonymous'}]`;
+          if (v !== null && typeof v === 'object') {
+            if (seen.has(v)) return '[repeated]';
+            seen.add(v);
+            if (v instanceof Map) return Object.fromEntries(v);
+            if (v instanceof Set) return [...v];
+          }
+          return v;
+        }) ?? String(value);
+    }
+  } catch {
+    text = '[a value that cannot be shown]';
+  }
+  return text.length > MAX_VALUE_CHARS ? `${text.slice(0, MAX_VALUE_CHARS)}…` : text;
+}
+
+function utf8Length(text) {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    n += c < 0x80 ? 1 : c < 0x800 ? 2 : c >= 0xd800 && c < 0xdc00 ? (i++, 4) : 3;
+  }
+  return n;
+}
+
+function cutToBytes(text, limit) {
+  let n = 0;
+  let i = 0;
+  while (i < text.length) {
+    const size = utf8Length(text.slice(i, i + 2).codePointAt(0) > 0xffff ? text.slice(i, i + 2) : text[i]);
+    if (n + size > limit) break;
+    n += size;
+    i += size === 4 ? 2 : 1;
+  }
+  return text.slice(0, i);
+}
+
+// ---------------------------------------------------------------------------
+// Running it
+
+/** What a thrown value says, read without letting it throw again or run for long. */
+export function describeThrown(thrown) {
+  let isError;
+  try {
+    isError = thrown instanceof Error;
+  } catch {
+    return 'a value that cannot be inspected (a Proxy that throws), not an Error';
+  }
+  if (isError) {
+    try {
+      const name = String(thrown.name);
+      const message = String(thrown.message);
+      return message === '' ? name : `${name}: ${message}`;
+    } catch {
+      return 'an Error that cannot be read';
+    }
+  }
+  try {
+    switch (typeof thrown) {
+      case 'string':
+        return `the string ${JSON.stringify(thrown.length > 500 ? `${thrown.slice(0, 500)}…` : thrown)} (throw an Error to get a stack)`;
+      case 'number':
+      case 'boolean':
+      case 'bigint':
+      case 'symbol':
+        return `the ${typeof thrown} ${String(thrown)}${typeof thrown === 'bigint' ? 'n' : ''}, not an Error`;
+      case 'undefined':
+        return 'undefined, not an Error';
+      case 'function':
+        return 'a function, not an Error';
+    }
+    if (thrown === null) {
+      return 'null, not an Error';
+    }
+    const json = JSON.stringify(thrown);
+    return `the object ${json.length > 500 ? `${json.slice(0, 500)}…` : json}, not an Error`;
+  } catch {
+    return 'an object that cannot be shown, not an Error';
+  }
+}
+
+/** ` (line 4)`: where in the program an error was thrown, from its stack, when the engine says. */
+function whereThrown(error, offset) {
+  try {
+    const stack = String(error.stack);
+    // SpiderMonkey: `anonymous@… > AsyncFunction:5:3`; V8: `<anonymous>:5:3`.
+    const match = /> (?:Async)?Function:(\d+):(\d+)/.exec(stack) ?? /<anonymous>:(\d+):(\d+)/.exec(stack);
+    const line = match ? Number(match[1]) - offset : 0;
+    return line >= 1 ? ` (line ${line})` : '';
+  } catch {
+    return '';
+  }
+}
+
+/** Runs `source` with `tools` and a fresh console; the checked result and the console lines, or a ToolError. */
+export async function runProgram(source) {
+  const { program, offset, expression } = compile(source);
+  const { tools, drain } = toolsFor();
+  const { console, lines } = consoleFor();
+  // The global one too: the engine's own writes to stdout, which the host drops.
+  const previousConsole = globalThis.console;
+  Object.defineProperty(globalThis, 'console', { value: console, writable: true, configurable: true });
+  let value;
+  try {
+    value = await program.call(undefined, tools, console);
+    if (typeof value === 'function' && expression) {
+      // The program is a function expression (`async () => {…}`): call it.
+      value = await value(tools, console);
+    }
+  } catch (thrown) {
+    drain();
+    throw withLogs(programFailure(thrown, offset), lines());
+  } finally {
+    Object.defineProperty(globalThis, 'console', { value: previousConsole, writable: true, configurable: true });
+  }
+  drain();
+  if (value === undefined) {
+    throw withLogs(
+      new ToolError('invalid_result', 'the program returned nothing: end it with `return VALUE` (a JSON value; return null for none)', true),
+      lines(),
+    );
+  }
+  let result;
+  try {
+    result = toJsonValue(value, 'result');
+  } catch (e) {
+    throw withLogs(new ToolError('invalid_result', `the program's result is not JSON: ${e.message}`, true), lines());
+  }
+  return { result, logs: lines() };
+}
+
+function programFailure(thrown, offset) {
+  if (isToolCallError(thrown)) {
+    return new ToolError(
+      thrown.kind,
+      `tools.${thrown.tool} failed (${thrown.kind}): ${thrown.message}. The program did not catch it; ` +
+        'it can, with try { … } catch (e) { … } (e.kind, e.message, e.retryable)',
+      thrown.retryable,
+    );
+  }
+  if (thrown === ENGINE_OUT_OF_MEMORY) {
+    return new ToolError(
+      'memory_exhausted',
+      'the program ran out of memory (the engine refused an allocation): hold less data at once',
+      false,
+    );
+  }
+  return new ToolError('program_error', `the program threw ${describeThrown(thrown)}${whereThrown(thrown, offset)}`, true);
+}
+
+/**
+ * What SpiderMonkey throws when an allocation fails before the instance's
+ * memory limit traps it (a large string, say): a string, not an Error.
+ */
+const ENGINE_OUT_OF_MEMORY = 'out of memory';
+
+/** Whether `thrown` is a failed call's error; false for a Proxy that throws when asked. */
+function isToolCallError(thrown) {
+  try {
+    return thrown instanceof ToolCallError;
+  } catch {
+    return false;
+  }
+}
+
+/** Console lines kept with a failure, to debug it by: the last few. */
+const LOGS_WITH_ERROR = 20;
+
+/** `error` with the last console lines added to its message, when there are some. */
+function withLogs(error, logs) {
+  if (logs.length === 0) {
+    return error;
+  }
+  const tail = logs.slice(-LOGS_WITH_ERROR);
+  const heading = logs.length > tail.length ? `last ${tail.length} console lines` : 'console output';
+  return new ToolError(error.kind, `${error.message}\n${heading}:\n${tail.join('\n')}`, error.retryable);
+}
+
+// ---------------------------------------------------------------------------
+// The tool
+
+/** The structured result's schema: any JSON as `result`, and the console lines. */
+const OUTPUT_SCHEMA = {
+  type: 'object',
+  properties: {
+    result: { description: 'The value the program returned.' },
+    logs: { type: 'array', items: { type: 'string' }, description: 'Its console output, one line each.' },
+  },
+  required: ['result', 'logs'],
+  additionalProperties: false,
+};
+
+const defined = defineTool({
+  name: 'run_code',
+  title: 'Run code',
+  description: DESCRIPTION,
+  input: {
+    code: s.string({ minLength: 1 }).describe('The program: the body of an async function, ending with `return VALUE`.'),
+  },
+  async run({ code }) {
+    const { result, logs } = await runProgram(code);
+    const output = Output.text(JSON.stringify(result));
+    if (logs.length > 0) {
+      output.withText(`console output:\n${logs.join('\n')}`);
+    }
+    return output.withStructured({ result, logs });
+  },
+});
+
+export const runCode = { ...defined, spec: { ...defined.spec, outputSchema: JSON.stringify(OUTPUT_SCHEMA) } };
