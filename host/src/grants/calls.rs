@@ -65,7 +65,7 @@ impl ToolCalls {
     }
 
     /// Allow at most `calls` calls per call of the caller (1 to
-    /// [`MOST_CALLS`]; default [`DEFAULT_MAX_CALLS`]).
+    /// 1,000; default 50).
     ///
     /// # Errors
     ///
@@ -80,8 +80,8 @@ impl ToolCalls {
         Ok(self)
     }
 
-    /// Run at most `calls` of them at once (1 to [`MOST_CONCURRENCY`];
-    /// default [`DEFAULT_CONCURRENCY`]).
+    /// Run at most `calls` of them at once (1 to 64;
+    /// default 8).
     ///
     /// # Errors
     ///

@@ -139,11 +139,13 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
     // deadline, a stop), and the tree of calls ends with it.
     let mut running = tokio::task::JoinSet::new();
     let mut results: Vec<Option<WitResult>> = Vec::with_capacity(admitted.len());
+    let mut names = Vec::new();
     for (i, admitted) in admitted.into_iter().enumerate() {
         match admitted {
             Err(error) => results.push(Some(Err(to_wit_error(error)))),
             Ok((name, arguments)) => {
                 results.push(None);
+                names.push((i, name.clone()));
                 let call = caller.call(name, arguments, deadline.clone());
                 running.spawn(async move { (i, call.await) }.in_current_span());
             }
@@ -152,6 +154,12 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
     while let Some(done) = running.join_next().await {
         let (i, result) =
             done.map_err(|e| wasmtime::Error::msg(format!("a tool call failed: {e}")))?;
+        // The caller's progress counts the calls that end.
+        if let Some((_, name)) = names.iter().find(|(at, _)| *at == i) {
+            let ended = if result.is_ok() { "done" } else { "failed" };
+            cx.data_mut()
+                .nested_call_ended(&format!("{} {ended}", clip(name, 64)));
+        }
         results[i] = Some(result.map(to_wit_output).map_err(to_wit_error));
     }
     Ok(results

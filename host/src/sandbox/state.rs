@@ -153,6 +153,8 @@ pub(crate) struct State {
     interaction: Interaction,
     /// The tools the call may call (`toolhost:tool/tools`).
     pub(crate) calls: Calls,
+    /// How many of the calls it made have ended.
+    nested_ended: u32,
     grants: Arc<Grants>,
     /// The stores the call may open: none when describing.
     granted_stores: Arc<GrantedStores>,
@@ -233,6 +235,7 @@ impl State {
             stores,
             interaction,
             calls,
+            nested_ended: 0,
             grants,
             granted_stores,
             secrets: secrets.clone(),
@@ -283,6 +286,14 @@ impl State {
             return Some("it wrote to stdout or stderr while being instantiated");
         }
         None
+    }
+
+    /// One call this call made (code mode) ended: reported as the call's
+    /// progress, counting them.
+    pub(super) fn nested_call_ended(&mut self, message: &str) {
+        self.nested_ended += 1;
+        self.interaction
+            .progress(f64::from(self.nested_ended), None, Some(message.to_owned()));
     }
 
     /// Note that the instance used `what` before it had a call; returns

@@ -56,6 +56,39 @@ struct RejectLabels {
     reason: &'static str,
 }
 
+/// Passes everything on to the observer a front end gave (if any), and
+/// counts the calls a call made (code mode).
+#[derive(Debug)]
+pub(crate) struct Counted {
+    pub inner: Option<std::sync::Arc<dyn crate::observe::CallObserver>>,
+    pub metrics: std::sync::Arc<Metrics>,
+}
+
+impl crate::observe::CallObserver for Counted {
+    fn wants(&self, level: crate::observe::LogLevel) -> bool {
+        self.inner.as_ref().is_some_and(|o| o.wants(level))
+    }
+
+    fn log(&self, level: crate::observe::LogLevel, line: &str) {
+        if let Some(inner) = &self.inner {
+            inner.log(level, line);
+        }
+    }
+
+    fn progress(&self, progress: &crate::observe::Progress) {
+        if let Some(inner) = &self.inner {
+            inner.progress(progress);
+        }
+    }
+
+    fn called(&self, outcome: &crate::outcome::Outcome) {
+        self.metrics.record_nested(outcome);
+        if let Some(inner) = &self.inner {
+            inner.called(outcome);
+        }
+    }
+}
+
 /// The server's counters and histograms.
 #[derive(Debug)]
 pub struct Metrics {
@@ -220,11 +253,20 @@ impl Metrics {
     /// a loaded tool (as it resolved when the call began), else under
     /// [`Metrics::UNKNOWN_TOOL`].
     pub fn record(&self, result: &CallResult, front_end: &'static str) {
-        let outcome = &result.outcome;
         let tool = result
             .spec
             .as_ref()
             .map_or_else(|| Self::UNKNOWN_TOOL.to_owned(), |spec| spec.name.clone());
+        self.count(tool, &result.outcome, front_end);
+    }
+
+    /// Count one call a call made (code mode): under its tool and the
+    /// front end `nested`.
+    pub(crate) fn record_nested(&self, outcome: &crate::outcome::Outcome) {
+        self.count(outcome.tool.clone(), outcome, "nested");
+    }
+
+    fn count(&self, tool: String, outcome: &crate::outcome::Outcome, front_end: &'static str) {
         let kind = match &outcome.result {
             Ok(_) => "success",
             Err(error) => error.kind.as_str(),

@@ -582,7 +582,13 @@ impl Shared {
     /// `env` as the operator's configuration has it (`approve_all`
     /// approves every call), stopped when the drain time is up.
     fn with_policy(&self, env: CallOptions) -> CallOptions {
-        let env = env.stop_on(self.drain.stop_calls());
+        let mut env = env.stop_on(self.drain.stop_calls());
+        // The calls a program makes (code mode) are counted too, under
+        // the front end `nested`.
+        env.observer = Some(Arc::new(metrics::Counted {
+            inner: env.observer.take(),
+            metrics: self.metrics.clone(),
+        }));
         if self.approve_all {
             env.approver(Arc::new(ApproveAll))
         } else {

@@ -414,6 +414,7 @@ async fn a_callee_that_needs_approval_is_approved_and_the_callers_clock_waits_fo
 #[derive(Debug, Default)]
 struct Heard {
     called: Mutex<Vec<String>>,
+    progress: Mutex<Vec<(f64, String)>>,
 }
 
 impl Heard {
@@ -427,6 +428,12 @@ impl CallObserver for Heard {
         false
     }
     fn log(&self, _: LogLevel, _: &str) {}
+    fn progress(&self, progress: &toolhost::Progress) {
+        self.progress
+            .lock()
+            .unwrap()
+            .push((progress.done, progress.message.clone().unwrap_or_default()));
+    }
     fn called(&self, outcome: &Outcome) {
         self.called.lock().unwrap().push(outcome.call_id.clone());
     }
