@@ -7,7 +7,7 @@
 
 Each task runs twice through `toolhost run --json` on the same model and the same tools
 (example-tools/code.toml's): once offered the tools themselves, once with `--code-mode` (offered
-`run_code`). It prints, per task and mode: success (the answer checked against the true figures),
+`run_code`). It prints, per task and mode (transcripts in target/code-mode-eval/): success (the answer checked against the true figures),
 model calls, input and output tokens, the tool calls the model made, the calls its programs made,
 and wall time.
 
@@ -179,7 +179,7 @@ provider = "openai"
 base_url = "{base_url}"
 model = "{model}"
 stream = false
-max_steps = 6
+max_steps = 40
 max_tokens = 2048
 max_tool_calls_per_turn = 64
 temperature = 0
@@ -208,7 +208,8 @@ max_keys = 10
 
 def run(configs: dict, task: str, code_mode: bool) -> dict:
     config = configs[code_mode]
-    command = [str(TOOLHOST), "run", "--json", "--config", str(config)]
+    transcript = config.parent / f"{task}-{'code' if code_mode else 'plain'}.jsonl"
+    command = [str(TOOLHOST), "run", "--json", "--config", str(config), "--transcript", str(transcript)]
     if code_mode:
         command.append("--code-mode")
     started = time.monotonic()
