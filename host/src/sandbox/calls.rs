@@ -9,9 +9,10 @@
 //! The arguments arrive as handles into the guest's memory (`WasmStr`,
 //! `WasmList`), as in `keyvalue/linker.rs`: a list of calls is counted
 //! before anything is copied, a name is looked up where it lies, and an
-//! argument is copied only once it is known to fit. A list whose thousand
-//! entries all point at one large buffer therefore costs the host nothing
-//! before it is refused.
+//! argument is copied only once it is known to fit. Reading a string checks
+//! it is UTF-8, which costs its length: the bytes read for one list are
+//! bounded ([`MAX_LIST_BYTES`]), so a list whose thousand entries all point
+//! at one large buffer costs the host that bound and one string at most.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,10 +32,32 @@ use crate::outcome::{CallError, ContentBlock, ErrorType, ResourceContents, ToolO
 /// proportion to a length the guest chose.
 pub(crate) const MAX_LIST: u32 = 1024;
 
-/// The most bytes of arguments the calls of one list may carry together.
+/// The most bytes of names and arguments the calls of one list may carry
+/// together (each string is read to check it is UTF-8, so this bounds the
+/// host's work on a list too).
 const MAX_LIST_BYTES: usize = 32 << 20;
 
 const TOOLS: &str = "toolhost:tool/tools@0.2.1";
+
+/// The kinds the host gives: a callee's own error of one of these kinds
+/// reaches the caller as `tool_error:KIND`.
+const HOST_KINDS: &[&str] = &[
+    "tool_error",
+    "invalid_arguments",
+    "unknown_tool",
+    "capability_denied",
+    "timeout",
+    "fuel_exhausted",
+    "memory_exhausted",
+    "trap",
+    "denied_by_user",
+    "internal",
+    "budget_exhausted",
+];
+
+/// The longest tool name (`spec::valid_name`): a longer one is unknown
+/// without being looked up.
+const MAX_NAME: usize = 64;
 
 /// How a call reaches other tools: made by the dispatcher for each call of
 /// a component granted `call_tools`.
@@ -129,10 +152,10 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
             return Ok(lazy.iter().map(|_| Err(refusal.clone())).collect());
         }
     };
-    let mut total = 0usize;
+    let mut read = 0usize;
     let mut admitted = Vec::with_capacity(lazy.len());
     for call in &lazy {
-        admitted.push(admit(cx, &*caller, call, &mut total)?);
+        admitted.push(admit(cx, &*caller, call, &mut read)?);
     }
     // Each call on a task of its own, so that calls run on every core;
     // the set aborts them all if the calling call is dropped (its
@@ -151,9 +174,27 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
             }
         }
     }
+    // What the results hold, waiting for the list's last call, is counted
+    // against the caller's own memory limit: past it a result is dropped
+    // and answered `memory_exhausted`.
+    let room = cx.data().limiter.limit();
+    let mut held = 0u64;
     while let Some(done) = running.join_next().await {
-        let (i, result) =
+        let (i, mut result) =
             done.map_err(|e| wasmtime::Error::msg(format!("a tool call failed: {e}")))?;
+        if let Ok(output) = &mut result {
+            // The artifact is the application's, never the program's.
+            output.artifact = None;
+            held = held.saturating_add(size_of_output(output));
+            if held > room {
+                result = Err(CallError::new(
+                    ErrorType::MemoryExhausted,
+                    format!(
+                        "the results of this list's calls would hold more than the caller's memory limit ({room} bytes) together; make fewer calls per list, or calls that return less"
+                    ),
+                ));
+            }
+        }
         // The caller's progress counts the calls that end.
         if let Some((_, name)) = names.iter().find(|(at, _)| *at == i) {
             let ended = if result.is_ok() { "done" } else { "failed" };
@@ -176,20 +217,49 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
 }
 
 /// One call admitted, with its name and arguments copied out of the guest,
-/// or why it is refused. `total` sums the bytes of the list's arguments.
+/// or why it is refused. `read` sums the bytes of the list's strings read
+/// so far (names and arguments, whether admitted or not): reading one
+/// checks it is UTF-8, and a hostile list points every entry at one large
+/// buffer, so past [`MAX_LIST_BYTES`] nothing more is read and the rest of
+/// the list is refused unread. The work a list can cost is that bound plus
+/// one string.
 fn admit(
     cx: &Cx<'_>,
     caller: &dyn ToolCaller,
     call: &LazyCall,
-    total: &mut usize,
+    read: &mut usize,
 ) -> wasmtime::Result<Result<(String, String), CallError>> {
+    let refuse = |message: String| Ok(Err(CallError::new(ErrorType::InvalidArguments, message)));
+    let over = |read: usize| {
+        format!(
+            "the calls of one list may carry at most {MAX_LIST_BYTES} bytes of names and arguments together, and this one reaches {read}: split the list"
+        )
+    };
+    if *read > MAX_LIST_BYTES {
+        return refuse(over(*read));
+    }
     let name = call.name.to_str(cx)?;
+    *read = read.saturating_add(name.len());
+    if name.len() > MAX_NAME {
+        // Never hashed: no tool has a name this long.
+        return Ok(Err(CallError::new(
+            ErrorType::UnknownTool,
+            format!(
+                "no tool is named {:?}: a tool name is at most {} characters",
+                clip(&name, 64),
+                MAX_NAME
+            ),
+        )));
+    }
     let most = match caller.admit(&name) {
         Ok(most) => most,
         Err(error) => return Ok(Err(error)),
     };
+    if *read > MAX_LIST_BYTES {
+        return refuse(over(*read));
+    }
     let arguments = call.arguments.to_str(cx)?;
-    let refuse = |message: String| Ok(Err(CallError::new(ErrorType::InvalidArguments, message)));
+    *read = read.saturating_add(arguments.len());
     if arguments.len() > most {
         return refuse(format!(
             "the arguments of this call of {} are {} bytes, over the {most} it accepts (its max_arguments limit)",
@@ -197,11 +267,8 @@ fn admit(
             arguments.len()
         ));
     }
-    *total = total.saturating_add(arguments.len());
-    if *total > MAX_LIST_BYTES {
-        return refuse(format!(
-            "the calls of one list may carry at most {MAX_LIST_BYTES} bytes of arguments together, and this one reaches {total}: split the list"
-        ));
+    if *read > MAX_LIST_BYTES {
+        return refuse(over(*read));
     }
     Ok(Ok((name.into_owned(), arguments.into_owned())))
 }
@@ -217,14 +284,43 @@ fn not_granted() -> wit::ToolError {
 /// an error of its own, else the host's.
 fn to_wit_error(error: CallError) -> wit::ToolError {
     // A tool's own kind, or a refusal's finer one (`budget_exhausted`).
-    let kind = error
-        .tool_kind
-        .unwrap_or_else(|| error.kind.as_str().to_owned());
+    // A callee's own kind that spells one of the host's is marked as the
+    // tool's, so a callee cannot pose as the host (a false
+    // `budget_exhausted` would stop the program's later calls).
+    let kind = match (error.kind, error.tool_kind) {
+        (ErrorType::ToolError, Some(kind)) if HOST_KINDS.contains(&kind.as_str()) => {
+            format!("tool_error:{kind}")
+        }
+        (_, Some(kind)) => kind,
+        (kind, None) => kind.as_str().to_owned(),
+    };
     wit::ToolError {
         kind,
         message: error.message,
         retryable: error.retryable,
     }
+}
+
+/// About the bytes an output holds.
+fn size_of_output(output: &ToolOutput) -> u64 {
+    let blocks: usize = output
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(text) => text.len(),
+            ContentBlock::Image(m) | ContentBlock::Audio(m) => m.data.len(),
+            ContentBlock::ResourceLink(link) => link.uri.len() + link.name.len(),
+            ContentBlock::Resource(resource) => match &resource.contents {
+                ResourceContents::Text(text) => text.len(),
+                ResourceContents::Blob(bytes) => bytes.len(),
+            },
+        })
+        .sum();
+    let structured = output
+        .structured
+        .as_ref()
+        .map_or(0, |v| v.to_string().len());
+    u64::try_from(blocks.saturating_add(structured)).unwrap_or(u64::MAX)
 }
 
 /// A callee's result, sealed by the host (cut to its limits, its secrets

@@ -29,6 +29,11 @@ struct State {
     /// a time, but the tools it calls (`call_tools`) may each wait for a
     /// person at once.
     pauses: usize,
+    /// How long the clock has stood still in all, and may: past it, no
+    /// pause is granted, so a call and the calls it makes wait for people
+    /// at most this long together, however many they ask.
+    paused: Duration,
+    most_paused: Duration,
 }
 
 impl Deadline {
@@ -40,6 +45,8 @@ impl Deadline {
                     at: Instant::now() + limit,
                     paused_since: None,
                     pauses: 0,
+                    paused: Duration::ZERO,
+                    most_paused: super::interact::ASK_WAIT,
                 }),
                 changed: Notify::new(),
             }),
@@ -63,6 +70,12 @@ impl Deadline {
         {
             let mut state = self.state();
             if state.paused_since.is_none() && now >= state.at {
+                return None;
+            }
+            let standing = state
+                .paused_since
+                .map_or(Duration::ZERO, |since| now - since);
+            if state.paused + standing >= state.most_paused {
                 return None;
             }
             state.paused_since.get_or_insert(now);
@@ -110,7 +123,9 @@ impl Drop for Paused {
         if state.pauses == 0
             && let Some(since) = state.paused_since.take()
         {
-            state.at += since.elapsed();
+            let stood = since.elapsed();
+            state.at += stood;
+            state.paused += stood;
         }
         drop(state);
         self.0.inner.changed.notify_waiters();
@@ -141,6 +156,20 @@ mod tests {
         assert!(
             deadline.pause().is_none(),
             "a deadline that passed stays passed"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_clock_stands_still_for_at_most_its_budget_in_all() {
+        let deadline = Deadline::new(Duration::from_secs(10));
+        deadline.state().most_paused = Duration::from_millis(200);
+        {
+            let _paused = deadline.pause().expect("within the budget");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert!(
+            deadline.pause().is_none(),
+            "the budget is spent: no more pauses, the clock runs"
         );
     }
 

@@ -407,6 +407,11 @@ pub(crate) struct MemoryLimiter {
 }
 
 impl MemoryLimiter {
+    /// The instance's memory limit, in bytes.
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit
+    }
+
     fn new(limit: u64) -> Self {
         Self {
             limit,

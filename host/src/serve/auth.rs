@@ -165,11 +165,23 @@ impl Auth {
 }
 
 /// The scopes a caller must hold to see and call the tool `name` of
-/// `host` (none for a name no tool has).
+/// `host` (none for a name no tool has). A tool that calls tools (code
+/// mode) needs the scopes of every tool it may call besides its own: its
+/// calls run as the caller's, so holding it must not reach further than
+/// holding them would.
 pub(crate) fn required_scopes(host: &ToolHost, name: &str) -> Vec<String> {
-    host.component_of(name)
-        .map(|component| component.scopes_for(name))
-        .unwrap_or_default()
+    let own = |name: &str| {
+        host.component_of(name)
+            .map(|component| component.scopes_for(name))
+            .unwrap_or_default()
+    };
+    let mut scopes = own(name);
+    for callee in host.callees_of(name) {
+        scopes.extend(own(callee));
+    }
+    scopes.sort();
+    scopes.dedup();
+    scopes
 }
 
 /// Why a request is refused: no acceptable token (401, or 503 when the

@@ -30,6 +30,8 @@ pub(super) struct Callees {
     grant: ToolCalls,
     /// The entries (by index) it may call.
     allowed: BTreeSet<usize>,
+    /// Their names, for refusals: made once, cut short.
+    names: String,
 }
 
 /// Resolve every calling component's `call_tools` against the loaded tools,
@@ -96,9 +98,35 @@ pub(super) fn resolve(tools: &mut Tools, max_in_flight: usize) -> Result<(), Loa
             spec.description.push_str(&text);
             entry.spec = Arc::new(spec);
         }
-        tools.slots[caller].callees = Some(Arc::new(Callees { grant, allowed }));
+        let mut names: Vec<&str> = allowed
+            .iter()
+            .map(|&i| tools.entries[i].spec.name.as_str())
+            .collect();
+        names.sort_unstable();
+        let names = clip(&names.join(", "), 1024);
+        tools.slots[caller].callees = Some(Arc::new(Callees {
+            grant,
+            allowed,
+            names,
+        }));
     }
     Ok(())
+}
+
+/// [`ToolHost::callees_of`].
+pub(super) fn callees_of<'a>(host: &'a ToolHost, name: &str) -> Vec<&'a str> {
+    let inner = &host.inner;
+    let Some(&index) = inner.by_name.get(name) else {
+        return Vec::new();
+    };
+    match &inner.slots[inner.entries[index].component].callees {
+        Some(callees) => callees
+            .allowed
+            .iter()
+            .map(|&i| inner.entries[i].spec.name.as_str())
+            .collect(),
+        None => Vec::new(),
+    }
 }
 
 /// [`ToolHost::code_mode_specs`].
@@ -164,15 +192,8 @@ impl InnerCalls {
     }
 
     /// The names of the tools the caller may call, for its errors.
-    fn callable(&self) -> String {
-        let mut names: Vec<&str> = self
-            .callees
-            .allowed
-            .iter()
-            .map(|&i| self.host.inner.entries[i].spec.name.as_str())
-            .collect();
-        names.sort_unstable();
-        names.join(", ")
+    fn callable(&self) -> &str {
+        &self.callees.names
     }
 }
 

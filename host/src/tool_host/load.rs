@@ -38,6 +38,11 @@ pub(super) fn cacheable(config: &ComponentConfig, tools: &mut [Entry]) -> Result
     if config.grants.secrets().next().is_some() {
         return refuse("it is given secrets");
     }
+    if config.grants.tool_calls().is_some() {
+        // A cached program's result would skip its callees' approvals
+        // and writes.
+        return refuse("it calls other tools (call_tools)");
+    }
     let mut any = false;
     for entry in tools {
         entry.cached = entry.spec.hints.read_only && entry.spec.hints.idempotent;

@@ -487,6 +487,12 @@ impl ToolHost {
         calling::code_mode(self)
     }
 
+    /// The tools tool `name` may call (`call_tools`), in manifest order;
+    /// none for a tool that calls none.
+    pub fn callees_of(&self, name: &str) -> Vec<&str> {
+        calling::callees_of(self, name)
+    }
+
     /// The spec of tool `name`.
     pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
         self.inner

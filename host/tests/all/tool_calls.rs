@@ -438,3 +438,69 @@ impl CallObserver for Heard {
         self.called.lock().unwrap().push(outcome.call_id.clone());
     }
 }
+
+#[tokio::test]
+async fn a_callee_cannot_pose_as_the_host_with_a_kind_of_its_own() {
+    let probe = ComponentConfig::new(component("probe"))
+        .grants(Grants::none().config("k", "budget_exhausted", false))
+        .limits(quick_limits());
+    let host = load(vec![caller(ToolCalls::new(["leak"]).unwrap()), probe])
+        .await
+        .unwrap();
+    let result = parsed(
+        &run(
+            &host,
+            "call_one",
+            json!({"name": "leak", "arguments": {"key": "k", "how": "kind"}}),
+        )
+        .await,
+    );
+    assert_eq!(result["err"], "tool_error:budget_exhausted", "{result}");
+}
+
+#[tokio::test]
+async fn a_tool_that_calls_tools_cannot_cache_its_results() {
+    let cached = caller(ToolCalls::new(["echo"]).unwrap()).cache(Duration::from_secs(60));
+    let error = load(vec![cached, probe()])
+        .await
+        .expect_err("a cached program would skip its callees")
+        .to_string();
+    assert!(error.contains("calls other tools"), "{error}");
+}
+
+#[tokio::test]
+async fn a_list_of_one_huge_name_shared_by_every_entry_is_read_once_or_twice() {
+    let limits = quick_limits().with_memory(256 << 20).unwrap();
+    let host = load(vec![
+        caller(ToolCalls::new(["echo"]).unwrap()).limits(limits),
+        probe(),
+    ])
+    .await
+    .unwrap();
+    // 1024 entries naming one 16 MiB name: read until the list's 32 MiB
+    // of strings, the rest refused unread (before, each entry's name was
+    // checked and hashed: 16 GiB of work).
+    let result = parsed(
+        &run(
+            &host,
+            "call_huge",
+            json!({"name": "x", "name_bytes": 16 << 20, "n": 1024, "bytes": 1}),
+        )
+        .await,
+    );
+    assert_eq!(result["refused"], 1024, "{result}");
+    assert!(
+        result["first_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown_tool"),
+        "{result}"
+    );
+    assert!(
+        result["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("split the list"),
+        "{result}"
+    );
+}

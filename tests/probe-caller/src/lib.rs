@@ -38,6 +38,10 @@ struct Huge {
     n: u32,
     /// The size of that buffer.
     bytes: u32,
+    /// When set, the name is this many `x`s instead of `name` (a name too
+    /// long for the call's own arguments).
+    #[serde(default)]
+    name_bytes: u32,
 }
 
 /// Each result as JSON: `{"ok": TEXT, "structured": …}` or `{"err": KIND, "message": …}`.
@@ -95,7 +99,12 @@ fn call_repeat(args: Repeat) -> Result<Output, ToolError> {
 /// generated bindings (which own each string) cannot build.
 fn call_huge(args: Huge) -> Result<Output, ToolError> {
     let shared = format!("{{\"pad\":\"{}\"}}", "x".repeat(args.bytes as usize));
-    let (results, refused, first, last) = raw::call_tools(&args.name, &shared, args.n as usize);
+    let name = if args.name_bytes > 0 {
+        "x".repeat(args.name_bytes as usize)
+    } else {
+        args.name.clone()
+    };
+    let (results, refused, first, last) = raw::call_tools(&name, &shared, args.n as usize);
     Ok(Output::text(
         json!({"results": results, "refused": refused, "first_error": first, "last_error": last})
             .to_string(),

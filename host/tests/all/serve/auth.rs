@@ -460,3 +460,37 @@ async fn oauth_tokens_are_checked_as_a_resource_server_checks_them() {
         "refusals are counted: {metrics}"
     );
 }
+
+/// A tool that calls tools (code mode) runs its calls as its caller's:
+/// holding its own scope alone must not reach the tools it calls, nor show
+/// their declarations.
+#[tokio::test]
+async fn a_tool_that_calls_tools_needs_the_scopes_of_the_tools_it_calls() {
+    let manifest = format!(
+        "[[tool]]\ncomponent = '{}'\ncall_tools = ['calc']\n\n[[tool]]\ncomponent = '{}'\n\n\
+         [serve.auth]\n\
+         [[serve.auth.token]]\nprincipal = 'alice'\nenv = 'ALICE_TOKEN'\nscopes = ['tools:call_one']\n\
+         [[serve.auth.token]]\nprincipal = 'bob'\nenv = 'BOB_TOKEN'\nscopes = ['tools:call_one', 'tools:calc']\n",
+        component("probe-caller").display(),
+        component("calc").display(),
+    );
+    let server = Server::start_with_env(
+        &manifest,
+        &[],
+        &[("ALICE_TOKEN", ALICE), ("BOB_TOKEN", BOB)],
+    );
+    let call = note_call(
+        "c",
+        "call_one",
+        json!({"name": "calc", "arguments": {"expression": "6*7"}}),
+    );
+    let refused = call_as(&server, ALICE, call.clone(), None).await;
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let text = refused.text().await.unwrap();
+    assert!(
+        text.contains("tools:calc"),
+        "the refusal names the missing scope: {text}"
+    );
+    let answered = answer_text(call_as(&server, BOB, call, None).await).await;
+    assert!(answered.contains("42"), "{answered}");
+}
