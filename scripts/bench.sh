@@ -3,7 +3,8 @@
 # ToolNode (installed here into target/bench-venv), one process per call, the
 # naive wasmtime path, a reused instance and the native function; then the
 # agent loop's own overhead per turn; then key-value stores from a tool
-# (embedded and Redis); then MCP serving: toolhost serve over
+# (embedded and Redis); then code mode (a program's 10 calls against a
+# batch of 10); then MCP serving: toolhost serve over
 # HTTP and stdio against the Python MCP SDK's MCPServer (from
 # target/clients-venv). Prints the tables with ratios and targets, and writes
 # target/bench/results.json, target/bench/mcp.json and docs/bench/latency.svg.
@@ -29,6 +30,7 @@ tests/clients/run.sh --setup
 cargo bench --quiet --workspace --bench compare
 cargo bench --quiet --workspace --bench agent_turn
 cargo bench --quiet --workspace --bench stores
+cargo bench --quiet --workspace --bench code_mode
 cargo bench --quiet --workspace --bench auth
 cargo bench --quiet --workspace --bench mcp
 mkdir -p docs/bench

@@ -4,6 +4,8 @@
 #
 #   scripts/build-tools.sh          # Rust, Python, JavaScript and C tools
 #   scripts/build-tools.sh --rust   # Rust tools, the probe and the fixtures only
+#   scripts/build-tools.sh --demo   # the quickstart's two tools only (calc, http-get)
+#   scripts/build-tools.sh --code   # the code tool and what example-tools/code.toml grants it
 #
 # Needs the wasm32-wasip2 target; Python and JavaScript tools also need
 # componentize-py and Node.js, and C tools clang-19, wasi-libc and the
@@ -12,6 +14,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/tools
 mkdir -p "$out"
+
+if [ "${1:-}" = "--demo" ]; then
+    cargo build --quiet --target wasm32-wasip2 --profile guest -p calc -p http-get
+    cp target/wasm32-wasip2/guest/calc.wasm "$out/calc.wasm"
+    cp target/wasm32-wasip2/guest/http_get.wasm "$out/http-get.wasm"
+    echo "built calc http-get -> $out/"
+    exit 0
+fi
+if [ "${1:-}" = "--code" ]; then
+    cargo build --quiet --target wasm32-wasip2 --profile guest -p calc
+    cp target/wasm32-wasip2/guest/calc.wasm "$out/calc.wasm"
+    for dir in example-tools/units-js example-tools/text-py builtin-tools/code; do
+        "$dir/build.sh" "$out/$(basename "$dir").wasm"
+        echo "built $(basename "$dir") -> $out/$(basename "$dir").wasm"
+    done
+    exit 0
+fi
 
 rust_tools=(calc http-get files notes qr probe probe-v0_1 probe-v0_2_0 probe-caller mcp-fixtures)
 cargo build --quiet --target wasm32-wasip2 --profile guest $(printf -- '-p %s ' "${rust_tools[@]}")

@@ -166,20 +166,23 @@ class Scripted(http.server.BaseHTTPRequestHandler):
 
 # ---------------------------------------------------------------- the runs
 
-def manifest(base_url: str, model: str, work: Path, code: bool) -> Path:
-    """The manifest of one mode: plain offers the tools alone; code mode adds the code tool."""
+def manifest(base_url: str, model: str, work: Path, code: bool, max_steps: int) -> Path:
+    """The manifest of one mode: plain offers the tools alone; code mode adds the code tool, which
+    may call every other tool, so that `--code-mode` offers `run_code` alone."""
     path = work / ("code.toml" if code else "plain.toml")
     code_tool = f"""
 [[tool]]
 component = "{TOOLS / 'code.wasm'}"
-call_tools = ["calc", "convert_units", "word_count"]
+call_tools = ["*"]
 """ if code else ""
     path.write_text(f"""[model]
 provider = "openai"
 base_url = "{base_url}"
 model = "{model}"
 stream = false
-max_steps = 40
+max_steps = {max_steps}
+# A small local model on 2 cores can take minutes for one answer.
+timeout = "30m"
 max_tokens = 2048
 max_tool_calls_per_turn = 64
 temperature = 0
@@ -213,7 +216,7 @@ def run(configs: dict, task: str, code_mode: bool) -> dict:
     if code_mode:
         command.append("--code-mode")
     started = time.monotonic()
-    done = subprocess.run(command + [TASKS[task]], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command + [TASKS[task]], capture_output=True, text=True, timeout=3600)
     wall = time.monotonic() - started
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     finished = next((e for e in events if e["type"] == "finished"), None)
@@ -236,6 +239,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base-url", help="a real model's OpenAI-compatible endpoint (default: the scripted model)")
     parser.add_argument("--model", default="scripted")
+    parser.add_argument("--max-steps", type=int, default=40, help="model calls a run may make (default 40)")
+    parser.add_argument("--mode", choices=["both", "plain", "code"], default="both",
+                        help="run both modes (default), or one")
+    parser.add_argument("--task", choices=["all", *TASKS], default="all", help="run every task (default), or one")
     parser.add_argument("--show-answers", action="store_true")
     args = parser.parse_args()
     for path in [TOOLHOST, *(TOOLS / f"{t}.wasm" for t in ["code", "calc", "units-js", "text-py"])]:
@@ -248,14 +255,15 @@ def main() -> None:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    configs = {code: manifest(base_url, args.model, work, code) for code in (False, True)}
+    configs = {code: manifest(base_url, args.model, work, code, args.max_steps) for code in (False, True)}
     # Compile every component once, outside the figures.
     subprocess.run([str(TOOLHOST), "check", "--config", str(configs[True])], capture_output=True, check=False)
-    print(f"model: {args.model} at {base_url}; {time.strftime('%Y-%m-%d')}")
+    print(f"model: {args.model} at {base_url}; at most {args.max_steps} model calls a run; {time.strftime('%Y-%m-%d')}")
     print("| task | mode | success | model calls | input tokens | output tokens | tool calls | calls by the program | wall |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for task in TASKS:
-        for code_mode in (False, True):
+    modes = {"both": (False, True), "plain": (False,), "code": (True,)}[args.mode]
+    for task in TASKS if args.task == "all" else [args.task]:
+        for code_mode in modes:
             r = run(configs, task, code_mode)
             mode = "code mode" if code_mode else "plain"
             print(

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job, end to end on a fresh machine, with no API key: install
-# prerequisites, build the host and the example tools (Rust, Python,
-# JavaScript), start a local model server on 127.0.0.1 (llama.cpp with
-# Qwen2.5-Coder, scripts/local-model.sh), and run the agent loop on a task
+# prerequisites, build the host and the demo's two tools (Rust), start a
+# local model server on 127.0.0.1 (llama.cpp with Qwen2.5-Coder,
+# scripts/local-model.sh), and run the agent loop on a task
 # that makes the model call tools: one succeeds, one is refused a capability
 # it was never granted. Stops the model server it started.
 #
@@ -12,11 +12,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${TOOLHOST_QUICKSTART_PORT:-8093}
 
-scripts/setup.sh
+echo "== installing what the build needs (scripts/setup.sh --demo; skipped when done)"
+scripts/setup.sh --demo
 # --workspace: the same feature set as scripts/test.sh's build, so the tests
 # reuse this compile of wasmtime instead of making their own.
+if [ ! -x target/release/toolhost ]; then
+    echo "== building toolhost (the first build compiles wasmtime: about 10 minutes on 2 cores)"
+fi
 cargo build --release --quiet --workspace --bin toolhost
-scripts/build-tools.sh
+echo "== building the demo's two tools (calc, http-get)"
+# Only what the demo needs; scripts/build-tools.sh builds every tool.
+scripts/build-tools.sh --demo
 toolhost=target/release/toolhost
 # Only the two tools the task needs, and deterministic sampling.
 config=example-tools/demo.toml
@@ -38,3 +44,11 @@ echo; echo "== toolhost run: $prompt"; echo
 "$toolhost" run --config "$config" --base-url "$LLM_BASE_URL" --model "$LLM_MODEL_NAME" \
     --transcript target/quickstart-transcript.jsonl "$prompt"
 echo; echo "(full transcript: target/quickstart-transcript.jsonl; show it again: $toolhost replay target/quickstart-transcript.jsonl)"
+
+# Code mode's example (README: "Code mode"), after the demo: the code tool
+# (JavaScript) and the tools example-tools/code.toml grants it.
+[ "$started_here" = 1 ] && { scripts/local-model.sh stop "$port" >/dev/null 2>&1 || true; }
+echo; echo "== building code mode's example: the code tool and the tools it may call (JavaScript, Python; about 2 minutes)"
+scripts/setup.sh --code
+scripts/build-tools.sh --code
+echo "try: $toolhost call --config example-tools/code.toml run_code '{\"code\": \"return (await tools.calc({ expression: \\\"6*7\\\" })).value;\"}'"

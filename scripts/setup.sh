@@ -5,6 +5,8 @@
 #   - componentize-py (Python tools), pinned
 #   - componentize-js and jco, from example-tools/units-js/package-lock.json
 #   - redis-server (Debian's package), for the tests of shared stores
+#   - with --demo: the wasm32-wasip2 target alone (the quickstart's demo);
+#     with --code: and componentize-py and componentize-js (code mode's example)
 #   - with --tests only: haproxy (Debian's package), for the cluster test
 #     (scripts/cluster-test.sh); docker-registry (Debian's package, distribution 2.8)
 #     and wkg (crates.io, a compile of a few minutes), for the tests of
@@ -25,6 +27,9 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
 
+# The quickstart's demo needs the Rust target alone.
+[ "${1:-}" = "--demo" ] && exit 0
+
 if [ "$(componentize-py --version 2>/dev/null | awk '{print $2}')" != "$COMPONENTIZE_PY" ]; then
     echo "setup: installing componentize-py $COMPONENTIZE_PY"
     python3 -m pip install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY"
@@ -35,6 +40,10 @@ if [ ! -d example-tools/units-js/node_modules ]; then
     echo "setup: installing componentize-js (npm ci)"
     (cd example-tools/units-js && npm ci --no-audit --no-fund --loglevel=error)
 fi
+
+# Code mode's example (the quickstart's last step) needs the JavaScript and
+# Python toolchains too.
+[ "${1:-}" = "--code" ] && exit 0
 
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo

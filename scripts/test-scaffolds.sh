@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The scaffold tier: for every language, `toolhost new` a tool in a fresh
 # folder, build it with its one command, call it, and hold it to the lints
-# (`toolhost check --strict`). Prints, per language, the time from `new` to
+# (`toolhost check --strict`). Each builds as a newcomer's would: without
+# TOOLHOST, and with toolhost on PATH only if it is there. Prints, per language, the time from `new` to
 # the first successful call, the component's size and one fresh call's time.
 #
 #   scripts/test-scaffolds.sh                 # every language
@@ -31,7 +32,7 @@ for lang in "${langs[@]}"; do
     tool=${name//-/_}
     started=$(date +%s%N)
     if ! (cd "$work" && "$TOOLHOST" new "$name" --lang "$lang" >/dev/null &&
-        "$work/$name/build.sh" >"$work/$name.build.log" 2>&1); then
+        env -u TOOLHOST "$work/$name/build.sh" >"$work/$name.build.log" 2>&1); then
         echo "scaffold $lang: the build failed:" >&2
         cat "$work/$name.build.log" >&2 || true
         failed+=("$lang")

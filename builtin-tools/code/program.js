@@ -36,14 +36,11 @@ const AsyncFunction = (async () => {}).constructor;
 
 // What the model reads first; the host appends the granted tools'
 // TypeScript declarations, with what their calls resolve and reject to.
-const DESCRIPTION = `Run a JavaScript program that calls the tools below as async functions, and get back the value it returns. Use it for work that needs many tool calls: loop, call in parallel (Promise.all), filter and compute, and return only what matters.
+const DESCRIPTION = `Run a JavaScript program that calls the tools below as async functions, and get back the value it returns. For work that needs many tool calls: loop, call in parallel (Promise.all), compute, and return only what matters.
 
-The code is the body of an async function with \`tools\` and \`console\` in scope; end it with \`return VALUE\` (JSON). Example:
-const items = await Promise.all(ids.map((id) => tools.lookup({ id })));
-console.log(\`found \${items.length}\`);
-return items.filter((item) => item.price > 10).map((item) => item.name);
+The code is the body of an async function with \`tools\` and \`console\` in scope. Call a tool declared below as \`await tools.NAME({ ...its arguments })\`: it resolves to the tool's result. Call many at once with \`await Promise.all(list.map((item) => tools.NAME({ ... })))\`. Compute in plain JavaScript, and end with \`return VALUE\` (JSON): the value returned is the answer; console.log output is only for debugging.
 
-A tool whose name is not an identifier is tools["its-name"](args). Catch a failed call with try/catch (e.kind, e.message). TypeScript annotations are accepted. There is no network, file system, clock, timer, import or require, and each run starts from a fresh state.`;
+A tool whose name is not an identifier is tools["its-name"](args). Catch a failed call with try/catch (e.kind, e.message). TypeScript annotations are accepted. There is no network, file system, clock, timer, import or require; each run starts fresh.`;
 
 // ---------------------------------------------------------------------------
 // Compiling the program
@@ -215,15 +212,35 @@ export function toolsFor() {
     }
   }
 
+  // Every call the program made, to tell it, when it ends, about the ones
+  // it never awaited (a small model's common slip: `tools.calc({…}).value`).
+  const made = [];
+
   function call(name, args = {}) {
-    return new Promise((resolve, reject) => {
+    const record = { name, awaited: false, failure: undefined };
+    made.push(record);
+    const promise = new CallPromise((resolve, reject) => {
       // Checked and copied now: a bad argument fails this call alone,
       // before any host call, and a later change to `args` changes nothing.
-      queue.push({ name, json: argumentsJson(name, args), resolve, reject });
+      let json;
+      try {
+        json = argumentsJson(name, args);
+      } catch (e) {
+        record.failure = e;
+        throw e;
+      }
+      const failed = (error) => {
+        record.failure = error;
+        reject(error);
+      };
+      queue.push({ name, json, resolve, reject: failed });
       if (queue.length === 1) {
         later();
       }
     });
+    record.promise = promise;
+    promise.record = record;
+    return promise;
   }
 
   const functions = new Map();
@@ -254,7 +271,51 @@ export function toolsFor() {
         flush();
       }
     },
+    /**
+     * The calls nothing awaited (nor passed to `then`, `catch`, `Promise.all`…),
+     * in the order made. Their failures are the caller's to report from now
+     * on, so none is left to the engine as an unhandled rejection.
+     */
+    unawaited() {
+      const forgotten = made.filter((record) => !record.awaited);
+      for (const { promise } of forgotten) {
+        Promise.prototype.then.call(promise, undefined, () => {});
+      }
+      return forgotten;
+    },
   };
+}
+
+/**
+ * The promise of one tool call. It notes when something waits on it:
+ * `await`, `then`, `catch` and `Promise.all` all call `then` on a promise
+ * that is not a plain Promise. What it derives is a plain Promise.
+ */
+class CallPromise extends Promise {
+  static get [Symbol.species]() {
+    return Promise;
+  }
+
+  then(onFulfilled, onRejected) {
+    if (this.record !== undefined) {
+      this.record.awaited = true;
+    }
+    return super.then(onFulfilled, onRejected);
+  }
+}
+
+/**
+ * What to add to a failure when calls were not awaited:
+ * ` tools.calc was called without await (2 calls): …`.
+ */
+function unawaitedHint(unawaited) {
+  if (unawaited.length === 0) {
+    return '';
+  }
+  const names = [...new Set(unawaited.map((record) => `tools.${record.name}`))];
+  const shown = names.length > 3 ? `${names.slice(0, 3).join(', ')} and ${names.length - 3} more` : names.join(', ');
+  const count = unawaited.length === 1 ? 'once' : `${unawaited.length} calls`;
+  return ` The program called ${shown} without await (${count}): a call returns a Promise, not its result; write \`const r = await tools.${unawaited[0].name}({…})\`.`;
 }
 
 // ---------------------------------------------------------------------------
@@ -466,7 +527,7 @@ function whereThrown(error, offset) {
 /** Runs `source` with `tools` and a fresh console; the checked result and the console lines, or a ToolError. */
 export async function runProgram(source) {
   const { program, offset, expression } = compile(source);
-  const { tools, drain } = toolsFor();
+  const { tools, drain, unawaited } = toolsFor();
   const { console, lines } = consoleFor();
   // The global one too: the engine's own writes to stdout, which the host drops.
   const previousConsole = globalThis.console;
@@ -480,24 +541,42 @@ export async function runProgram(source) {
     }
   } catch (thrown) {
     drain();
-    throw withLogs(programFailure(thrown, offset), lines());
+    throw withLogs(withHint(programFailure(thrown, offset), unawaited()), lines());
   } finally {
     Object.defineProperty(globalThis, 'console', { value: previousConsole, writable: true, configurable: true });
   }
   drain();
+  const forgotten = unawaited();
   if (value === undefined) {
+    const logged = lines().length > 0 ? ' (console output is not the result)' : '';
     throw withLogs(
-      new ToolError('invalid_result', 'the program returned nothing: end it with `return VALUE` (a JSON value; return null for none)', true),
+      withHint(
+        new ToolError('invalid_result', `the program returned nothing${logged}: end it with \`return VALUE\` (a JSON value; return null for none)`, true),
+        forgotten,
+      ),
       lines(),
     );
+  }
+  // A call that failed with nothing waiting on it is an uncaught error, as
+  // an unhandled rejection is in Node and Deno: its failure is not dropped.
+  const failed = forgotten.find((record) => record.failure !== undefined);
+  if (failed !== undefined) {
+    const error = programFailure(failed.failure, offset);
+    throw withLogs(new ToolError(error.kind, `${error.message}. Nothing awaited this call: await it, or add .catch(…) to ignore its failure`, error.retryable), lines());
   }
   let result;
   try {
     result = toJsonValue(value, 'result');
   } catch (e) {
-    throw withLogs(new ToolError('invalid_result', `the program's result is not JSON: ${e.message}`, true), lines());
+    throw withLogs(withHint(new ToolError('invalid_result', `the program's result is not JSON: ${e.message}`, true), forgotten), lines());
   }
   return { result, logs: lines() };
+}
+
+/** `error` with what the calls not awaited say added, when there are some. */
+function withHint(error, unawaited) {
+  const hint = unawaitedHint(unawaited);
+  return hint === '' ? error : new ToolError(error.kind, `${error.message}.${hint}`, error.retryable);
 }
 
 function programFailure(thrown, offset) {

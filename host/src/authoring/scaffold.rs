@@ -255,6 +255,20 @@ const RESERVED: &[&str] = &[
     "toolhost_guest",
 ];
 
+/// The toolhost binary making the folder, shell-quoted, for a build that
+/// needs toolhost (C's `toolhost componentize`) to find it when it is not
+/// on PATH, as after `cargo build`; `''` when the program is not toolhost
+/// (an embedder calling [`create`]).
+fn this_toolhost() -> String {
+    let exe = std::env::current_exe()
+        .ok()
+        .filter(|exe| exe.file_stem().is_some_and(|stem| stem == "toolhost"));
+    match exe.as_deref().and_then(Path::to_str) {
+        Some(exe) => format!("'{}'", exe.replace('\'', r"'\''")),
+        None => "''".to_owned(),
+    }
+}
+
 /// The folder's files, relative path to contents: the contract, the SDK
 /// (without its templates), then the template, whose files win over the
 /// SDK's (the Rust SDK's manifest is the template's, standing alone outside
@@ -277,7 +291,8 @@ fn plan(lang: Language, name: &str, tool: &str) -> std::collections::BTreeMap<St
         {
             let text = String::from_utf8_lossy(bytes)
                 .replace("{{name}}", name)
-                .replace("{{tool}}", tool);
+                .replace("{{tool}}", tool)
+                .replace("{{toolhost}}", &this_toolhost());
             out.insert(rest.to_owned(), text.into_bytes());
         }
     }
@@ -335,6 +350,8 @@ mod tests {
                 manifest.contains("my_tool.wasm") && !manifest.contains("{{"),
                 "{lang}: {manifest}"
             );
+            let build = String::from_utf8_lossy(&files["build.sh"]).into_owned();
+            assert!(!build.contains("{{"), "{lang}: {build}");
             assert!(
                 !files
                     .keys()

@@ -175,9 +175,11 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
         }
     }
     // What the results hold, waiting for the list's last call, is counted
-    // against the caller's own memory limit: past it a result is dropped
-    // and answered `memory_exhausted`.
-    let room = cx.data().limiter.limit();
+    // against half the caller's own memory limit (the other half is for
+    // its own data, since the results are then copied into its memory):
+    // past it a result is dropped and answered `memory_exhausted`, which
+    // the caller can handle, where a copy past its limit would trap it.
+    let room = cx.data().limiter.limit() / 2;
     let mut held = 0u64;
     while let Some(done) = running.join_next().await {
         let (i, mut result) =
@@ -190,7 +192,7 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
                 result = Err(CallError::new(
                     ErrorType::MemoryExhausted,
                     format!(
-                        "the results of this list's calls would hold more than the caller's memory limit ({room} bytes) together; make fewer calls per list, or calls that return less"
+                        "the results of this list's calls would hold more than half the caller's memory limit ({room} bytes) together; make fewer calls per list, or calls that return less"
                     ),
                 ));
             }

@@ -85,6 +85,14 @@ impl Deadline {
         Some(Paused(self.clone()))
     }
 
+    /// What is left of the time: the clock's time to the deadline, not
+    /// counting the time it stood still.
+    pub(crate) fn left(&self) -> Duration {
+        let state = self.state();
+        let now = state.paused_since.unwrap_or_else(Instant::now);
+        state.at.saturating_duration_since(now)
+    }
+
     /// Resolves when the deadline has passed with the clock running.
     pub(crate) async fn expired(&self) {
         loop {

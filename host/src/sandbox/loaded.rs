@@ -102,6 +102,9 @@ pub(crate) struct Ran {
     pub(crate) questions: u32,
     /// It ran in an instance made ahead of it.
     pub(crate) made_ahead: bool,
+    /// What was left of its time when it ended: waits for a person's
+    /// answer not counted.
+    pub(crate) time_left: Duration,
 }
 
 /// What a call asks of its instance.
@@ -292,6 +295,7 @@ impl LoadedComponent {
                         fuel_used: 0,
                         questions: 0,
                         made_ahead: false,
+                        time_left: deadline.left(),
                     };
                 }
             },
@@ -326,6 +330,7 @@ impl LoadedComponent {
             fuel_used,
             questions,
             made_ahead,
+            time_left: deadline.left(),
         }
     }
 
@@ -395,6 +400,12 @@ impl LoadedComponent {
     /// How many instances of the component are made ahead and ready now.
     pub(crate) fn ready_now(&self) -> usize {
         self.ready.count()
+    }
+
+    /// This component's secrets, to mask what is shown of the calls it
+    /// makes (`call_tools`) with them too.
+    pub(crate) fn secrets(&self) -> Arc<super::secrets::Secrets> {
+        self.sealer.secrets.clone()
     }
 
     /// `value` as it may be logged: with this component's secrets masked

@@ -63,13 +63,13 @@ pub use engine::SandboxOptions;
 pub use interact::ASK_WAIT;
 pub(crate) use loaded::{CallSide, LoadedComponent, Ran, RawSpec, kept_ready};
 pub use seal::{MAX_BLOCKS, MAX_MEDIA};
+pub(crate) use secrets::Secrets;
 
 use self::contract::Contract;
 use self::engine::{EpochTicker, engine_config};
 use self::files::ComponentFiles;
 use self::ready::{Pool, Ready};
 use self::seal::Sealer;
-use self::secrets::Secrets;
 use self::state::{Capabilities, State};
 use crate::component::{ComponentConfig, ComponentSource};
 use crate::stores::Stores;

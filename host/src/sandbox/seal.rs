@@ -37,6 +37,10 @@ pub const MAX_BLOCKS: usize = 256;
 /// characters: they are labels, not content.
 const MAX_LABEL_CHARS: usize = 1024;
 
+/// What StarlingMonkey prints before it aborts a call whose promise can no
+/// longer settle.
+const STUCK_JS: &str = "event loop error, but no exception is pending";
+
 /// The longest error chain logged for a failed call, in characters: the
 /// wasm backtrace of a deep recursion can be long.
 const MAX_LOGGED_ERROR_CHARS: usize = 8192;
@@ -148,6 +152,11 @@ impl Sealer {
                 Trap::StackOverflow => "stack overflow".to_owned(),
                 Trap::UnreachableCodeReached if stderr.contains("panicked") => {
                     "panicked".to_owned()
+                }
+                // StarlingMonkey (JavaScript components) aborts when its
+                // event loop runs dry with the call's promise unsettled.
+                Trap::UnreachableCodeReached if stderr.contains(STUCK_JS) => {
+                    "the JavaScript call awaited a promise that never settles (nothing was left to settle it: a component has no timers or events of its own)".to_owned()
                 }
                 other => format!("wasm trap: {other}"),
             };

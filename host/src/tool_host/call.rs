@@ -145,11 +145,15 @@ impl ToolHost {
     /// `call_tools` the way to the tools it may call.
     fn side(&self, entry: Option<&Entry>, call: &ToolCall, env: &CallOptions) -> CallSide {
         let mut side = env.side();
-        let callees = entry.and_then(|e| self.inner.slots[e.component].callees.clone());
-        if let Some(callees) = callees {
+        let Some(entry) = entry else {
+            return side;
+        };
+        let slot = &self.inner.slots[entry.component];
+        if let Some(callees) = slot.callees.clone() {
             side.caller = Some(Arc::new(super::calling::InnerCalls::new(
                 self.clone(),
                 callees,
+                slot.loaded.secrets(),
                 env,
                 &call.id,
                 &call.name,
@@ -337,16 +341,15 @@ impl ToolHost {
             .await
             .expect("semaphore open");
         let queue_wait = queued.elapsed();
-        let running = Instant::now();
         let mut ran = slot
             .loaded
             .call(&call.name, text, &call.id, remaining, side)
             .await;
         if let (Ok(output), Some(schema)) = (&mut ran.result, &entry.output) {
-            // What is left of the call's time.
-            let left = remaining.saturating_sub(running.elapsed());
+            // What is left of the call's time: the time it waited for a
+            // person's answer is not spent.
             let timeout = slot.config.limits.timeout;
-            if let Err(error) = check_structured(schema, output, left, timeout).await {
+            if let Err(error) = check_structured(schema, output, ran.time_left, timeout).await {
                 ran.result = Err(error);
             }
         }

@@ -10,18 +10,20 @@
 //! person), and the ids that tie each call to it (`CALLER_ID/1`, `/2`, …).
 
 use std::collections::BTreeSet;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use futures::future::BoxFuture;
+use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::env::{Approver, CallOptions};
 use super::{LoadError, ToolHost, Tools};
 use crate::grants::ToolCalls;
 use crate::observe::{Answer, Asker, CallObserver, LogLevel, Progress, Question};
-use crate::outcome::{CallError, ErrorType, ToolOutput, clip};
-use crate::sandbox::{Deadline, ToolCaller};
+use crate::outcome::{CallError, ErrorType, Outcome, ToolOutput, clip};
+use crate::sandbox::{Deadline, Secrets, ToolCaller};
 use crate::spec::ToolSpec;
 use crate::tool_call::ToolCall;
 
@@ -95,7 +97,7 @@ pub(super) fn resolve(tools: &mut Tools, max_in_flight: usize) -> Result<(), Loa
             super::declarations::declarations(allowed.iter().map(|&i| &*tools.entries[i].spec));
         for entry in tools.entries.iter_mut().filter(|e| e.component == caller) {
             let mut spec = ToolSpec::clone(&entry.spec);
-            spec.description.push_str(&text);
+            declare(&mut spec, &text);
             entry.spec = Arc::new(spec);
         }
         let mut names: Vec<&str> = allowed
@@ -111,6 +113,67 @@ pub(super) fn resolve(tools: &mut Tools, max_in_flight: usize) -> Result<(), Loa
         }));
     }
     Ok(())
+}
+
+/// The longest tool description OpenAI's API takes: past it, a request
+/// offering the tool fails (`string_above_max_length`). Argument
+/// descriptions have no such cap.
+pub(crate) const MAX_DESCRIPTION_CHARS: usize = 1024;
+
+/// Give a caller's `spec` the declarations `text` of what it may call: at
+/// the end of its description when both fit in [`MAX_DESCRIPTION_CHARS`],
+/// else at the end of the description of its first required string
+/// argument (run_code's `code`), the description saying where they are.
+/// A spec with no such argument gets them in its description whatever the
+/// length.
+fn declare(spec: &mut ToolSpec, text: &str) {
+    if spec.description.chars().count() + text.chars().count() <= MAX_DESCRIPTION_CHARS {
+        spec.description.push_str(text);
+        return;
+    }
+    let required: Vec<String> = spec
+        .input_schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let properties = spec
+        .input_schema
+        .get_mut("properties")
+        .and_then(Value::as_object_mut);
+    let name = properties.as_ref().and_then(|properties| {
+        required.iter().find(|name| {
+            properties
+                .get(name.as_str())
+                .and_then(|property| property.get("type"))
+                .and_then(Value::as_str)
+                == Some("string")
+        })
+    });
+    let (Some(name), Some(properties)) = (name.cloned(), properties) else {
+        spec.description.push_str(text);
+        return;
+    };
+    let Some(property) = properties.get_mut(&name).and_then(Value::as_object_mut) else {
+        spec.description.push_str(text);
+        return;
+    };
+    let described = property
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let described = format!("{described}{text}");
+    property.insert("description".into(), Value::String(described));
+    let _ = write!(
+        spec.description,
+        "\n\nThe tools it can call are declared, as TypeScript, in the description of its `{name}` argument."
+    );
 }
 
 /// [`ToolHost::callees_of`].
@@ -148,6 +211,10 @@ pub(super) fn code_mode(host: &ToolHost) -> Option<Vec<&ToolSpec>> {
     )
 }
 
+/// Refused calls of one calling call reported to its observer; the rest
+/// are answered but not reported.
+const MAX_REPORTED_REFUSALS: u32 = 32;
+
 /// The dispatcher side of one calling call: made when the call starts,
 /// dropped when it ends.
 pub(super) struct InnerCalls {
@@ -157,10 +224,16 @@ pub(super) struct InnerCalls {
     left: AtomicU32,
     /// Calls made so far: each one's id is the caller's and its number.
     made: AtomicU32,
+    /// Calls refused so far.
+    refused: AtomicU32,
     at_once: Arc<Semaphore>,
     env: CallOptions,
     caller_id: String,
     caller_tool: String,
+    /// The caller's secrets: a callee's lines shown to the caller's
+    /// observer are masked with them as well as with the callee's own (a
+    /// caller may hand a callee its secret as an argument).
+    secrets: Arc<Secrets>,
 }
 
 impl InnerCalls {
@@ -169,6 +242,7 @@ impl InnerCalls {
     pub(super) fn new(
         host: ToolHost,
         callees: Arc<Callees>,
+        secrets: Arc<Secrets>,
         env: &CallOptions,
         call_id: &str,
         tool: &str,
@@ -177,11 +251,13 @@ impl InnerCalls {
             host,
             left: AtomicU32::new(callees.grant.calls()),
             made: AtomicU32::new(0),
+            refused: AtomicU32::new(0),
             at_once: Arc::new(Semaphore::new(callees.grant.at_once() as usize)),
             callees,
             env: env.clone(),
             caller_id: call_id.to_owned(),
             caller_tool: tool.to_owned(),
+            secrets,
         }
     }
 
@@ -195,10 +271,10 @@ impl InnerCalls {
     fn callable(&self) -> &str {
         &self.callees.names
     }
-}
 
-impl ToolCaller for InnerCalls {
-    fn admit(&self, name: &str) -> Result<usize, CallError> {
+    /// Whether the caller may call `name` now: its grant, and a call left
+    /// in its budget (taken). The callee's `max_arguments`.
+    fn check(&self, name: &str) -> Result<usize, CallError> {
         let Some(index) = self.host.resolve(name) else {
             return Err(Self::refuse(
                 ErrorType::UnknownTool,
@@ -244,6 +320,29 @@ impl ToolCaller for InnerCalls {
             .limits
             .max_arguments)
     }
+}
+
+impl ToolCaller for InnerCalls {
+    fn admit(&self, name: &str) -> Result<usize, CallError> {
+        let admitted = self.check(name);
+        if let Err(error) = &admitted {
+            // A refused call is reported as any other call that ended: in
+            // the transcript, the metrics and the observer's log; the
+            // first few only, since a guest can be refused in a loop.
+            let reported = self.refused.fetch_add(1, Ordering::Relaxed);
+            if reported < MAX_REPORTED_REFUSALS
+                && let Some(observer) = &self.env.observer
+            {
+                let number = self.made.fetch_add(1, Ordering::Relaxed) + 1;
+                observer.called(&Outcome::error(
+                    format!("{}/{number}", self.caller_id),
+                    clip(name, 64),
+                    error.clone(),
+                ));
+            }
+        }
+        admitted
+    }
 
     fn call(
         &self,
@@ -255,7 +354,7 @@ impl ToolCaller for InnerCalls {
         let id = format!("{}/{number}", self.caller_id);
         let host = self.host.clone();
         let at_once = self.at_once.clone();
-        let env = inner_env(&self.env, deadline, &name);
+        let env = inner_env(&self.env, deadline, &name, &self.secrets);
         Box::pin(async move {
             // Never closed.
             let _turn = at_once.acquire_owned().await;
@@ -271,8 +370,14 @@ impl ToolCaller for InnerCalls {
 
 /// What a call the caller makes runs in: the caller's approver, asker and
 /// context, with the caller's clock stopped while a person is asked, and
-/// its lines passed on to the caller's observer under the callee's name.
-fn inner_env(outer: &CallOptions, deadline: Option<Deadline>, callee: &str) -> CallOptions {
+/// its lines passed on to the caller's observer under the callee's name,
+/// masked with the caller's `secrets`.
+fn inner_env(
+    outer: &CallOptions,
+    deadline: Option<Deadline>,
+    callee: &str,
+    secrets: &Arc<Secrets>,
+) -> CallOptions {
     let mut env = outer.clone();
     env.approver = Arc::new(Pausing {
         inner: outer.approver.clone(),
@@ -286,6 +391,7 @@ fn inner_env(outer: &CallOptions, deadline: Option<Deadline>, callee: &str) -> C
         Arc::new(Relayed {
             outer: observer,
             callee: callee.to_owned(),
+            secrets: secrets.clone(),
         }) as Arc<dyn CallObserver>
     });
     env
@@ -332,6 +438,7 @@ impl Asker for PausingAsker {
 struct Relayed {
     outer: Arc<dyn CallObserver>,
     callee: String,
+    secrets: Arc<Secrets>,
 }
 
 impl CallObserver for Relayed {
@@ -340,6 +447,7 @@ impl CallObserver for Relayed {
     }
 
     fn log(&self, level: LogLevel, line: &str) {
+        let line = self.secrets.redact(line);
         self.outer.log(level, &format!("[{}] {line}", self.callee));
     }
 
@@ -347,5 +455,72 @@ impl CallObserver for Relayed {
 
     fn called(&self, outcome: &crate::outcome::Outcome) {
         self.outer.called(outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::spec::Hints;
+
+    fn caller(description: &str, input: Value) -> ToolSpec {
+        ToolSpec {
+            name: "run".into(),
+            title: "run".into(),
+            description: description.into(),
+            input_schema: input,
+            output_schema: None,
+            hints: Hints::default(),
+        }
+    }
+
+    const DECLARED: &str = "\n\n```ts\ndeclare const tools: {};\n```";
+
+    #[test]
+    fn declarations_that_fit_end_the_description() {
+        let mut spec = caller("Runs code.", json!({"type": "object"}));
+        declare(&mut spec, DECLARED);
+        assert_eq!(spec.description, format!("Runs code.{DECLARED}"));
+    }
+
+    #[test]
+    fn declarations_past_openais_cap_go_to_the_first_required_string_argument() {
+        let long = "x".repeat(MAX_DESCRIPTION_CHARS - 10);
+        let input = json!({
+            "type": "object",
+            "properties": {
+                "limit": {"type": "integer"},
+                "code": {"type": "string", "description": "The program."},
+                "note": {"type": "string"},
+            },
+            "required": ["limit", "code"],
+        });
+        let mut spec = caller(&long, input);
+        declare(&mut spec, DECLARED);
+        assert_eq!(
+            spec.input_schema["properties"]["code"]["description"],
+            format!("The program.{DECLARED}")
+        );
+        assert_eq!(
+            spec.description,
+            format!(
+                "{long}\n\nThe tools it can call are declared, as TypeScript, in the description of its `code` argument."
+            )
+        );
+        assert!(
+            spec.input_schema["properties"]["note"]
+                .get("description")
+                .is_none()
+        );
+        // With no required string argument, the description takes them,
+        // however long.
+        let mut spec = caller(
+            &long,
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        );
+        declare(&mut spec, DECLARED);
+        assert_eq!(spec.description, format!("{long}{DECLARED}"));
     }
 }

@@ -102,6 +102,68 @@ async fn a_program_calls_the_granted_tools_in_parallel_and_returns_json() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_codes_description_fits_openais_cap_and_its_code_argument_declares_the_tools() {
+    let host = calc_host().await;
+    let spec = host.spec("run_code").unwrap();
+    // OpenAI refuses a request whose tool description is over 1,024
+    // characters; argument descriptions have no cap.
+    assert!(
+        spec.description.chars().count() <= 1024,
+        "{} characters",
+        spec.description.chars().count()
+    );
+    assert!(
+        spec.description
+            .ends_with("declared, as TypeScript, in the description of its `code` argument."),
+        "{}",
+        spec.description
+    );
+    let code = spec.input_schema["properties"]["code"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(code.contains("declare const tools: {"), "{code}");
+    assert!(code.contains("  calc(args: {"), "{code}");
+    assert!(code.contains("  convert_units(args: {"), "{code}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_not_awaited_is_named_and_its_failure_is_not_dropped() {
+    let host = calc_host().await;
+    let (kind, message) = tool_error(
+        &run(
+            &host,
+            "const r = tools.calc({ expression: '6*7' });\nconsole.log(r.value);\nreturn r.value;",
+        )
+        .await,
+    );
+    assert_eq!(kind, "invalid_result");
+    assert!(
+        message.contains("The program called tools.calc without await (once)"),
+        "{message}"
+    );
+    let (kind, message) =
+        tool_error(&run(&host, "tools.calc({ expression: '6*' });\nreturn 1;").await);
+    assert_eq!(kind, "invalid_input");
+    assert!(message.contains("Nothing awaited this call"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_awaiting_a_promise_that_never_settles_is_told_so() {
+    let host = calc_host().await;
+    let outcome = run(&host, "await new Promise(() => {});\nreturn 1;").await;
+    let error = outcome.result.as_ref().expect_err("it cannot succeed");
+    assert_eq!(error.kind, ErrorType::Trap, "{error:?}");
+    assert!(
+        error
+            .message
+            .contains("awaited a promise that never settles"),
+        "{error:?}"
+    );
+    // The next run is unaffected.
+    assert_eq!(result(&run(&host, "return 2;").await), json!(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_and_function_expressions_run() {
     let host = calc_host().await;
     let ts = run(

@@ -211,6 +211,19 @@ async fn waiting_for_an_answer_does_not_count_against_the_timeout() {
         .options(&env)
         .await;
     assert_eq!(ok(&outcome), "confirm=false");
+    // Nor against the check of its structured output, made after the wait.
+    let structured = host
+        .call(call("ask_structured", json!({"question": "Slowly?"})))
+        .options(&env)
+        .await;
+    assert!(
+        structured.result.is_ok(),
+        "the output check must not time out: {structured:?}"
+    );
+    assert_eq!(
+        structured.result.unwrap().structured,
+        Some(json!({"port": 1, "name": "confirm=false"}))
+    );
     // Without a question the clock runs as always.
     let slow = host
         .call(call("sleep", json!({"n": 1500})))

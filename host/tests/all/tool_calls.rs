@@ -144,6 +144,45 @@ async fn refused_calls_come_back_typed_and_nothing_runs() {
 }
 
 #[tokio::test]
+async fn refused_calls_are_reported_like_ended_ones_the_first_32_of_a_call() {
+    let host = host_calling(&["echo"]).await;
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    let outcome = host
+        .call(ToolCall::new(
+            "outer",
+            "call_many",
+            json!({"calls": [
+                {"name": "spin", "arguments": {}},
+                {"name": "echo", "arguments": {"text": "a", "times": 1}},
+            ]}),
+        ))
+        .options(&env)
+        .await;
+    assert!(outcome.result.is_ok(), "{outcome:?}");
+    let mut ids = heard.ids();
+    ids.sort();
+    assert_eq!(
+        ids,
+        ["outer/1", "outer/2"],
+        "the refused call is reported too"
+    );
+    // A guest refused in a loop is not reported without end.
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    let outcome = host
+        .call(ToolCall::new(
+            "outer",
+            "call_repeat",
+            json!({"name": "spin", "arguments": {}, "n": 200, "at_once": true}),
+        ))
+        .options(&env)
+        .await;
+    assert_eq!(parsed(&outcome)["kinds"], json!(["capability_denied"]));
+    assert_eq!(heard.ids().len(), 32);
+}
+
+#[tokio::test]
 async fn a_component_granted_nothing_is_refused_every_call() {
     let host = load(vec![
         ComponentConfig::new(component("probe-caller")).limits(quick_limits()),
@@ -348,23 +387,74 @@ async fn callers_never_hold_every_instance_their_calls_need() {
 #[tokio::test]
 async fn the_whole_tree_ends_by_the_callers_deadline() {
     let limits = quick_limits().with_timeout(Duration::from_secs(1)).unwrap();
+    let callee = probe();
+    let callee_limits = callee
+        .limits
+        .clone()
+        .with_timeout(Duration::from_secs(120))
+        .unwrap();
     let host = load(vec![
         caller(ToolCalls::new(["spin", "sleep"]).unwrap()).limits(limits),
-        probe(),
+        callee.limits(callee_limits),
     ])
     .await
     .unwrap();
-    // The callee could run 5 s (its own timeout); the caller has 1 s, and
-    // its calls end with it.
-    for (name, arguments) in [("spin", json!({})), ("sleep", json!({"n": 4000}))] {
-        let outcome = run(
-            &host,
-            "call_many",
-            json!({"calls": [{"name": name, "arguments": arguments}]}),
-        )
-        .await;
-        assert_eq!(err(&outcome), ErrorType::Timeout, "{name}: {outcome:?}");
+    // The callee could run 2 minutes (its own timeout); the caller has 1 s,
+    // and its calls end with it, one by one and in a list.
+    for (name, arguments) in [("spin", json!({})), ("sleep", json!({"n": 100_000}))] {
+        for (tool, args) in [
+            ("call_one", json!({"name": name, "arguments": arguments})),
+            (
+                "call_many",
+                json!({"calls": [{"name": name, "arguments": arguments}]}),
+            ),
+        ] {
+            let outcome = run(&host, tool, args).await;
+            assert_eq!(
+                err(&outcome),
+                ErrorType::Timeout,
+                "{tool} {name}: {outcome:?}"
+            );
+            // The callee's instance is freed with its caller, not minutes
+            // later. (A list's calls run in tasks, which stop at their next
+            // yield: within milliseconds; the limit is far from both.)
+            let freed = tokio::time::timeout(Duration::from_secs(30), async {
+                while host.in_flight() > 0 {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await;
+            assert!(freed.is_ok(), "{tool} {name}: the callee still runs");
+        }
     }
+}
+
+#[tokio::test]
+async fn the_results_of_a_list_fit_in_half_the_callers_memory_and_the_rest_are_refused() {
+    let probe = ComponentConfig::new(component("probe"))
+        .limits(quick_limits().with_max_output(2 << 20).unwrap());
+    let host = load(vec![caller(ToolCalls::new(["echo"]).unwrap()), probe])
+        .await
+        .unwrap();
+    // 30 results of 1,000 KiB for a caller of 32 MiB: those past 16 MiB
+    // are refused, typed, and the caller goes on.
+    let outcome = run(
+        &host,
+        "call_repeat",
+        json!({"name": "echo", "arguments": {"text": "x".repeat(100 << 10), "times": 10}, "n": 30, "at_once": true}),
+    )
+    .await;
+    let answer = parsed(&outcome);
+    let accepted = answer["ok"].as_u64().unwrap();
+    assert!((10..=16).contains(&accepted), "{answer}");
+    assert_eq!(answer["kinds"], json!(["memory_exhausted"]), "{answer}");
+    assert!(
+        answer["first_error"]
+            .as_str()
+            .unwrap()
+            .contains("more than half the caller's memory limit"),
+        "{answer}"
+    );
 }
 
 /// Approves after a while: a person deciding.
@@ -437,6 +527,51 @@ impl CallObserver for Heard {
     fn called(&self, outcome: &Outcome) {
         self.called.lock().unwrap().push(outcome.call_id.clone());
     }
+}
+
+/// Keeps every log line it hears.
+#[derive(Debug, Default)]
+struct Lines(Mutex<Vec<String>>);
+
+impl CallObserver for Lines {
+    fn wants(&self, _: LogLevel) -> bool {
+        true
+    }
+    fn log(&self, _: LogLevel, line: &str) {
+        self.0.lock().unwrap().push(line.to_owned());
+    }
+}
+
+#[tokio::test]
+async fn a_callees_lines_are_masked_with_the_callers_secrets_too() {
+    const SECRET: &str = "caller-secret-5f1a9c";
+    let host = load(vec![
+        ComponentConfig::new(component("probe-caller"))
+            .grants(
+                Grants::none()
+                    .call_tools(ToolCalls::new(["say"]).unwrap())
+                    .config("token", SECRET, true),
+            )
+            .limits(quick_limits()),
+        probe(),
+    ])
+    .await
+    .unwrap();
+    let lines = Arc::new(Lines::default());
+    let env = CallOptions::default().observer(lines.clone());
+    // The caller hands the callee its secret; the callee, which does not
+    // know it for one, logs it.
+    let outcome = host
+        .call(ToolCall::new(
+            "outer",
+            "call_one",
+            json!({"name": "say", "arguments": {"text": format!("the token is {SECRET}")}}),
+        ))
+        .options(&env)
+        .await;
+    assert!(ok(&outcome).contains("said"), "{outcome:?}");
+    let lines = lines.0.lock().unwrap().clone();
+    assert_eq!(lines, ["[say] the token is [redacted]"], "{lines:?}");
 }
 
 #[tokio::test]

@@ -39,6 +39,17 @@ fn echo(args: EchoArgs) -> Result<Output, ToolError> {
     Ok(Output::text(args.text.repeat(args.times as usize)))
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct Say {
+    text: String,
+}
+
+/// Logs `text` at info level, and answers "said".
+fn say(args: Say) -> Result<Output, ToolError> {
+    toolhost_guest::log(Level::Info, &args.text);
+    Ok(Output::text("said"))
+}
+
 /// Counts calls in a static: a fresh instance per call always answers 1.
 fn counter(_: Nothing) -> Result<Output, ToolError> {
     Ok(Output::text(
@@ -244,6 +255,15 @@ fn ask_confirm(args: Question) -> Result<Output, ToolError> {
         Store::open(&store)?;
     }
     Ok(Output::text(format!("confirm={}", answer.confirm)))
+}
+
+/// Asks `question`, then returns an [`Endpoint`] naming the answer as its
+/// structured output (checked after the wait for the person).
+fn ask_structured(args: Question) -> Result<Output, ToolError> {
+    let answer: Confirm = toolhost_guest::ask(&args.question)?;
+    Ok(Output::json(
+        &serde_json::json!({"port": 1, "name": format!("confirm={}", answer.confirm)}),
+    ))
 }
 
 /// Asks with a schema the host cannot show.
@@ -799,6 +819,8 @@ toolhost_guest::export_tools! {
     Tool::new("ask_badly", "Ask with a schema no client can show", ask_badly),
     Tool::new("ask_json", "Ask a question with a given answer schema, n times", ask_json),
     Tool::new("ask_cacheable", "Ask to confirm, declared read-only and idempotent", ask_confirm).read_only().idempotent(),
+    Tool::new("say", "Log the text", say),
+    Tool::new("ask_structured", "Ask to confirm, return an Endpoint", ask_structured).output::<Endpoint>(),
     Tool::new("media", "Return an image and a link", media),
     Tool::new("structured", "Return a value as structured output declared an Endpoint", structured)
         .output::<Endpoint>(),
