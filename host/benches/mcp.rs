@@ -5,8 +5,14 @@
 //! the same Rust client, so the client's own cost is the same for every
 //! server.
 //!
-//! Run with `scripts/bench.sh`, which builds the tools and the Python venv
-//! (target/clients-venv) first.
+//! Then the WebAssembly peer users compare toolhost with: hyper-mcp
+//! serving calc as an Extism plugin, over stdio, beside toolhost and the
+//! Python server serving calc alone, with cold start and memory (the
+//! `peer` module).
+//!
+//! Run with `scripts/bench.sh`, which builds the tools, the Python venv
+//! (target/clients-venv), hyper-mcp and its plugin (target/bench-peers)
+//! first.
 //!
 //! Each server gets: p50 / p99 of one call at a time (1 client), and
 //! calls/s with 1 and 16 concurrent clients. toolhost's overhead per call
@@ -23,6 +29,7 @@ use tokio::process::{Child, Command};
 use toolhost::{Manifest, SandboxOptions, ToolCall, ToolHost};
 
 mod common;
+mod peer;
 mod signer;
 use common::{fmt_us, percentiles, root};
 
@@ -226,15 +233,23 @@ async fn python_http() -> (Server, String) {
 /// One MCP client over a server's stdin and stdout; requests may be in
 /// flight together (answers are matched by id).
 struct StdioClient {
-    _server: Server,
+    server: Server,
     stdin: tokio::sync::Mutex<tokio::process::ChildStdin>,
     waiting:
         Arc<std::sync::Mutex<std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Value>>>>,
     next: AtomicU64,
+    /// The name the server lists calc under (hyper-mcp prefixes the plugin's).
+    calc: String,
 }
 
 impl StdioClient {
-    async fn spawn(mut command: Command) -> Self {
+    async fn spawn(command: Command) -> Self {
+        Self::spawn_calling(command, "calc").await
+    }
+
+    /// A client of a server that lists calc under the name `calc`, such as
+    /// hyper-mcp's `calc-calc`.
+    async fn spawn_calling(mut command: Command, calc: &str) -> Self {
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -262,10 +277,11 @@ impl StdioClient {
             }
         });
         let client = Self {
-            _server: Server { child },
+            server: Server { child },
             stdin: tokio::sync::Mutex::new(stdin),
             waiting,
             next: AtomicU64::new(1),
+            calc: calc.to_owned(),
         };
         client
             .request(
@@ -301,10 +317,20 @@ impl StdioClient {
         let result = self
             .request(
                 "tools/call",
-                json!({"name":"calc","arguments":{"expression":"6*7"}}),
+                json!({"name":self.calc,"arguments":{"expression":"6*7"}}),
             )
             .await;
         assert_eq!(result["result"]["content"][0]["text"], "42", "{result}");
+    }
+
+    /// The server's process id.
+    fn pid(&self) -> u32 {
+        self.server.child.id().expect("the server runs")
+    }
+
+    /// Stop the server and wait until it has exited.
+    async fn close(mut self) {
+        let _ = self.server.child.kill().await;
     }
 }
 
@@ -586,6 +612,8 @@ fn main() {
             &mut rows,
         );
 
+        let (calc_alone, hyper_mcp) = peer::stdio_rows(&mut rows).await;
+
         let overhead = http[0].p50 - in_process.p50;
         let best = http[0].sixteen.max(http[1].sixteen);
         println!("\nRatios");
@@ -596,6 +624,14 @@ fn main() {
         println!(
             "  toolhost stdio calls/s / Python MCPServer stdio, 16 clients {:.1}x",
             stdio.sixteen / python_stdio.sixteen
+        );
+        println!(
+            "  toolhost stdio calls/s / hyper-mcp stdio, 16 clients        {:.1}x",
+            calc_alone.sixteen / hyper_mcp.sixteen
+        );
+        println!(
+            "  toolhost stdio p50 / hyper-mcp stdio p50                    {:.2}",
+            calc_alone.p50 / hyper_mcp.p50
         );
         println!(
             "  toolhost HTTP p50 / Python MCPServer HTTP p50               {:.2}",

@@ -15,11 +15,14 @@ Run (in the venv tests/clients/run.sh builds, target/clients-venv):
     $PY host/benches/peers/mcp_client_bench.py --stdio -- $PY host/benches/peers/mcp_calc_server.py --stdio
     $PY host/benches/peers/mcp_client_bench.py --stdio -- target/release/toolhost --config example-tools/toolhost.toml serve --stdio
     $PY host/benches/peers/mcp_client_bench.py --url http://127.0.0.1:8931/mcp      # a server already listening
+    $PY host/benches/peers/mcp_client_bench.py --tool calc-calc --stdio -- \
+        target/bench-peers/bin/hyper-mcp --config-file CONFIG.json    # hyper-mcp, as host/benches/peer starts it
 
 Options: --calls N (timed calls per concurrency level, default 2000),
 --concurrency 1,16 (levels), --warmup N (untimed calls per client first),
 --mode auto|legacy|2026-07-28 (how the client negotiates; auto, the SDK's
-default, probes server/discover and falls back to initialize), --shared.
+default, probes server/discover and falls back to initialize), --shared,
+--tool NAME (the name calc is listed under: calc, or hyper-mcp's PLUGIN-calc).
 
 Prints one JSON object on stdout, progress on stderr:
 
@@ -93,7 +96,7 @@ async def run_level(args: argparse.Namespace, concurrency: int) -> tuple[dict[st
 
         async def warm(client: Client) -> None:
             for _ in range(args.warmup):
-                check(await client.call_tool("calc", {"expression": EXPRESSION}))
+                check(await client.call_tool(args.tool, {"expression": EXPRESSION}))
 
         async with anyio.create_task_group() as tg:
             for client in workers:
@@ -105,7 +108,7 @@ async def run_level(args: argparse.Namespace, concurrency: int) -> tuple[dict[st
         async def work(client: Client, n: int) -> None:
             for _ in range(n):
                 started = time.perf_counter_ns()
-                result = await client.call_tool("calc", {"expression": EXPRESSION})
+                result = await client.call_tool(args.tool, {"expression": EXPRESSION})
                 samples.append(time.perf_counter_ns() - started)
                 check(result)
 
@@ -164,6 +167,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20, help="untimed calls per worker first (default 20)")
     parser.add_argument("--mode", default="auto", help="auto (default), legacy, or a modern protocol version")
     parser.add_argument("--shared", action="store_true", help="all workers share one connection")
+    parser.add_argument("--tool", default="calc", help="the name calc is listed under (default calc)")
     parser.add_argument("command", nargs="*", help="with --stdio: the server command (after --)")
     args = parser.parse_args()
     if args.stdio and not args.command:
