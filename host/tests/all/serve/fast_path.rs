@@ -486,6 +486,7 @@ async fn the_fast_path_keeps_tokens_scopes_and_context_bindings() {
          [store.notes]\nbackend = 'embedded'\nscope = 'user'\n\n[serve.auth]\n\
          context.user = 'claim:sub'\n\
          [[serve.auth.token]]\nprincipal = 'alice'\nenv = 'ALICE_TOKEN'\n\
+         scopes = ['tools:*', 'metrics:read']\n\
          [[serve.auth.token]]\nprincipal = 'bob'\nenv = 'BOB_TOKEN'\nscopes = ['tools:recall']\n",
         component("calc").display(),
         component("notes").display(),
