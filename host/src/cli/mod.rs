@@ -219,6 +219,8 @@ fn serve_command(command: Command) -> serve::ServeCommand {
     config.max_batch = max_batch;
     config.drain = drain;
     config.proxy_protocol = proxy_protocol;
+    // A switch for comparing the MCP fast path with rmcp's own path.
+    config.mcp_fast_path = std::env::var_os("TOOLHOST_MCP_FAST_PATH").is_none_or(|v| v != "0");
     config.fixes = fixes::flags();
     serve::ServeCommand {
         transport,

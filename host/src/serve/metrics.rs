@@ -106,6 +106,7 @@ pub struct Metrics {
     limiter_outages: Counter,
     limiter_unchecked: Counter,
     tasks: Family<TaskLabels, Counter>,
+    mcp_fast_path: Counter,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -231,7 +232,15 @@ impl Metrics {
         );
         let (limited, limiter_outages, limiter_unchecked) = register_limits(&mut registry);
         let tasks = register_tasks(&mut registry);
+        let mcp_fast_path = Counter::default();
+        registry.register(
+            "mcp_fast_path_requests",
+            "MCP requests answered on their own task (a plain stateless tools/call) rather than \
+             through rmcp; counted besides tool_calls, which counts every call",
+            mcp_fast_path.clone(),
+        );
         Self {
+            mcp_fast_path,
             tasks,
             registry,
             limited,
@@ -294,6 +303,11 @@ impl Metrics {
     /// Count one event of a durable task kept in `store`.
     pub(crate) fn task(&self, event: &'static str, store: &'static str) {
         self.tasks.get_or_create(&TaskLabels { event, store }).inc();
+    }
+
+    /// Count one MCP request the fast path answered.
+    pub(crate) fn mcp_fast_path(&self) {
+        self.mcp_fast_path.inc();
     }
 
     /// Count one request refused at the edge.

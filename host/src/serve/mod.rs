@@ -92,6 +92,11 @@ pub struct ServeConfig {
     /// the limits kept per address count. Connections from these ranges
     /// must send one.
     pub proxy_protocol: Vec<ipnet::IpNet>,
+    /// Answer a plain stateless MCP `tools/call` (2026-07-28, nothing
+    /// asked of the server but the answer) on its request's own task,
+    /// rather than through rmcp's tasks: the same answer, sooner. On by
+    /// default; off, every MCP request goes through rmcp (to compare).
+    pub mcp_fast_path: bool,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -109,6 +114,7 @@ impl std::fmt::Debug for ServeConfig {
             lock_mode,
             auth,
             proxy_protocol,
+            mcp_fast_path,
         } = self;
         f.debug_struct("ServeConfig")
             .field("transport", transport)
@@ -123,6 +129,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("lock_mode", lock_mode)
             .field("auth", auth)
             .field("proxy_protocol", proxy_protocol)
+            .field("mcp_fast_path", mcp_fast_path)
             .finish()
     }
 }
@@ -144,6 +151,7 @@ impl ServeConfig {
             lock_mode: LockMode::Write,
             auth: None,
             proxy_protocol: Vec::new(),
+            mcp_fast_path: true,
         }
     }
 }

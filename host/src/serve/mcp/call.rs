@@ -196,32 +196,41 @@ impl McpServer {
 
 impl McpServer {
     /// The context the call runs with: the request's `_meta` (never the
-    /// model's arguments), as the principal's bindings allow it.
+    /// model's arguments), as the principal's bindings allow it. A refusal
+    /// is counted.
     pub(super) fn injected_context(
         &self,
         context: &RequestContext<RoleServer>,
         principal: &Principal,
     ) -> Result<Option<Value>, ErrorData> {
-        let requested = match context.meta.get(CONTEXT_META_KEY) {
-            None | Some(Value::Null) => None,
-            Some(injected @ Value::Object(_)) => Some(injected.clone()),
-            Some(_) => {
-                self.shared.metrics().reject("mcp", "bad_context");
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "_meta[\"{CONTEXT_META_KEY}\"] must be a JSON object, e.g. {{\"user\":\"ada\"}}"
-                    ),
-                    None,
-                ));
-            }
-        };
-        principal
-            .context(self.shared.bindings(), requested)
-            .map_err(|e| {
-                self.shared.metrics().reject("mcp", "bad_context");
-                ErrorData::invalid_params(e.to_string(), None)
-            })
+        injected_context(&self.shared, &context.meta, principal).inspect_err(|_| {
+            self.shared.metrics().reject("mcp", "bad_context");
+        })
     }
+}
+
+/// The context a call with the request `_meta` `meta` runs with, as
+/// `principal`'s bindings allow it; the refusal, uncounted.
+pub(super) fn injected_context(
+    shared: &crate::serve::Shared,
+    meta: &rmcp::model::RequestMetaObject,
+    principal: &Principal,
+) -> Result<Option<Value>, ErrorData> {
+    let requested = match meta.get(CONTEXT_META_KEY) {
+        None | Some(Value::Null) => None,
+        Some(injected @ Value::Object(_)) => Some(injected.clone()),
+        Some(_) => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "_meta[\"{CONTEXT_META_KEY}\"] must be a JSON object, e.g. {{\"user\":\"ada\"}}"
+                ),
+                None,
+            ));
+        }
+    };
+    principal
+        .context(shared.bindings(), requested)
+        .map_err(|e| ErrorData::invalid_params(e.to_string(), None))
 }
 
 /// Let the call's log lines and progress go out before its result, unless

@@ -36,7 +36,9 @@
 //! - `ask`: approval and a tool's questions, over elicitation;
 //! - `forward`: a call's log lines and progress, passed on while it runs;
 //! - `listeners`: who hears that the tool list changed;
-//! - `transport`: stdio and the `/mcp` endpoint.
+//! - `transport`: stdio and the `/mcp` endpoint;
+//! - `fast`: the `/mcp` endpoint's fast path, a plain stateless
+//!   `tools/call` answered on its request's own task, in front of rmcp.
 
 // MCP logging is deprecated by SEP-2577 (2026-07-28), and rmcp marks its
 // types so; 2025-11-25 clients still ask for it.
@@ -45,6 +47,7 @@
 mod ask;
 mod call;
 mod capabilities;
+mod fast;
 mod forward;
 mod listeners;
 mod mrtr;

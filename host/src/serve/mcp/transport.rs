@@ -73,14 +73,16 @@ pub(in crate::serve) async fn serve_stdio(
 }
 
 /// The `/mcp` endpoint: Streamable HTTP with sessions for 2025-11-25
-/// clients that want them, stateless for 2026-07-28 requests.
+/// clients that want them, stateless for 2026-07-28 requests; a plain
+/// stateless `tools/call` is answered on its request's task (see
+/// `fast`) unless `config.mcp_fast_path` is off.
 pub(in crate::serve) fn http_service(
     shared: Shared,
     config: &ServeConfig,
     local: SocketAddr,
     stop: tokio_util::sync::CancellationToken,
     sessions: Arc<Sessions>,
-) -> StreamableHttpService<McpServer, Sessions> {
+) -> super::fast::Endpoint {
     // JSON answers where the call sends nothing before its result: no event
     // stream to set up and tear down per call. (For 2026-07-28 requests:
     // rmcp answers requests in a 2025-11-25 session on an event stream.)
@@ -120,15 +122,17 @@ pub(in crate::serve) fn http_service(
     let parking = super::mrtr::Parking::watching(shared.drain().clone());
     // Ends with the runtime; the server lives as long as the process.
     drop(listeners.spawn_notifier(&shared));
-    StreamableHttpService::new(
+    let handlers = shared.clone();
+    let rmcp = StreamableHttpService::new(
         move || {
             Ok(McpServer::new(
-                shared.clone(),
+                handlers.clone(),
                 listeners.clone(),
                 parking.clone(),
             ))
         },
         sessions,
         http,
-    )
+    );
+    super::fast::Endpoint::new(rmcp, shared, local.ip().is_loopback(), config.mcp_fast_path)
 }

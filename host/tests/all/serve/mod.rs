@@ -21,6 +21,7 @@ use crate::util::{component, root};
 
 mod auth;
 mod fair;
+mod fast_path;
 mod hostile;
 mod library;
 mod mcp_tasks;
