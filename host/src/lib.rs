@@ -92,14 +92,14 @@ pub use outcome::{
 #[doc(hidden)]
 pub use sandbox::baseline;
 pub use sandbox::{
-    ASK_WAIT, CacheStatus, MAX_BLOCKS, MAX_MEDIA, SandboxOptions, default_cache_dir,
-    raise_descriptor_limit,
+    ASK_WAIT, BESIDE_MANIFEST, CacheStatus, CompileHook, Compiling, MAX_BLOCKS, MAX_MEDIA,
+    SandboxOptions, default_cache_dir, dir_for_manifest, estimate_compile, raise_descriptor_limit,
 };
 pub use spec::{
     Hints, MAX_DESCRIPTION, MAX_SCHEMA, MAX_TITLE, MAX_TOOLS_PER_COMPONENT, ToolSpec, valid_name,
 };
 pub use tool_call::{Arguments, ArgumentsError, ToolCall};
 pub use tool_host::{
-    ApproveAll, Approver, BatchRequest, CallOptions, CallRequest, CallResult, LoadError, LockMode,
-    PinReport, Pinned, RefuseAll, RefuseWithFix, StreamRequest, ToolHost,
+    ApproveAll, Approver, BatchRequest, CallOptions, CallRequest, CallResult, LoadError, Loading,
+    LockMode, PinReport, Pinned, RefuseAll, RefuseWithFix, StreamRequest, ToolHost,
 };

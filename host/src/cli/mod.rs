@@ -108,14 +108,52 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The sandbox's options: the default cache, or none with `--no-cache`.
+/// The sandbox's options: the default cache, or none with `--no-cache`;
+/// a line on stderr each time a component compiles.
 fn options(no_cache: bool) -> SandboxOptions {
-    let options = SandboxOptions::default();
+    with_cache_flag(SandboxOptions::default(), no_cache)
+}
+
+/// The sandbox's options for `manifest`: its cache beside it when the
+/// environment names none (see [`toolhost::dir_for_manifest`]), beside
+/// the component for `call --component`.
+fn manifest_options(manifest: &Manifest, no_cache: bool) -> SandboxOptions {
+    if no_cache {
+        return options(true);
+    }
+    let anchor = match manifest.lock_path() {
+        Some(_) => Some(manifest.path.as_path()),
+        None => manifest.components.first().and_then(|c| c.path()),
+    };
+    let options = anchor.map_or_else(SandboxOptions::default, SandboxOptions::for_manifest);
+    with_cache_flag(options, false)
+}
+
+/// `options` without a cache under `--no-cache`, and saying on stderr
+/// (never stdout, which carries results) when a component compiles.
+fn with_cache_flag(options: SandboxOptions, no_cache: bool) -> SandboxOptions {
+    let options = options.with_compile_hook(std::sync::Arc::new(say_compiling));
     if no_cache {
         options.with_cache_dir(None)
     } else {
         options
     }
+}
+
+/// One line on stderr while a component compiles: it takes seconds, tens
+/// of them for a Python or JavaScript component, and nothing else is
+/// printed meanwhile.
+fn say_compiling(compiling: &toolhost::Compiling) {
+    let why = match compiling.cause {
+        toolhost::CacheStatus::Rebuilt => "its cached code is stale",
+        toolhost::CacheStatus::Disabled => "no compile cache",
+        _ => "first run",
+    };
+    let seconds = compiling.estimate.as_secs_f64().round().max(1.0);
+    eprintln!(
+        "toolhost: compiling {} ({why}, about {seconds} s)…",
+        compiling.component
+    );
 }
 
 /// The commands that read a manifest: `serve` takes it as it is, the others
@@ -126,8 +164,8 @@ async fn run_with_manifest(
     no_cache: bool,
     mode: LockMode,
 ) -> anyhow::Result<ExitCode> {
-    let options = options(no_cache);
     let manifest = manifest(&command, path)?;
+    let options = manifest_options(&manifest, no_cache);
     if let Command::Serve { .. } = command {
         let mut config = serve_command(command);
         config.config.lock_mode = mode;

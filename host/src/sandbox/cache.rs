@@ -22,6 +22,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 use wasmtime::error::Context as _;
 
+use super::compiling::{CompileHook, announce};
 use crate::registry::Digest;
 
 /// Where compiled components are kept.
@@ -70,15 +71,29 @@ impl Cache {
         engine: &Engine,
         path: &Path,
         label: &str,
+        hook: Option<&CompileHook>,
     ) -> wasmtime::Result<(Component, CacheStatus)> {
+        let entry = self.file_entry(engine, path)?;
+        self.load_entry(engine, &entry, label, hook, || {
+            std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+        })
+    }
+
+    /// The entry for the component file at `path` under `engine`, without
+    /// extension: named by its content.
+    fn file_entry(&self, engine: &Engine, path: &Path) -> wasmtime::Result<PathBuf> {
         let mut hasher = blake3::Hasher::new();
         hasher
             .update_mmap_rayon(path)
             .with_context(|| format!("reading {}", path.display()))?;
-        let entry = self.entry(engine, &hasher.finalize().to_hex()[..32]);
-        self.load_entry(engine, &entry, label, || {
-            std::fs::read(path).with_context(|| format!("reading {}", path.display()))
-        })
+        Ok(self.entry(engine, &hasher.finalize().to_hex()[..32]))
+    }
+
+    /// Whether there is an entry for the component file at `path` (its sum
+    /// written, so most likely valid): loading it will not compile.
+    pub(crate) fn has_file_entry(&self, engine: &Engine, path: &Path) -> bool {
+        self.file_entry(engine, path)
+            .is_ok_and(|entry| entry.with_extension("sum").exists())
     }
 
     /// The compiled component of a registry layer kept at `blob`, keyed by
@@ -97,9 +112,10 @@ impl Cache {
         blob: &Path,
         digest: &Digest,
         label: &str,
+        hook: Option<&CompileHook>,
     ) -> wasmtime::Result<(Component, CacheStatus)> {
         let entry = self.blob_entry(engine, digest);
-        self.load_entry(engine, &entry, label, || read_blob(blob, digest))
+        self.load_entry(engine, &entry, label, hook, || read_blob(blob, digest))
     }
 
     /// The entry for registry layer `digest` under `engine`, without
@@ -142,6 +158,7 @@ impl Cache {
         engine: &Engine,
         entry: &Path,
         label: &str,
+        hook: Option<&CompileHook>,
         bytes: impl FnOnce() -> wasmtime::Result<Vec<u8>>,
     ) -> wasmtime::Result<(Component, CacheStatus)> {
         let entry = entry.to_owned();
@@ -156,6 +173,7 @@ impl Cache {
             return Ok((component, CacheStatus::Hit));
         }
         let bytes = bytes()?;
+        announce(hook, label, bytes.len() as u64, status);
         let compiled = engine
             .precompile_component(&bytes)
             .with_context(|| format!("{label} is not a valid component"))?;
@@ -272,7 +290,7 @@ fn store(entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
     let dir = entry
         .parent()
         .expect("cache entries live in the cache directory");
-    std::fs::create_dir_all(dir)?;
+    create_private_dir(dir)?;
     let write = |path: PathBuf, bytes: &[u8]| -> std::io::Result<()> {
         let mut file = tempfile::NamedTempFile::new_in(dir)?;
         file.write_all(bytes)?;
@@ -299,6 +317,63 @@ pub fn default_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(dir).join("toolhost"));
     }
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/toolhost"))
+}
+
+/// The directory a cache falls back to beside a manifest (or a component
+/// given on the command line) when [`default_dir`] has none.
+pub const BESIDE_MANIFEST: &str = ".toolhost-cache";
+
+/// The cache directory for the manifest at `manifest`: [`default_dir`],
+/// else [`BESIDE_MANIFEST`] in the manifest's directory, so that a host
+/// started without `HOME` (as some MCP clients start servers) compiles
+/// each component once rather than at every start. That directory is
+/// created readable and writable by this user only, and refused (`None`,
+/// no cache, with a warning) when it is a symlink, another user's, or
+/// writable by others: whoever could write it could plant compiled code.
+pub fn dir_for_manifest(manifest: &Path) -> Option<PathBuf> {
+    if let Some(dir) = default_dir() {
+        return Some(dir);
+    }
+    let beside = manifest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join(BESIDE_MANIFEST);
+    match private_dir(&beside) {
+        Ok(()) => Some(beside),
+        Err(why) => {
+            tracing::warn!(dir = %beside.display(), %why, "no compile cache: HOME, XDG_CACHE_HOME and TOOLHOST_CACHE_DIR are unset, and the directory beside the manifest cannot be used; set TOOLHOST_CACHE_DIR to a directory of your own");
+            None
+        }
+    }
+}
+
+/// Create `dir` private to this user when it does not exist, and check
+/// that it is: a directory (not a symlink to one) of this user's that
+/// nobody else may write.
+fn private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    create_private_dir(dir).map_err(|e| format!("cannot create it: {e}"))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    #[allow(unsafe_code)]
+    let me = unsafe { libc::geteuid() };
+    if !meta.file_type().is_dir() {
+        return Err("it is not a directory (a symlink?)".into());
+    }
+    if meta.uid() != me {
+        return Err(format!(
+            "it belongs to user {}, not to this one",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "others may write it (mode {:o})",
+            meta.mode() & 0o777
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -332,9 +407,9 @@ mod tests {
             &foreign,
         )
         .unwrap();
-        let (_, status) = cache.load(&ours, &path, "calc").unwrap();
+        let (_, status) = cache.load(&ours, &path, "calc", None).unwrap();
         assert_eq!(status, CacheStatus::Rebuilt);
-        let (_, status) = cache.load(&ours, &path, "calc").unwrap();
+        let (_, status) = cache.load(&ours, &path, "calc", None).unwrap();
         assert_eq!(status, CacheStatus::Hit);
     }
 
@@ -362,14 +437,43 @@ mod tests {
         std::fs::write(&blob, &bytes).unwrap();
         let digest = Digest::of(&bytes);
         let other = Digest::of(b"another layer");
-        let error = cache.load_blob(&engine, &blob, &other, "calc").unwrap_err();
+        let error = cache
+            .load_blob(&engine, &blob, &other, "calc", None)
+            .unwrap_err();
         assert!(format!("{error:#}").contains("not its digest"), "{error:#}");
-        let (_, status) = cache.load_blob(&engine, &blob, &digest, "calc").unwrap();
+        let (_, status) = cache
+            .load_blob(&engine, &blob, &digest, "calc", None)
+            .unwrap();
         assert_eq!(status, CacheStatus::Miss);
         // A warm load is keyed by the digest and does not read the layer.
         std::fs::remove_file(&blob).unwrap();
-        let (_, status) = cache.load_blob(&engine, &blob, &digest, "calc").unwrap();
+        let (_, status) = cache
+            .load_blob(&engine, &blob, &digest, "calc", None)
+            .unwrap();
         assert_eq!(status, CacheStatus::Hit);
+    }
+
+    #[test]
+    fn the_directory_beside_a_manifest_is_private_and_refused_when_shared() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let beside = dir.path().join(BESIDE_MANIFEST);
+        private_dir(&beside).unwrap();
+        let mode = std::fs::metadata(&beside).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        // One that others may write (planted in a shared directory, say)
+        // is refused, as is a symlink to a directory.
+        std::fs::set_permissions(&beside, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(
+            private_dir(&beside)
+                .unwrap_err()
+                .contains("others may write")
+        );
+        let link = dir.path().join("link");
+        let target = dir.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(private_dir(&link).unwrap_err().contains("not a directory"));
     }
 
     #[test]
@@ -382,13 +486,17 @@ mod tests {
         std::fs::write(&blob, &bytes).unwrap();
         let digest = Digest::of(&bytes);
         assert!(!cache.has_blob_entry(&engine, &digest));
-        cache.load_blob(&engine, &blob, &digest, "calc").unwrap();
+        cache
+            .load_blob(&engine, &blob, &digest, "calc", None)
+            .unwrap();
         assert!(cache.has_blob_entry(&engine, &digest));
         cache.remove_blob_entry(&engine, &digest);
         assert!(!cache.has_blob_entry(&engine, &digest));
         // Removing what is not there is nothing.
         cache.remove_blob_entry(&engine, &digest);
-        let (_, status) = cache.load_blob(&engine, &blob, &digest, "calc").unwrap();
+        let (_, status) = cache
+            .load_blob(&engine, &blob, &digest, "calc", None)
+            .unwrap();
         assert_eq!(status, CacheStatus::Miss);
     }
 }

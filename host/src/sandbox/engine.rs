@@ -11,6 +11,7 @@ use std::time::Duration;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::cache::default_dir as default_cache_dir;
+use super::compiling::CompileHook;
 use crate::limits::Limits;
 
 /// How often the epoch advances. Each tick, a guest running CPU-bound code
@@ -42,7 +43,7 @@ const KEEP_RESIDENT_COPIED: usize = 64 << 20;
 ///     .with_max_instances(NonZeroU32::new(64).unwrap());
 /// assert_eq!(options.max_instances(), 64);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SandboxOptions {
     /// Where compiled components are cached; `None` compiles every time.
     pub(crate) cache_dir: Option<PathBuf>,
@@ -52,6 +53,19 @@ pub struct SandboxOptions {
     /// The largest memory limit of any component (the pool's slot size).
     /// Loading raises it to the largest limit of the components loaded.
     pub(crate) max_memory: u64,
+    /// Told when a component starts compiling (nothing cached for it).
+    pub(crate) on_compile: Option<CompileHook>,
+}
+
+impl std::fmt::Debug for SandboxOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxOptions")
+            .field("cache_dir", &self.cache_dir)
+            .field("max_instances", &self.max_instances)
+            .field("max_memory", &self.max_memory)
+            .field("on_compile", &self.on_compile.as_ref().map(|_| "<hook>"))
+            .finish()
+    }
 }
 
 impl Default for SandboxOptions {
@@ -62,11 +76,23 @@ impl Default for SandboxOptions {
             cache_dir: default_cache_dir(),
             max_instances: 1000,
             max_memory: Limits::default().memory,
+            on_compile: None,
         }
     }
 }
 
 impl SandboxOptions {
+    /// The defaults, with the cache for the manifest at `manifest`
+    /// ([`dir_for_manifest`](crate::dir_for_manifest)):
+    /// beside it when neither `TOOLHOST_CACHE_DIR`, `XDG_CACHE_HOME` nor
+    /// `HOME` names one.
+    pub fn for_manifest(manifest: &std::path::Path) -> Self {
+        Self {
+            cache_dir: super::cache::dir_for_manifest(manifest),
+            ..Self::default()
+        }
+    }
+
     /// Where compiled components are cached; `None` compiles every time.
     pub fn cache_dir(&self) -> Option<&std::path::Path> {
         self.cache_dir.as_deref()
@@ -82,6 +108,16 @@ impl SandboxOptions {
     #[must_use]
     pub fn with_cache_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.cache_dir = dir;
+        self
+    }
+
+    /// These options with `hook` told, on the compiling thread, each time a
+    /// component starts compiling because no compiled code of it is cached
+    /// (never when its code comes from the cache): a front end says so to
+    /// whoever waits.
+    #[must_use]
+    pub fn with_compile_hook(mut self, hook: CompileHook) -> Self {
+        self.on_compile = Some(hook);
         self
     }
 

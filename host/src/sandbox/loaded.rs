@@ -64,6 +64,7 @@ pub(crate) fn kept_ready(config: &ComponentConfig) -> (usize, bool) {
 }
 
 /// A tool spec as the component declared it.
+#[derive(Clone)]
 pub(crate) struct RawSpec {
     pub name: String,
     pub title: Option<String>,

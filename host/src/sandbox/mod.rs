@@ -32,6 +32,7 @@ mod bindings;
 mod budget;
 mod cache;
 mod calls;
+mod compiling;
 mod contract;
 mod deadline;
 mod engine;
@@ -56,8 +57,9 @@ use wasmtime::component::Linker;
 use wasmtime::error::Context as _;
 
 pub use budget::raise_descriptor_limit;
-pub use cache::{CacheStatus, default_dir as default_cache_dir};
+pub use cache::{BESIDE_MANIFEST, CacheStatus, default_dir as default_cache_dir, dir_for_manifest};
 pub(crate) use calls::ToolCaller;
+pub use compiling::{CompileHook, Compiling, estimate as estimate_compile};
 pub(crate) use deadline::Deadline;
 pub use engine::SandboxOptions;
 pub use interact::ASK_WAIT;
@@ -112,6 +114,8 @@ pub(crate) struct Sandbox {
     engine: Engine,
     linker: Linker<State>,
     cache: Option<cache::Cache>,
+    /// Told when a component starts compiling.
+    on_compile: Option<compiling::CompileHook>,
     /// The instance pool as calls and instances made ahead share it.
     pool: Arc<Pool>,
     ticker: Arc<EpochTicker>,
@@ -135,6 +139,7 @@ impl Sandbox {
         Ok(Self {
             ticker: Arc::new(EpochTicker::start(engine.clone())),
             cache: options.cache_dir.clone().map(cache::Cache::new),
+            on_compile: options.on_compile.clone(),
             pool: Arc::default(),
             stores: Stores::default(),
             engine,
@@ -147,8 +152,26 @@ impl Sandbox {
         bytes: &[u8],
         label: &str,
     ) -> wasmtime::Result<wasmtime::component::Component> {
+        compiling::announce(
+            self.on_compile.as_ref(),
+            label,
+            bytes.len() as u64,
+            CacheStatus::Disabled,
+        );
         wasmtime::component::Component::new(&self.engine, bytes)
             .with_context(|| format!("{label} is not a valid component"))
+    }
+
+    /// Whether loading `config`'s component takes its compiled code from
+    /// the cache (most likely: an entry is there), rather than compiling.
+    pub(crate) fn is_cached(&self, config: &ComponentConfig) -> bool {
+        match (&self.cache, &config.source) {
+            (Some(cache), ComponentSource::File(path)) => cache.has_file_entry(&self.engine, path),
+            (Some(cache), ComponentSource::Pinned(pinned)) => {
+                cache.has_blob_entry(&self.engine, &pinned.layer)
+            }
+            _ => false,
+        }
     }
 
     /// Compile one component (or load its compiled code from the cache),
@@ -189,10 +212,16 @@ impl Sandbox {
         label: &str,
     ) -> wasmtime::Result<(wasmtime::component::Component, CacheStatus)> {
         Ok(match (&self.cache, &config.source) {
-            (Some(cache), ComponentSource::File(path)) => cache.load(&self.engine, path, label)?,
-            (Some(cache), ComponentSource::Pinned(pinned)) => {
-                cache.load_blob(&self.engine, &pinned.blob, &pinned.layer, label)?
+            (Some(cache), ComponentSource::File(path)) => {
+                cache.load(&self.engine, path, label, self.on_compile.as_ref())?
             }
+            (Some(cache), ComponentSource::Pinned(pinned)) => cache.load_blob(
+                &self.engine,
+                &pinned.blob,
+                &pinned.layer,
+                label,
+                self.on_compile.as_ref(),
+            )?,
             (None, ComponentSource::File(path)) => {
                 let bytes =
                     std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;

@@ -98,6 +98,8 @@ pub struct Metrics {
     queue_wait: Histogram,
     fuel: Family<ToolLabels, Counter<u64, AtomicU64>>,
     in_flight: Gauge,
+    loading: Gauge,
+    waited_for_compile: Counter,
     rejected: Family<RejectLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     registry_loads: Family<RegistryLabels, Counter>,
@@ -206,6 +208,18 @@ impl Metrics {
             "Sandbox instances running a call at the time of the scrape",
             in_flight.clone(),
         );
+        let loading = Gauge::default();
+        registry.register(
+            "components_loading",
+            "Components still compiling at start (their tools are listed once they are ready)",
+            loading.clone(),
+        );
+        let waited_for_compile = Counter::default();
+        registry.register(
+            "calls_waited_for_compile",
+            "Calls of a tool not loaded yet that waited for the components compiling at start",
+            waited_for_compile.clone(),
+        );
         let rejected = Family::<RejectLabels, Counter>::default();
         registry.register(
             "rejected_requests",
@@ -253,9 +267,21 @@ impl Metrics {
             queue_wait,
             fuel,
             in_flight,
+            loading,
+            waited_for_compile,
             rejected,
             reloads,
         }
+    }
+
+    /// `pending` components are still compiling at start.
+    pub(crate) fn loading(&self, pending: usize) {
+        self.loading.set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
+    /// A call waited for the components compiling at start.
+    pub(crate) fn waited_for_compile(&self) {
+        self.waited_for_compile.inc();
     }
 
     /// Count one answered call, under its tool's name when the call named

@@ -228,30 +228,135 @@ pub async fn run(
     }
     // Before anything else: a signal from here on stops the server cleanly.
     let signal = http::shutdown_signal();
-    let (host, pinned) =
-        ToolHost::load_manifest(&manifest, options.clone(), &config.lock_mode).await?;
-    let limiter = limiter(&manifest, &host)?;
+    // Checked against every component now: the tools arrive a few at a
+    // time (see `finish_loading`).
+    if let Some(settings) = &config.auth
+        && (settings.is_enabled() || !settings.context.is_empty())
+    {
+        unbound_store(manifest.components.iter(), &settings.context)?;
+    }
+    let (host, pinned, loading) = ToolHost::load_in_background(
+        &manifest,
+        options.clone(),
+        &config.lock_mode,
+        COMPILE_BEFORE_SERVING,
+    )
+    .await?;
+    let complete = loading.pending() == 0;
+    let limiter = limiter(&manifest, &host, complete)?;
     let shared = Shared::new(host, &config)?
         .with_limiter(limiter)
         .with_tasks(tasks::Tasks::new(manifest.serve.tasks.clone()).map_err(ServeError::Usage)?)
         .with_sessions(manifest.serve.sessions.clone())?;
     shared.metrics().registry(&pinned.report);
-    let _watcher = if config.watch {
-        Some(reload::watch(
-            manifest,
-            options,
-            config.lock_mode.clone(),
-            shared.clone(),
-        )?)
-    } else {
-        None
+    shared.set_loading(loading.pending());
+    // The rest loads while the server answers; then `--watch` starts
+    // (a reload meanwhile would race the versions still arriving).
+    let failed = Arc::new(std::sync::Mutex::new(None));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let watch = config
+        .watch
+        .then(|| (manifest.clone(), options, config.lock_mode.clone()));
+    let (_watcher, watch) = match watch {
+        Some((manifest, options, lock_mode)) if complete => (
+            Some(reload::watch(manifest, options, lock_mode, shared.clone())?),
+            None,
+        ),
+        watch => (None, watch),
     };
-    match config.transport {
+    let loader = tokio::spawn(finish_loading(
+        loading,
+        manifest,
+        shared.clone(),
+        watch,
+        failed.clone(),
+        stop.clone(),
+    ));
+    let signal = async move {
+        tokio::select! {
+            () = signal => {}
+            () = stop.notified() => {}
+        }
+    };
+    let served = match config.transport {
         Transport::Stdio => {
             on_ready(None);
             mcp::serve_stdio(shared, signal).await
         }
         Transport::Http(addr) => http::serve(addr, shared, &config, signal, on_ready).await,
+    };
+    loader.abort();
+    let failed = failed.lock().expect("the load error's lock").take();
+    match failed {
+        Some(error) => Err(error),
+        None => served,
+    }
+}
+
+/// Uncached components up to this many bytes in all compile before the
+/// server answers; larger ones compile while it answers. Rust tools (a
+/// few hundred KiB each) compile in well under a second all together on
+/// the reference 2-core host (calc, 0.2 MB: 0.3 s idle, 0.8 s under load),
+/// so they are there from the first `tools/list`; a Python or JavaScript
+/// component (13 to 19 MB, ten seconds and more) joins when it is ready.
+/// The whole budget is about `estimate_compile(2 MiB)`: 1.3 s on two
+/// cores, which keeps the first answer within 2 s of start.
+pub const COMPILE_BEFORE_SERVING: u64 = 2 << 20;
+
+/// Swap in each version of the tools `loading` hands out, telling clients
+/// the list changed; once every component is in, check `[serve.limits]`
+/// against the tools and start watching (`watch`: the manifest, options
+/// and lock mode to reload with) until the server stops. A component that
+/// fails to load stops the server with its error in `failed`: as at any
+/// start, nothing is served unless everything loads.
+async fn finish_loading(
+    mut loading: crate::tool_host::Loading,
+    manifest: Manifest,
+    shared: Shared,
+    watch: Option<(Manifest, SandboxOptions, LockMode)>,
+    failed: Arc<std::sync::Mutex<Option<ServeError>>>,
+    stop: Arc<tokio::sync::Notify>,
+) {
+    let fail = |error: ServeError| {
+        tracing::error!(error = %format!("{error:#}"), "loading failed; stopping the server");
+        *failed.lock().expect("the load error's lock") = Some(error);
+        stop.notify_one();
+    };
+    while let Some(version) = loading.next().await {
+        match version {
+            Ok(host) => {
+                let pending = loading.pending();
+                let added: Vec<String> = host
+                    .components()
+                    .filter(|(config, _, _)| {
+                        !shared
+                            .host()
+                            .components()
+                            .any(|(old, _, _)| old.label() == config.label())
+                    })
+                    .map(|(config, tools, _)| format!("{} ({})", config.label(), tools.join(", ")))
+                    .collect();
+                shared.swap_loaded(host);
+                shared.set_loading(pending);
+                tracing::info!(added = %added.join("; "), still_compiling = pending, "tools ready");
+            }
+            Err(e) => return fail(ServeError::Load(e)),
+        }
+    }
+    if let Some(policy) = &manifest.serve.limits
+        && let Err(e) = check_limited_tools(&manifest, policy, &shared.host())
+    {
+        return fail(e);
+    }
+    if let Some((manifest, options, lock_mode)) = watch {
+        match reload::watch(manifest, options, lock_mode, shared.clone()) {
+            Ok(watcher) => {
+                // Watch until the server stops (which aborts this task).
+                let _watcher = watcher;
+                std::future::pending::<()>().await;
+            }
+            Err(e) => fail(e),
+        }
     }
 }
 
@@ -274,13 +379,13 @@ fn identity(config: &ServeConfig) -> Result<Option<auth::Auth>, ServeError> {
     auth::Auth::new(settings).map_err(ServeError::Usage)
 }
 
-/// A store of `host` scoped by a context key `bindings` neither binds nor
-/// lets the caller give: any caller could name any other's data.
-fn unbound_store(
-    host: &ToolHost,
+/// A store of `components` scoped by a context key `bindings` neither
+/// binds nor lets the caller give: any caller could name any other's data.
+fn unbound_store<'a>(
+    components: impl IntoIterator<Item = &'a crate::component::ComponentConfig>,
     bindings: &std::collections::BTreeMap<String, crate::identity::ContextSource>,
 ) -> Result<(), ServeError> {
-    for (component, _, _) in host.components() {
+    for component in components {
         for store in component.grants.stores() {
             if let crate::stores::Scope::ContextKey(key) = &store.scope
                 && !bindings.contains_key(key)
@@ -301,20 +406,36 @@ fn unbound_store(
 
 /// The limiter `manifest`'s `[serve.limits]` asks for, built once and
 /// shared across reloads (so a reload keeps every budget's state). An
-/// entry for a tool `host` does not have is refused: it would limit
+/// entry for a tool `host` does not have is refused (when `host` is
+/// `complete`; else once it is, see `finish_loading`): it would limit
 /// nothing, and is most likely a misspelling.
-fn limiter(manifest: &Manifest, host: &ToolHost) -> Result<Option<fair::Limiter>, ServeError> {
+fn limiter(
+    manifest: &Manifest,
+    host: &ToolHost,
+    complete: bool,
+) -> Result<Option<fair::Limiter>, ServeError> {
     let Some(policy) = &manifest.serve.limits else {
         return Ok(None);
     };
+    if complete {
+        check_limited_tools(manifest, policy, host)?;
+    }
+    Ok(Some(fair::Limiter::new(policy.clone())))
+}
+
+/// Refuse a `[serve.limits]` entry for a tool `host` does not have.
+fn check_limited_tools(
+    manifest: &Manifest,
+    policy: &crate::fair_shares::Policy,
+    host: &ToolHost,
+) -> Result<(), ServeError> {
     unlimited_tool(policy, host).map_err(|(name, loaded)| {
         ServeError::Usage(format!(
             "{}: `serve.limits.tool.{name}` names no loaded tool; write the name of one ({loaded}), \
              or remove the entry",
             manifest.path.display(),
         ))
-    })?;
-    Ok(Some(fair::Limiter::new(policy.clone())))
+    })
 }
 
 /// The first tool `policy` limits that `host` does not have, with the
@@ -363,6 +484,8 @@ pub struct Shared {
     session_store: Option<Arc<sessions::SharedSessions>>,
     /// `[serve.tasks]`: durable tasks, in memory unless it says otherwise.
     tasks: tasks::Tasks,
+    /// How many components are still compiling at start.
+    loading: tokio::sync::watch::Sender<usize>,
 }
 
 impl Shared {
@@ -379,7 +502,7 @@ impl Shared {
     pub fn new(host: ToolHost, config: &ServeConfig) -> Result<Self, ServeError> {
         let auth = identity(config)?;
         if let Some(auth) = &auth {
-            unbound_store(&host, &auth.settings().context)?;
+            unbound_store(host.components().map(|c| c.0), &auth.settings().context)?;
         }
         Ok(Self {
             tools: tokio::sync::watch::Sender::new(host),
@@ -397,6 +520,7 @@ impl Shared {
             sessions: Arc::default(),
             session_store: None,
             tasks: tasks::Tasks::in_memory(),
+            loading: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -529,7 +653,7 @@ impl Shared {
     /// tool renamed would run unlimited.
     pub fn replace(&self, host: ToolHost) -> Result<(), ServeError> {
         if let Some(auth) = &self.auth {
-            unbound_store(&host, &auth.settings().context)?;
+            unbound_store(host.components().map(|c| c.0), &auth.settings().context)?;
         }
         if let Some(limiter) = &self.limiter {
             unlimited_tool(limiter.policy(), &host).map_err(|(name, loaded)| {
@@ -542,6 +666,57 @@ impl Shared {
         }
         self.tools.send_replace(host);
         Ok(())
+    }
+
+    /// Swap in a version of the tools loaded at start (see
+    /// [`ToolHost::load_in_background`]): the components ready so far, so
+    /// `[serve.limits]` is checked once all are. Front ends tell their
+    /// clients the tool list changed.
+    fn swap_loaded(&self, host: ToolHost) {
+        self.tools.send_replace(host);
+    }
+
+    /// `pending` components are still compiling at start.
+    fn set_loading(&self, pending: usize) {
+        self.metrics.loading(pending);
+        self.loading.send_replace(pending);
+    }
+
+    /// The tools as loaded now, for calls of the tools `names`: when a
+    /// name is not a loaded tool's yet and components are still compiling
+    /// at start, once every name is a tool's or all are loaded (then a
+    /// name nobody has is unknown). Calls wait this way only until the
+    /// first version with every component; reloads never make them wait.
+    pub async fn host_for(&self, names: &[&str]) -> ToolHost {
+        let has_all = |host: &ToolHost| names.iter().all(|name| host.spec(name).is_some());
+        let host = self.host();
+        if has_all(&host) || *self.loading.borrow() == 0 {
+            return host;
+        }
+        self.metrics.waited_for_compile();
+        let missing: Vec<String> = names
+            .iter()
+            .filter(|name| host.spec(name).is_none())
+            .map(|name| crate::outcome::clip(name, 64))
+            .collect();
+        tracing::info!(tools = %missing.join(", "), compiling = *self.loading.borrow(), "the call waits for the components compiling at start");
+        let mut tools = self.tools.subscribe();
+        let mut loading = self.loading.subscribe();
+        loop {
+            let host = tools.borrow_and_update().clone();
+            if has_all(&host) || *loading.borrow_and_update() == 0 {
+                return host;
+            }
+            tokio::select! {
+                changed = tools.changed() => if changed.is_err() { return self.host() },
+                changed = loading.changed() => if changed.is_err() { return self.host() },
+            }
+        }
+    }
+
+    /// Whether components are still compiling at start.
+    pub fn is_loading(&self) -> bool {
+        *self.loading.borrow() > 0
     }
 
     /// A receiver that sees every swap.

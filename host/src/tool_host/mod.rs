@@ -6,7 +6,8 @@
 //! - `env`: what the application gives a call ([`CallOptions`], [`Approver`]);
 //! - `call`: one call, from its name to its outcome;
 //! - `batch`: many calls at once, answered in order;
-//! - `load`: each component's tools checked and compiled at load.
+//! - `load`: each component's tools checked and compiled at load;
+//! - `background`: loading while serving, each component in as it is ready.
 //!
 //! # Examples
 //!
@@ -30,6 +31,7 @@
 //! # Ok(()) }
 //! ```
 
+mod background;
 mod batch;
 mod call;
 mod calling;
@@ -46,6 +48,7 @@ use std::time::Instant;
 
 use tokio::sync::Semaphore;
 
+pub use background::Loading;
 pub use call::CallResult;
 #[cfg(feature = "serve")]
 pub(crate) use call::Tool;
@@ -126,7 +129,8 @@ struct Entry {
 struct Slot {
     loaded: Arc<LoadedComponent>,
     config: ComponentConfig,
-    permits: Semaphore,
+    /// Shared by every version of the tools it is part of (see `background`).
+    permits: Arc<Semaphore>,
     tools: Vec<String>,
     /// Results of its cached tools.
     cache: Option<ResultCache>,
@@ -163,6 +167,53 @@ async fn on_each<T: Send + 'static>(
     .await
 }
 
+/// A component compiled, linked and asked for its tools: what every
+/// version of the tools that includes it is made of.
+struct Part {
+    config: ComponentConfig,
+    loaded: Arc<LoadedComponent>,
+    specs: Vec<crate::sandbox::RawSpec>,
+    permits: Arc<Semaphore>,
+    /// Results of its cached tools, when it caches.
+    cache: Option<ResultCache>,
+}
+
+/// Ask one compiled component for its tools, and start making its
+/// instances ahead of their calls.
+async fn describe(config: ComponentConfig, compiled: Compiled) -> Result<Part, LoadError> {
+    let label = config.label();
+    let component_error = |message: String| LoadError::Component {
+        component: label.clone(),
+        message,
+    };
+    let (loaded, elapsed) =
+        compiled.map_err(|e| component_error(format!("loading panicked: {e}")))?;
+    let loaded = loaded.map_err(|e| component_error(format!("{e:#}")))?;
+    tracing::info!(component = %label, cache = ?loaded.cache, ms = elapsed.as_millis() as u64, "component loaded");
+    let specs = loaded
+        .tools()
+        .await
+        .map_err(|e| component_error(format!("its tools() call failed: {}", e.message)))?;
+    if specs.is_empty() {
+        return Err(component_error("it provides no tools".into()));
+    }
+    if specs.len() > MAX_TOOLS_PER_COMPONENT {
+        return Err(component_error(format!(
+            "it provides {} tools; at most {MAX_TOOLS_PER_COMPONENT} per component",
+            specs.len()
+        )));
+    }
+    let loaded = Arc::new(loaded);
+    loaded.keep_ready();
+    Ok(Part {
+        permits: Arc::new(Semaphore::new(config.limits.max_concurrency)),
+        cache: config.cache.map(ResultCache::new),
+        config,
+        loaded,
+        specs,
+    })
+}
+
 /// The tools of the components loaded so far, as the host will hold them.
 #[derive(Default)]
 struct Tools {
@@ -172,35 +223,19 @@ struct Tools {
 }
 
 impl Tools {
-    /// Add one compiled component: ask it for its tools, check each, and
-    /// refuse a name another tool has.
-    async fn add(&mut self, config: ComponentConfig, compiled: Compiled) -> Result<(), LoadError> {
+    /// Add one described component: check each of its tools, and refuse a
+    /// name another tool has.
+    fn add(&mut self, part: &Part) -> Result<(), LoadError> {
+        let config = &part.config;
         let label = config.label();
         let component_error = |message: String| LoadError::Component {
             component: label.clone(),
             message,
         };
-        let (loaded, elapsed) =
-            compiled.map_err(|e| component_error(format!("loading panicked: {e}")))?;
-        let loaded = loaded.map_err(|e| component_error(format!("{e:#}")))?;
-        tracing::info!(component = %label, cache = ?loaded.cache, ms = elapsed.as_millis() as u64, "component loaded");
-        let raw_specs = loaded
-            .tools()
-            .await
-            .map_err(|e| component_error(format!("its tools() call failed: {}", e.message)))?;
-        if raw_specs.is_empty() {
-            return Err(component_error("it provides no tools".into()));
-        }
-        if raw_specs.len() > MAX_TOOLS_PER_COMPONENT {
-            return Err(component_error(format!(
-                "it provides {} tools; at most {MAX_TOOLS_PER_COMPONENT} per component",
-                raw_specs.len()
-            )));
-        }
         let index = self.slots.len();
         let mut names = Vec::new();
         let mut schemas = ComponentSchemas::default();
-        for raw in raw_specs {
+        for raw in part.specs.iter().cloned() {
             let entry = load::validate_spec(raw, index, &mut schemas).map_err(&component_error)?;
             if let Some(&other) = self.by_name.get(&entry.spec.name) {
                 return Err(component_error(self.taken(&entry.spec.name, other)));
@@ -210,22 +245,16 @@ impl Tools {
                 .insert(entry.spec.name.clone(), self.entries.len());
             self.entries.push(entry);
         }
-        let cache = match config.cache {
-            Some(ttl) => {
-                let first = self.entries.len() - names.len();
-                load::cacheable(&config, &mut self.entries[first..]).map_err(&component_error)?;
-                Some(ResultCache::new(ttl))
-            }
-            None => None,
-        };
-        let loaded = Arc::new(loaded);
-        loaded.keep_ready();
+        if config.cache.is_some() {
+            let first = self.entries.len() - names.len();
+            load::cacheable(config, &mut self.entries[first..]).map_err(&component_error)?;
+        }
         self.slots.push(Slot {
-            permits: Semaphore::new(config.limits.max_concurrency),
-            loaded,
-            config,
+            permits: part.permits.clone(),
+            loaded: part.loaded.clone(),
+            config: config.clone(),
             tools: names,
-            cache,
+            cache: part.cache.clone(),
             callees: None,
         });
         Ok(())
@@ -267,16 +296,74 @@ struct Inner {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
     /// Bounds instances in flight below the pool's capacity, so a large batch
-    /// queues instead of failing.
-    in_flight: Semaphore,
+    /// queues instead of failing. Shared by every version of the tools
+    /// loaded on the same engine (see `background`).
+    in_flight: Arc<Semaphore>,
     /// The permits `in_flight` started with.
     max_in_flight: usize,
     /// Bounds the calls of tools that call tools to half of `in_flight`,
     /// taken before it: the other half is always there for the calls they
     /// make, so callers waiting on their calls can never hold every permit.
-    callers: Semaphore,
+    callers: Arc<Semaphore>,
     // Dropped last: stops the epoch thread after every component is gone.
     _sandbox: Arc<Sandbox>,
+}
+
+/// What every version of the tools loaded on one engine shares: the
+/// engine, and the bounds on instances in flight.
+#[derive(Clone)]
+struct Base {
+    sandbox: Arc<Sandbox>,
+    in_flight: Arc<Semaphore>,
+    max_in_flight: usize,
+    callers: Arc<Semaphore>,
+}
+
+impl Base {
+    /// The engine for `components` under `options`: its pool's slots as
+    /// large as the largest memory limit, with room for the instances made
+    /// ahead of their calls.
+    fn new(mut options: SandboxOptions, components: &[ComponentConfig]) -> Result<Self, LoadError> {
+        options.max_memory = components
+            .iter()
+            .map(|c| c.limits.memory)
+            .chain([options.max_memory])
+            .max()
+            .unwrap_or_default();
+        // Instances made ahead of their calls, and the stores of calls
+        // over that wait to be dropped, take pool slots of their own.
+        let ahead = components
+            .iter()
+            .map(|c| crate::sandbox::kept_ready(c).0.saturating_mul(2))
+            .fold(0u32, |sum, n| {
+                sum.saturating_add(u32::try_from(n).unwrap_or(u32::MAX))
+            });
+        let sandbox = Arc::new(
+            Sandbox::new(&options, ahead).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
+        );
+        let max_in_flight = options.max_instances as usize;
+        Ok(Self {
+            sandbox,
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            max_in_flight,
+            callers: Arc::new(Semaphore::new((max_in_flight / 2).max(1))),
+        })
+    }
+
+    /// The host holding `tools`, resolved.
+    fn host(&self, tools: Tools) -> ToolHost {
+        ToolHost {
+            inner: Arc::new(Inner {
+                slots: tools.slots,
+                entries: tools.entries,
+                by_name: tools.by_name,
+                in_flight: self.in_flight.clone(),
+                max_in_flight: self.max_in_flight,
+                callers: self.callers.clone(),
+                _sandbox: self.sandbox.clone(),
+            }),
+        }
+    }
 }
 
 impl fmt::Debug for ToolHost {
@@ -288,13 +375,15 @@ impl fmt::Debug for ToolHost {
 }
 
 impl ToolHost {
-    /// Load every component of `manifest`, with the default cache directory.
+    /// Load every component of `manifest`, with the default cache directory
+    /// for it ([`SandboxOptions::for_manifest`]).
     ///
     /// # Errors
     ///
     /// A [`LoadError`] naming the component and the fix.
     pub async fn load(manifest: &Manifest) -> Result<Self, LoadError> {
-        Self::load_manifest(manifest, SandboxOptions::default(), &LockMode::Write)
+        let options = SandboxOptions::for_manifest(&manifest.path);
+        Self::load_manifest(manifest, options, &LockMode::Write)
             .await
             .map(|(host, _)| host)
     }
@@ -312,7 +401,19 @@ impl ToolHost {
         options: SandboxOptions,
         mode: &LockMode,
     ) -> Result<(Self, Pinned), LoadError> {
-        let (mut pinned, fetched) = Self::pin_staged(manifest, &options, mode).await?;
+        let (pinned, fetched) = Self::pin_staged(manifest, &options, mode).await?;
+        Self::load_and_lock(manifest, options, mode, pinned, fetched).await
+    }
+
+    /// Load what `pinned` and `fetched` hold, then write `manifest`'s lock
+    /// file when the pins changed (unless `mode` is [`LockMode::Locked`]).
+    async fn load_and_lock(
+        manifest: &Manifest,
+        options: SandboxOptions,
+        mode: &LockMode,
+        mut pinned: Pinned,
+        fetched: resolve::Fetched,
+    ) -> Result<(Self, Pinned), LoadError> {
         let components = std::mem::take(&mut pinned.components);
         let host = Self::load_pinned(components, options, fetched).await?;
         if pinned.changed
@@ -429,50 +530,25 @@ impl ToolHost {
     /// compile or load leaves the cache as it was.
     async fn load_pinned(
         components: Vec<ComponentConfig>,
-        mut options: SandboxOptions,
+        options: SandboxOptions,
         fetched: resolve::Fetched,
     ) -> Result<Self, LoadError> {
-        options.max_memory = components
-            .iter()
-            .map(|c| c.limits.memory)
-            .chain([options.max_memory])
-            .max()
-            .unwrap_or_default();
-        // Instances made ahead of their calls, and the stores of calls
-        // over that wait to be dropped, take pool slots of their own.
-        let ahead = components
-            .iter()
-            .map(|c| crate::sandbox::kept_ready(c).0.saturating_mul(2))
-            .fold(0u32, |sum, n| {
-                sum.saturating_add(u32::try_from(n).unwrap_or(u32::MAX))
-            });
-        let sandbox = Arc::new(
-            Sandbox::new(&options, ahead).map_err(|e| LoadError::Engine(format!("{e:#}")))?,
-        );
+        let base = Base::new(options, &components)?;
         // A component may compile and still be refused (it does not link,
         // its `tools()` traps or returns invalid specs), or another may be:
         // then the code compiled for staged layers goes with them.
-        let fresh = sandbox.fresh_entries(fetched.staged_layers(&components));
-        let compiled = compile_all(&sandbox, &components).await;
+        let fresh = base
+            .sandbox
+            .fresh_entries(fetched.staged_layers(&components));
+        let compiled = compile_all(&base.sandbox, &components).await;
         let mut tools = Tools::default();
         for (config, joined) in components.into_iter().zip(compiled) {
-            tools.add(config, joined).await?;
+            tools.add(&describe(config, joined).await?)?;
         }
-        let max_in_flight = options.max_instances as usize;
-        calling::resolve(&mut tools, max_in_flight)?;
+        calling::resolve(&mut tools, base.max_in_flight)?;
         fetched.commit(tools.slots.iter_mut().map(|slot| &mut slot.config))?;
         fresh.keep();
-        Ok(Self {
-            inner: Arc::new(Inner {
-                slots: tools.slots,
-                entries: tools.entries,
-                by_name: tools.by_name,
-                in_flight: Semaphore::new(max_in_flight),
-                max_in_flight,
-                callers: Semaphore::new((max_in_flight / 2).max(1)),
-                _sandbox: sandbox,
-            }),
-        })
+        Ok(base.host(tools))
     }
 
     /// Every tool's spec, in manifest order.

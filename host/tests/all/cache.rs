@@ -96,3 +96,59 @@ async fn hosts_starting_together_compile_a_component_once() {
     statuses.sort_by_key(|s| format!("{s:?}"));
     assert_eq!(statuses, [CacheStatus::Hit, CacheStatus::Miss]);
 }
+
+/// Issue 29: loading in the background (what `serve` does) hands out a
+/// first version before the components that compile are ready, then one
+/// more version as each is, the last with every tool; a compile is
+/// announced to the hook, a load from the cache is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn components_that_compile_join_in_later_versions_and_cached_ones_at_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let cache = tempfile::tempdir().unwrap();
+    let compiles = Arc::new(AtomicUsize::new(0));
+    let counted = compiles.clone();
+    let options = SandboxOptions::default()
+        .with_cache_dir(Some(cache.path().to_owned()))
+        .with_max_instances(std::num::NonZeroU32::new(16).unwrap())
+        .with_compile_hook(Arc::new(move |_| {
+            counted.fetch_add(1, Ordering::Relaxed);
+        }));
+    let manifest = toolhost::Manifest::of_components(vec![
+        ComponentConfig::new(component("calc")),
+        ComponentConfig::new(component("probe")),
+    ]);
+    let load =
+        || ToolHost::load_in_background(&manifest, options.clone(), &toolhost::LockMode::Write, 0);
+    // Nothing may compile before the first version: it has no tools.
+    let (first, _, mut loading) = load().await.unwrap();
+    assert_eq!(first.specs().count(), 0);
+    assert_eq!(loading.pending(), 2);
+    let mut versions = Vec::new();
+    while let Some(version) = loading.next().await {
+        versions.push(version.unwrap());
+    }
+    assert_eq!(versions.len(), 2);
+    assert_eq!(loading.pending(), 0);
+    // calc is the smaller: compiled first.
+    let names = |host: &ToolHost| host.specs().map(|s| s.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&versions[0]), ["calc"]);
+    let last = versions.pop().unwrap();
+    assert!(
+        names(&last).contains(&"calc".to_owned()),
+        "{:?}",
+        names(&last)
+    );
+    assert!(names(&last).len() > 1, "{:?}", names(&last));
+    assert_eq!(
+        ok(&call(&last, "calc", json!({"expression": "6*7"})).await),
+        "42"
+    );
+    assert_eq!(compiles.load(Ordering::Relaxed), 2);
+    // Warm: everything is in the first version, and nothing compiles.
+    let (first, _, mut loading) = load().await.unwrap();
+    assert_eq!(names(&first), names(&last));
+    assert_eq!(loading.pending(), 0);
+    assert!(loading.next().await.is_none());
+    assert_eq!(compiles.load(Ordering::Relaxed), 2);
+}

@@ -927,3 +927,104 @@ fn a_reader_that_goes_away_is_no_panic() {
         );
     }
 }
+
+/// `toolhost call --config MANIFEST calc 6*7` with `env` set and `unset`
+/// removed (nothing else of the test cache): its output.
+fn call_calc(
+    manifest: &std::path::Path,
+    env: &[(&str, &std::path::Path)],
+    unset: &[&str],
+) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+    command
+        .args(["call", "--config"])
+        .arg(manifest)
+        .args(["calc", r#"{"expression":"6*7"}"#])
+        .current_dir(root())
+        .env("RUST_LOG", "warn")
+        .env_remove("TOOLHOST_CACHE_DIR");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    for name in unset {
+        command.env_remove(name);
+    }
+    command.output().expect("the toolhost binary runs")
+}
+
+/// A manifest with calc, by absolute path, in a directory of its own.
+fn calc_manifest() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("toolhost.toml");
+    let calc = root().join("target/tools/calc.wasm");
+    std::fs::write(
+        &manifest,
+        format!("[[tool]]\ncomponent = '{}'\n", calc.display()),
+    )
+    .unwrap();
+    (dir, manifest)
+}
+
+/// Issue 29: a compile says so on stderr, once, and stdout carries only
+/// the answer; a warm cache says nothing.
+#[test]
+fn compiling_is_said_on_stderr_on_a_cold_cache_only() {
+    let (_dir, manifest) = calc_manifest();
+    let cache = tempfile::tempdir().unwrap();
+    let env = [("TOOLHOST_CACHE_DIR", cache.path())];
+    let cold = call_calc(&manifest, &env, &[]);
+    let stderr = String::from_utf8_lossy(&cold.stderr);
+    assert_eq!(
+        stderr
+            .matches("toolhost: compiling calc.wasm (first run, about ")
+            .count(),
+        1,
+        "stderr: {stderr}"
+    );
+    assert_eq!(stdout_json(&cold)["content"], "42");
+    let warm = call_calc(&manifest, &env, &[]);
+    let stderr = String::from_utf8_lossy(&warm.stderr);
+    assert!(!stderr.contains("compiling"), "stderr: {stderr}");
+    assert_eq!(warm.stdout, cold.stdout);
+}
+
+/// Issue 29: without HOME (nor XDG_CACHE_HOME, nor TOOLHOST_CACHE_DIR),
+/// as some MCP clients start servers, compiled code is cached in a
+/// private directory beside the manifest, and the second start compiles
+/// nothing.
+#[test]
+fn without_home_the_cache_is_kept_beside_the_manifest() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (dir, manifest) = calc_manifest();
+    let unset = ["HOME", "XDG_CACHE_HOME"];
+    let first = call_calc(&manifest, &[], &unset);
+    assert_eq!(stdout_json(&first)["content"], "42");
+    assert!(String::from_utf8_lossy(&first.stderr).contains("compiling calc.wasm (first run"));
+    let beside = dir.path().join(toolhost::BESIDE_MANIFEST);
+    let mode = std::fs::metadata(&beside).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "{}", beside.display());
+    let second = call_calc(&manifest, &[], &unset);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!stderr.contains("compiling"), "stderr: {stderr}");
+    assert_eq!(stdout_json(&second)["content"], "42");
+}
+
+/// With `--no-cache` every run compiles, and says why.
+#[test]
+fn without_a_cache_every_run_says_it_compiles() {
+    let (_dir, manifest) = calc_manifest();
+    let output = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .args(["--no-cache", "call", "--config"])
+        .arg(&manifest)
+        .args(["calc", r#"{"expression":"1+1"}"#])
+        .current_dir(root())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("toolhost: compiling calc.wasm (no compile cache, about "),
+        "stderr: {stderr}"
+    );
+    assert_eq!(stdout_json(&output)["content"], "2");
+}

@@ -125,7 +125,9 @@ pub(super) async fn tool_calls(
             "no caller".into(),
         );
     };
-    let host = shared.host();
+    // Tools whose components are still compiling at start are waited for.
+    let names: Vec<&str> = calls.iter().map(|call| call.name.as_str()).collect();
+    let host = shared.host_for(&names).await;
     if let Some(refused) = unauthorized(&shared, &host, &calls, &principal) {
         return refused;
     }

@@ -30,7 +30,7 @@ impl McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let host = self.shared.host();
+        let host = self.host_for(&request.name, &context).await;
         // Before anything is sent on the request's stream: a refusal here is
         // the whole answer (HTTP 400 for a 2026-07-28 request).
         let principal = self.principal(&context)?;
@@ -278,4 +278,26 @@ pub(super) fn rate_limited(refusal: &crate::serve::fair::Refusal) -> ErrorData {
             "reason": refusal.reason.as_str(),
         })),
     )
+}
+
+impl McpServer {
+    /// The tools for a call of `name`: when no loaded tool has the name
+    /// and components are still compiling at start, once they are (see
+    /// [`crate::serve::Shared::host_for`]); a client that asked for
+    /// progress is told it waits, and why.
+    async fn host_for(&self, name: &str, context: &RequestContext<RoleServer>) -> ToolHost {
+        if self.shared.is_loading()
+            && self.shared.host().tool(name).is_none()
+            && let Some(token) = context.meta.get_progress_token()
+        {
+            let mut waiting = rmcp::model::ProgressNotificationParam::new(token, 0.0);
+            waiting.message = Some(
+                "waiting for the components compiling at start (a first run compiles each once)"
+                    .into(),
+            );
+            let _ =
+                tokio::time::timeout(NOTIFY_TIMEOUT, context.peer.notify_progress(waiting)).await;
+        }
+        self.shared.host_for(&[name]).await
+    }
 }

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use crate::util::{component, root};
 
 mod auth;
+mod cold_start;
 mod fair;
 mod fast_path;
 mod hostile;
