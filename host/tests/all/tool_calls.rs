@@ -390,7 +390,6 @@ async fn the_whole_tree_ends_by_the_callers_deadline() {
     let callee = probe();
     let callee_limits = callee
         .limits
-        .clone()
         .with_timeout(Duration::from_secs(120))
         .unwrap();
     let host = load(vec![
