@@ -217,7 +217,7 @@ export function toolsFor() {
   const made = [];
 
   function call(name, args = {}) {
-    const record = { name, awaited: false, failure: undefined };
+    const record = { name, awaited: false, caught: false, settled: false, failure: undefined };
     made.push(record);
     const promise = new CallPromise((resolve, reject) => {
       // Checked and copied now: a bad argument fails this call alone,
@@ -226,14 +226,20 @@ export function toolsFor() {
       try {
         json = argumentsJson(name, args);
       } catch (e) {
+        record.settled = true;
         record.failure = e;
         throw e;
       }
+      const succeeded = (value) => {
+        record.settled = true;
+        resolve(value);
+      };
       const failed = (error) => {
+        record.settled = true;
         record.failure = error;
         reject(error);
       };
-      queue.push({ name, json, resolve, reject: failed });
+      queue.push({ name, json, resolve: succeeded, reject: failed });
       if (queue.length === 1) {
         later();
       }
@@ -271,6 +277,10 @@ export function toolsFor() {
         flush();
       }
     },
+    /** The calls not yet ended: when the program returns, those it did not wait for. */
+    unsettled() {
+      return made.filter((record) => !record.settled);
+    },
     /**
      * The calls nothing awaited (nor passed to `then`, `catch`, `Promise.all`…),
      * in the order made. Their failures are the caller's to report from now
@@ -299,6 +309,11 @@ class CallPromise extends Promise {
   then(onFulfilled, onRejected) {
     if (this.record !== undefined) {
       this.record.awaited = true;
+      // `.catch(f)`: the program handles this call's failure itself
+      // (`await` and `Promise.all` pass two functions, `.then(f)` one).
+      if (onFulfilled === undefined && typeof onRejected === 'function') {
+        this.record.caught = true;
+      }
     }
     return super.then(onFulfilled, onRejected);
   }
@@ -527,7 +542,7 @@ function whereThrown(error, offset) {
 /** Runs `source` with `tools` and a fresh console; the checked result and the console lines, or a ToolError. */
 export async function runProgram(source) {
   const { program, offset, expression } = compile(source);
-  const { tools, drain, unawaited } = toolsFor();
+  const { tools, drain, unawaited, unsettled } = toolsFor();
   const { console, lines } = consoleFor();
   // The global one too: the engine's own writes to stdout, which the host drops.
   const previousConsole = globalThis.console;
@@ -545,6 +560,9 @@ export async function runProgram(source) {
   } finally {
     Object.defineProperty(globalThis, 'console', { value: previousConsole, writable: true, configurable: true });
   }
+  // The calls still running when the program returned: it did not wait
+  // for them (`list.forEach(async (x) => …)` does not wait).
+  const late = unsettled();
   drain();
   const forgotten = unawaited();
   if (value === undefined) {
@@ -563,6 +581,18 @@ export async function runProgram(source) {
   if (failed !== undefined) {
     const error = programFailure(failed.failure, offset);
     throw withLogs(new ToolError(error.kind, `${error.message}. Nothing awaited this call: await it, or add .catch(…) to ignore its failure`, error.retryable), lines());
+  }
+  const failedLate = late.find((record) => record.failure !== undefined && !record.caught);
+  if (failedLate !== undefined) {
+    const error = programFailure(failedLate.failure, offset);
+    throw withLogs(
+      new ToolError(
+        error.kind,
+        `${error.message}. The program returned before this call ended, so nothing it did handled the failure: wait for every call before returning (list.forEach(async …) does not wait; use for (const x of list) { await … } or await Promise.all(…))`,
+        error.retryable,
+      ),
+      lines(),
+    );
   }
   let result;
   try {

@@ -78,6 +78,14 @@ async function run(code) {
 /** Runs each program in a child process with the component's sealed globals: their outcomes, in order. */
 function runSealed(codes) {
   const script = `
+    process.on('unhandledRejection', () => {});
+    const { fakeTools } = await import(${JSON.stringify(pathToFileURL(component).href)});
+    fakeTools.tools.set('calc', ({ expression }) => {
+      const value = Number(expression);
+      return Number.isNaN(value)
+        ? { err: { kind: 'bad_expression', message: 'cannot read ' + JSON.stringify(expression), retryable: true } }
+        : { ok: { value } };
+    });
     const { tool } = await import(${JSON.stringify(pathToFileURL(component).href)});
     const outcomes = [];
     for (const code of ${JSON.stringify(codes)}) {
@@ -284,6 +292,22 @@ describe('tool calls', () => {
     assert.match(bad.err.message, /TypeError: the arguments of calc must be a plain object/);
     // Ignored on purpose, it is fine.
     assert.equal((await run('tools.calc({ expression: "x" }).catch(() => {});\nreturn 1;')).ok.result, 1);
+    // Handed to then, forEach(async …) or an unawaited Promise.all, but not
+    // waited for before the program returned: the failure is not dropped.
+    // Run in a child process: the promises the program derived still
+    // reject with nobody to hear, which node reports (the component's
+    // engine does not).
+    const codes = [
+      'let total = 0;\n["1", "x"].forEach(async (e) => { total += (await tools.calc({ expression: e })).value; });\nreturn total;',
+      'tools.calc({ expression: "x" }).then((r) => r.value);\nreturn "ok";',
+      'Promise.all([tools.calc({ expression: "x" })]);\nreturn "ok";',
+    ];
+    const outcomes = runSealed(codes);
+    codes.forEach((code, i) => {
+      const late = outcomes[i].err;
+      assert.equal(late?.kind, 'bad_expression', code);
+      assert.match(late.message, /The program returned before this call ended/, code);
+    });
   });
 
   test('`await tools` and logging `tools` call nothing', async () => {

@@ -187,8 +187,11 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
         if let Ok(output) = &mut result {
             // The artifact is the application's, never the program's.
             output.artifact = None;
-            held = held.saturating_add(size_of_output(output));
+            let size = size_of_output(output);
+            held = held.saturating_add(size);
             if held > room {
+                // Dropped, so not held: later, smaller results may fit.
+                held -= size;
                 result = Err(CallError::new(
                     ErrorType::MemoryExhausted,
                     format!(

@@ -110,7 +110,7 @@ impl Secrets {
     }
 
     /// Whether there is nothing to mask: no secrets, and a matcher built.
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.matcher.is_none() && !self.fail_closed
     }
 

@@ -211,6 +211,10 @@ pub(super) fn code_mode(host: &ToolHost) -> Option<Vec<&ToolSpec>> {
     )
 }
 
+/// The tool a refused call of an unknown name is reported under (as
+/// `serve`'s metrics count a model's call of an unknown name).
+const UNKNOWN_TOOL: &str = "(unknown)";
+
 /// Refused calls of one calling call reported to its observer; the rest
 /// are answered but not reported.
 const MAX_REPORTED_REFUSALS: u32 = 32;
@@ -329,14 +333,24 @@ impl ToolCaller for InnerCalls {
             // A refused call is reported as any other call that ended: in
             // the transcript, the metrics and the observer's log; the
             // first few only, since a guest can be refused in a loop.
+            // Numbered whether reported or not: a callee's id does not
+            // depend on who observes.
+            let number = self.made.fetch_add(1, Ordering::Relaxed) + 1;
             let reported = self.refused.fetch_add(1, Ordering::Relaxed);
             if reported < MAX_REPORTED_REFUSALS
                 && let Some(observer) = &self.env.observer
             {
-                let number = self.made.fetch_add(1, Ordering::Relaxed) + 1;
+                // A name no tool has is the program's to choose: reported
+                // under one label, so that it cannot grow the metrics'
+                // label sets (the message says which name it was).
+                let tool = if error.kind == ErrorType::UnknownTool {
+                    UNKNOWN_TOOL.to_owned()
+                } else {
+                    clip(name, 64)
+                };
                 observer.called(&Outcome::error(
                     format!("{}/{number}", self.caller_id),
-                    clip(name, 64),
+                    tool,
                     error.clone(),
                 ));
             }
@@ -454,7 +468,34 @@ impl CallObserver for Relayed {
     fn progress(&self, _: &Progress) {}
 
     fn called(&self, outcome: &crate::outcome::Outcome) {
-        self.outer.called(outcome);
+        // The callee's result, shown to the caller's observer (transcripts,
+        // events), masked with the caller's secrets too: a callee may echo
+        // what the caller handed it.
+        if self.secrets.is_empty() {
+            self.outer.called(outcome);
+            return;
+        }
+        let mut masked = outcome.clone();
+        match &mut masked.result {
+            Ok(output) => {
+                for block in &mut output.content {
+                    if let crate::outcome::ContentBlock::Text(text) = block {
+                        *text = self.secrets.redact(std::mem::take(text)).into_string();
+                    }
+                }
+                if let Some(structured) = &mut output.structured {
+                    self.secrets.mask_json(structured);
+                }
+                output.artifact = None;
+            }
+            Err(error) => {
+                error.message = self
+                    .secrets
+                    .redact(std::mem::take(&mut error.message))
+                    .into_string();
+            }
+        }
+        self.outer.called(&masked);
     }
 }
 

@@ -145,6 +145,19 @@ async fn a_call_not_awaited_is_named_and_its_failure_is_not_dropped() {
         tool_error(&run(&host, "tools.calc({ expression: '6*' });\nreturn 1;").await);
     assert_eq!(kind, "invalid_input");
     assert!(message.contains("Nothing awaited this call"), "{message}");
+    // Awaited, but by a function nothing waited for.
+    let (kind, message) = tool_error(
+        &run(
+            &host,
+            "let t = 0;\n['1', '6*'].forEach(async (e) => { t += (await tools.calc({ expression: e })).value; });\nreturn t;",
+        )
+        .await,
+    );
+    assert_eq!(kind, "invalid_input");
+    assert!(
+        message.contains("The program returned before this call ended"),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

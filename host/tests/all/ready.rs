@@ -2,18 +2,17 @@
 //! instance per call, given the call's own id, context, fuel and deadline;
 //! never one that acted before it had a call.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 use toolhost::CallOptions;
 use toolhost::ErrorType;
 use toolhost::Grants;
-use toolhost::{CallObserver, LogLevel};
 use toolhost::{ComponentConfig, ToolCall, ToolHost};
 use toolhost::{Limits, ReadyInstances};
 
-use crate::util::{component, err, host, ok, options, probe_host, quick_limits, wait_until};
+use crate::util::{Lines, component, err, host, ok, options, probe_host, quick_limits, wait_until};
 
 fn ready(n: usize) -> Limits {
     quick_limits()
@@ -78,19 +77,6 @@ async fn an_instance_made_ahead_is_given_its_calls_id_and_context() {
     filled(&host, 0, 2).await;
     let outcome = host.call(ToolCall::new("c", "injected", json!({}))).await;
     assert_eq!(ok(&outcome), "(none)", "a context outlived its call");
-}
-
-/// Who hears what the tool logs.
-#[derive(Debug, Default)]
-struct Lines(Mutex<Vec<String>>);
-
-impl CallObserver for Lines {
-    fn wants(&self, _: LogLevel) -> bool {
-        true
-    }
-    fn log(&self, _: LogLevel, line: &str) {
-        self.0.lock().unwrap().push(line.to_owned());
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use toolhost::{
     LoadError, LogLevel, Outcome, ToolCall, ToolCalls, ToolHost, ToolSpec,
 };
 
-use crate::util::{component, err, message, ok, options, quick_limits};
+use crate::util::{Lines, component, err, message, ok, options, quick_limits};
 
 fn caller(calls: ToolCalls) -> ComponentConfig {
     ComponentConfig::new(component("probe-caller"))
@@ -503,6 +503,8 @@ async fn a_callee_that_needs_approval_is_approved_and_the_callers_clock_waits_fo
 #[derive(Debug, Default)]
 struct Heard {
     called: Mutex<Vec<String>>,
+    /// What each call that ended said.
+    said: Mutex<Vec<String>>,
     progress: Mutex<Vec<(f64, String)>>,
 }
 
@@ -525,19 +527,7 @@ impl CallObserver for Heard {
     }
     fn called(&self, outcome: &Outcome) {
         self.called.lock().unwrap().push(outcome.call_id.clone());
-    }
-}
-
-/// Keeps every log line it hears.
-#[derive(Debug, Default)]
-struct Lines(Mutex<Vec<String>>);
-
-impl CallObserver for Lines {
-    fn wants(&self, _: LogLevel) -> bool {
-        true
-    }
-    fn log(&self, _: LogLevel, line: &str) {
-        self.0.lock().unwrap().push(line.to_owned());
+        self.said.lock().unwrap().push(outcome.content());
     }
 }
 
@@ -548,7 +538,7 @@ async fn a_callees_lines_are_masked_with_the_callers_secrets_too() {
         ComponentConfig::new(component("probe-caller"))
             .grants(
                 Grants::none()
-                    .call_tools(ToolCalls::new(["say"]).unwrap())
+                    .call_tools(ToolCalls::new(["say", "echo"]).unwrap())
                     .config("token", SECRET, true),
             )
             .limits(quick_limits()),
@@ -571,6 +561,27 @@ async fn a_callees_lines_are_masked_with_the_callers_secrets_too() {
     assert!(ok(&outcome).contains("said"), "{outcome:?}");
     let lines = lines.0.lock().unwrap().clone();
     assert_eq!(lines, ["[say] the token is [redacted]"], "{lines:?}");
+    // Nor does a callee's result echo it into the caller's transcript.
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    let outcome = host
+        .call(ToolCall::new(
+            "outer",
+            "call_one",
+            json!({"name": "echo", "arguments": {"text": format!("the token is {SECRET}"), "times": 1}}),
+        ))
+        .options(&env)
+        .await;
+    assert!(outcome.result.is_ok(), "{outcome:?}");
+    let said = heard.said.lock().unwrap().clone();
+    assert!(
+        !said.is_empty() && said.iter().all(|s| !s.contains(SECRET)),
+        "{said:?}"
+    );
+    assert!(
+        said.iter().any(|s| s.contains("the token is [redacted]")),
+        "{said:?}"
+    );
 }
 
 #[tokio::test]

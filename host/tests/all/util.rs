@@ -211,3 +211,16 @@ pub async fn silent_server() -> (SocketAddr, Arc<AtomicUsize>) {
     });
     (addr, accepted)
 }
+
+/// An observer that keeps every log line it hears, at every level.
+#[derive(Debug, Default)]
+pub struct Lines(pub std::sync::Mutex<Vec<String>>);
+
+impl toolhost::CallObserver for Lines {
+    fn wants(&self, _: toolhost::LogLevel) -> bool {
+        true
+    }
+    fn log(&self, _: toolhost::LogLevel, line: &str) {
+        self.0.lock().unwrap().push(line.to_owned());
+    }
+}
