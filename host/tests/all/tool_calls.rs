@@ -44,6 +44,12 @@ async fn run(host: &ToolHost, tool: &str, args: Value) -> Outcome {
     host.call(ToolCall::new("outer", tool, args)).await
 }
 
+async fn run_in(host: &ToolHost, tool: &str, args: Value, env: &CallOptions) -> Outcome {
+    host.call(ToolCall::new("outer", tool, args))
+        .options(env)
+        .await
+}
+
 fn parsed(outcome: &Outcome) -> Value {
     serde_json::from_str(&ok(outcome)).expect("the probe answers JSON")
 }
@@ -53,17 +59,16 @@ async fn a_granted_call_runs_through_the_dispatcher_and_is_reported_to_the_obser
     let host = host_calling(&["echo", "struct*"]).await;
     let heard = Arc::new(Heard::default());
     let env = CallOptions::default().observer(heard.clone());
-    let outcome = host
-        .call(ToolCall::new(
-            "outer",
-            "call_many",
-            json!({"calls": [
-                {"name": "echo", "arguments": {"text": "ab", "times": 2}},
-                {"name": "structured", "arguments": {"value": {"port": 1, "name": "n"}}},
-            ]}),
-        ))
-        .options(&env)
-        .await;
+    let outcome = run_in(
+        &host,
+        "call_many",
+        json!({"calls": [
+            {"name": "echo", "arguments": {"text": "ab", "times": 2}},
+            {"name": "structured", "arguments": {"value": {"port": 1, "name": "n"}}},
+        ]}),
+        &env,
+    )
+    .await;
     let results = parsed(&outcome);
     assert_eq!(results[0]["ok"], "abab", "{results}");
     assert!(results[1]["structured"].is_string(), "{results}");
@@ -148,17 +153,16 @@ async fn refused_calls_are_reported_like_ended_ones_the_first_32_of_a_call() {
     let host = host_calling(&["echo"]).await;
     let heard = Arc::new(Heard::default());
     let env = CallOptions::default().observer(heard.clone());
-    let outcome = host
-        .call(ToolCall::new(
-            "outer",
-            "call_many",
-            json!({"calls": [
-                {"name": "spin", "arguments": {}},
-                {"name": "echo", "arguments": {"text": "a", "times": 1}},
-            ]}),
-        ))
-        .options(&env)
-        .await;
+    let outcome = run_in(
+        &host,
+        "call_many",
+        json!({"calls": [
+            {"name": "spin", "arguments": {}},
+            {"name": "echo", "arguments": {"text": "a", "times": 1}},
+        ]}),
+        &env,
+    )
+    .await;
     assert!(outcome.result.is_ok(), "{outcome:?}");
     let mut ids = heard.ids();
     ids.sort();
@@ -170,14 +174,13 @@ async fn refused_calls_are_reported_like_ended_ones_the_first_32_of_a_call() {
     // A guest refused in a loop is not reported without end.
     let heard = Arc::new(Heard::default());
     let env = CallOptions::default().observer(heard.clone());
-    let outcome = host
-        .call(ToolCall::new(
-            "outer",
-            "call_repeat",
-            json!({"name": "spin", "arguments": {}, "n": 200, "at_once": true}),
-        ))
-        .options(&env)
-        .await;
+    let outcome = run_in(
+        &host,
+        "call_repeat",
+        json!({"name": "spin", "arguments": {}, "n": 200, "at_once": true}),
+        &env,
+    )
+    .await;
     assert_eq!(parsed(&outcome)["kinds"], json!(["capability_denied"]));
     assert_eq!(heard.ids().len(), 32);
 }
@@ -550,28 +553,20 @@ async fn a_callees_lines_are_masked_with_the_callers_secrets_too() {
     let env = CallOptions::default().observer(lines.clone());
     // The caller hands the callee its secret; the callee, which does not
     // know it for one, logs it.
-    let outcome = host
-        .call(ToolCall::new(
-            "outer",
-            "call_one",
-            json!({"name": "say", "arguments": {"text": format!("the token is {SECRET}")}}),
-        ))
-        .options(&env)
-        .await;
+    let outcome = run_in(
+        &host,
+        "call_one",
+        json!({"name": "say", "arguments": {"text": format!("the token is {SECRET}")}}),
+        &env,
+    )
+    .await;
     assert!(ok(&outcome).contains("said"), "{outcome:?}");
     let lines = lines.0.lock().unwrap().clone();
     assert_eq!(lines, ["[say] the token is [redacted]"], "{lines:?}");
     // Nor does a callee's result echo it into the caller's transcript.
     let heard = Arc::new(Heard::default());
     let env = CallOptions::default().observer(heard.clone());
-    let outcome = host
-        .call(ToolCall::new(
-            "outer",
-            "call_one",
-            json!({"name": "echo", "arguments": {"text": format!("the token is {SECRET}"), "times": 1}}),
-        ))
-        .options(&env)
-        .await;
+    let outcome = run_in(&host, "call_one", json!({"name": "echo", "arguments": {"text": format!("the token is {SECRET}"), "times": 1}}), &env).await;
     assert!(outcome.result.is_ok(), "{outcome:?}");
     let said = heard.said.lock().unwrap().clone();
     assert!(
