@@ -284,6 +284,7 @@ fn plan(lang: Language, name: &str, tool: &str) -> std::collections::BTreeMap<St
             out.insert(format!("sdk/{sdk}/{rest}"), bytes.to_vec());
         }
     }
+    let toolhost = this_toolhost();
     for (path, bytes) in files::TEMPLATES {
         if let Some(rest) = path
             .strip_prefix(lang.as_str())
@@ -292,7 +293,7 @@ fn plan(lang: Language, name: &str, tool: &str) -> std::collections::BTreeMap<St
             let text = String::from_utf8_lossy(bytes)
                 .replace("{{name}}", name)
                 .replace("{{tool}}", tool)
-                .replace("{{toolhost}}", &this_toolhost());
+                .replace("{{toolhost}}", &toolhost);
             out.insert(rest.to_owned(), text.into_bytes());
         }
     }
