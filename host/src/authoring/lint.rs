@@ -54,7 +54,7 @@ const STRICT_UNSUPPORTED: &[&str] = &[
 ];
 
 /// OpenAI's limit on a function's description, in characters.
-const MAX_DESCRIPTION: usize = 1024;
+const MAX_DESCRIPTION: usize = crate::tool_host::MAX_DESCRIPTION_CHARS;
 
 /// Schemas are walked this deep, no deeper: a schema that nests further is
 /// refused by every client anyway, and a hostile one must not exhaust the

@@ -52,6 +52,7 @@ pub use background::Loading;
 pub use call::CallResult;
 #[cfg(feature = "serve")]
 pub(crate) use call::Tool;
+pub(crate) use calling::MAX_DESCRIPTION_CHARS;
 pub use env::{ApproveAll, Approver, CallOptions, RefuseAll, RefuseWithFix};
 pub use request::{BatchRequest, CallRequest, StreamRequest};
 pub use resolve::{LockMode, PinReport, Pinned};
