@@ -34,6 +34,21 @@ const FLUSH_TURNS = 16;
 
 const AsyncFunction = (async () => {}).constructor;
 
+// The built-ins the harness uses while and after the program runs, taken
+// when the module loads: a program that replaces Array.prototype.filter or
+// Promise.prototype.then changes its own code, not how its calls are
+// counted and its failures reported.
+const { apply } = Reflect;
+const uncurry = (f) => (self, ...args) => apply(f, self, args);
+const promiseThen = uncurry(Promise.prototype.then);
+const arrayFilter = uncurry(Array.prototype.filter);
+const arrayFind = uncurry(Array.prototype.find);
+const arrayIncludes = uncurry(Array.prototype.includes);
+const arrayJoin = uncurry(Array.prototype.join);
+const arrayMap = uncurry(Array.prototype.map);
+const arrayPush = uncurry(Array.prototype.push);
+const arraySlice = uncurry(Array.prototype.slice);
+
 // What the model reads first; the host appends the granted tools'
 // TypeScript declarations, with what their calls resolve and reject to.
 const DESCRIPTION = `Run a JavaScript program that calls the tools below as async functions, and get back the value it returns. For work that needs many tool calls: loop, call in parallel (Promise.all), compute, and return only what matters.
@@ -163,7 +178,7 @@ export function toolsFor() {
     const batch = queue;
     queue = [];
     if (batch.length === 1 && spent === undefined) {
-      const [{ name, json, resolve, reject }] = batch;
+      const { name, json, resolve, reject } = batch[0];
       try {
         resolve(callToolJson(name, json));
       } catch (e) {
@@ -173,16 +188,20 @@ export function toolsFor() {
       return;
     }
     for (let start = 0; start < batch.length; start += MAX_LIST) {
-      const part = batch.slice(start, start + MAX_LIST);
+      const part = arraySlice(batch, start, start + MAX_LIST);
       if (spent !== undefined) {
-        part.forEach(({ name, reject }) => reject(new ToolCallError(name, spent.kind, spent.message, spent.retryable)));
+        for (let i = 0; i < part.length; i++) {
+          part[i].reject(new ToolCallError(part[i].name, spent.kind, spent.message, spent.retryable));
+        }
         continue;
       }
       let settled;
       try {
-        settled = callToolsJson(part.map(({ name, json }) => ({ name, arguments: json })));
+        settled = callToolsJson(arrayMap(part, ({ name, json }) => ({ name, arguments: json })));
       } catch (e) {
-        part.forEach(({ reject }) => reject(e));
+        for (let i = 0; i < part.length; i++) {
+          part[i].reject(e);
+        }
         continue;
       }
       for (let i = 0; i < part.length; i++) {
@@ -218,7 +237,7 @@ export function toolsFor() {
 
   function call(name, args = {}) {
     const record = { name, awaited: false, caught: false, settled: false, failure: undefined };
-    made.push(record);
+    arrayPush(made, record);
     const promise = new CallPromise((resolve, reject) => {
       // Checked and copied now: a bad argument fails this call alone,
       // before any host call, and a later change to `args` changes nothing.
@@ -239,7 +258,7 @@ export function toolsFor() {
         record.failure = error;
         reject(error);
       };
-      queue.push({ name, json, resolve: succeeded, reject: failed });
+      arrayPush(queue, { name, json, resolve: succeeded, reject: failed });
       if (queue.length === 1) {
         later();
       }
@@ -279,7 +298,7 @@ export function toolsFor() {
     },
     /** The calls not yet ended: when the program returns, those it did not wait for. */
     unsettled() {
-      return made.filter((record) => !record.settled);
+      return arrayFilter(made, (record) => !record.settled);
     },
     /**
      * The calls nothing awaited (nor passed to `then`, `catch`, `Promise.all`…),
@@ -287,9 +306,9 @@ export function toolsFor() {
      * on, so none is left to the engine as an unhandled rejection.
      */
     unawaited() {
-      const forgotten = made.filter((record) => !record.awaited);
-      for (const { promise } of forgotten) {
-        Promise.prototype.then.call(promise, undefined, () => {});
+      const forgotten = arrayFilter(made, (record) => !record.awaited);
+      for (let i = 0; i < forgotten.length; i++) {
+        promiseThen(forgotten[i].promise, undefined, () => {});
       }
       return forgotten;
     },
@@ -315,7 +334,7 @@ class CallPromise extends Promise {
         this.record.caught = true;
       }
     }
-    return super.then(onFulfilled, onRejected);
+    return promiseThen(this, onFulfilled, onRejected);
   }
 }
 
@@ -327,8 +346,14 @@ function unawaitedHint(unawaited) {
   if (unawaited.length === 0) {
     return '';
   }
-  const names = [...new Set(unawaited.map((record) => `tools.${record.name}`))];
-  const shown = names.length > 3 ? `${names.slice(0, 3).join(', ')} and ${names.length - 3} more` : names.join(', ');
+  const names = [];
+  for (let i = 0; i < unawaited.length; i++) {
+    const name = `tools.${unawaited[i].name}`;
+    if (!arrayIncludes(names, name)) {
+      arrayPush(names, name);
+    }
+  }
+  const shown = names.length > 3 ? `${arrayJoin(arraySlice(names, 0, 3), ', ')} and ${names.length - 3} more` : arrayJoin(names, ', ');
   const count = unawaited.length === 1 ? 'once' : `${unawaited.length} calls`;
   return ` The program called ${shown} without await (${count}): a call returns a Promise, not its result; write \`const r = await tools.${unawaited[0].name}({…})\`.`;
 }
@@ -352,7 +377,7 @@ export function consoleFor() {
     }
     let text;
     try {
-      text = args.map(show).join(' ');
+      text = arrayJoin(arrayMap(args, show), ' ');
     } catch {
       text = '[a value that cannot be shown]';
     }
@@ -381,7 +406,7 @@ export function consoleFor() {
   }
 
   function keep(level, line) {
-    lines.push(line);
+    arrayPush(lines, line);
     log(HOST_LEVEL[level], `run_code console: ${line}`);
   }
 
@@ -398,7 +423,11 @@ export function consoleFor() {
     console,
     /** The lines kept, and one saying how many were dropped when there were more. */
     lines() {
-      return dropped === 0 ? [...lines] : [...lines, `… ${dropped} more line${dropped === 1 ? '' : 's'} dropped`];
+      const kept = arraySlice(lines, 0);
+      if (dropped > 0) {
+        arrayPush(kept, `… ${dropped} more line${dropped === 1 ? '' : 's'} dropped`);
+      }
+      return kept;
     },
   };
 }
@@ -577,12 +606,12 @@ export async function runProgram(source) {
   }
   // A call that failed with nothing waiting on it is an uncaught error, as
   // an unhandled rejection is in Node and Deno: its failure is not dropped.
-  const failed = forgotten.find((record) => record.failure !== undefined);
+  const failed = arrayFind(forgotten, (record) => record.failure !== undefined);
   if (failed !== undefined) {
     const error = programFailure(failed.failure, offset);
     throw withLogs(new ToolError(error.kind, `${error.message}. Nothing awaited this call: await it, or add .catch(…) to ignore its failure`, error.retryable), lines());
   }
-  const failedLate = late.find((record) => record.failure !== undefined && !record.caught);
+  const failedLate = arrayFind(late, (record) => record.failure !== undefined && !record.caught);
   if (failedLate !== undefined) {
     const error = programFailure(failedLate.failure, offset);
     throw withLogs(
@@ -651,9 +680,9 @@ function withLogs(error, logs) {
   if (logs.length === 0) {
     return error;
   }
-  const tail = logs.slice(-LOGS_WITH_ERROR);
+  const tail = arraySlice(logs, -LOGS_WITH_ERROR);
   const heading = logs.length > tail.length ? `last ${tail.length} console lines` : 'console output';
-  return new ToolError(error.kind, `${error.message}\n${heading}:\n${tail.join('\n')}`, error.retryable);
+  return new ToolError(error.kind, `${error.message}\n${heading}:\n${arrayJoin(tail, '\n')}`, error.retryable);
 }
 
 // ---------------------------------------------------------------------------
@@ -681,7 +710,7 @@ const defined = defineTool({
     const { result, logs } = await runProgram(code);
     const output = Output.text(JSON.stringify(result));
     if (logs.length > 0) {
-      output.withText(`console output:\n${logs.join('\n')}`);
+      output.withText(`console output:\n${arrayJoin(logs, '\n')}`);
     }
     return output.withStructured({ result, logs });
   },

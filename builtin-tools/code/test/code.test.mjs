@@ -91,9 +91,10 @@ function runSealed(codes) {
     for (const code of ${JSON.stringify(codes)}) {
       try {
         const output = await tool.call('run_code', JSON.stringify({ code }), { callId: 'c', deadlineMs: 1000n });
-        outcomes.push({ ok: JSON.parse(output.structured).result });
+        outcomes[outcomes.length] = { ok: JSON.parse(output.structured).result };
       } catch (err) {
-        outcomes.push({ err });
+        // Not push: a program may have replaced it.
+        outcomes[outcomes.length] = { err: { kind: err.kind, message: err.message } };
       }
     }
     process.stdout.write(JSON.stringify(outcomes));
@@ -308,6 +309,28 @@ describe('tool calls', () => {
       assert.equal(late?.kind, 'bad_expression', code);
       assert.match(late.message, /The program returned before this call ended/, code);
     });
+  });
+
+  test('a program that replaces built-ins the harness uses still has its calls counted and its failures reported', () => {
+    const sabotage = [
+      'Promise.prototype.then = function () { return this; };',
+      'Array.prototype.filter = () => [];',
+      'Array.prototype.find = () => undefined;',
+      'Array.prototype.push = () => 0;',
+      'Array.prototype.map = () => [];',
+      'Array.prototype.join = () => "";',
+      'Array.prototype.slice = () => [];',
+    ].join('\n');
+    const codes = [
+      `${sabotage}\ntools.calc({ expression: "x" });\nreturn 1;`,
+      `${sabotage}\nconsole.log("kept");\nconst r = tools.calc({ expression: "1" });\nreturn undefined;`,
+    ];
+    const [unawaited, nothing] = runSealed(codes);
+    assert.equal(unawaited.err?.kind, 'bad_expression', JSON.stringify(unawaited));
+    assert.match(unawaited.err.message, /Nothing awaited this call/);
+    assert.equal(nothing.err?.kind, 'invalid_result', JSON.stringify(nothing));
+    assert.match(nothing.err.message, /The program called tools\.calc without await \(once\)/);
+    assert.match(nothing.err.message, /console output:\nkept$/);
   });
 
   test('`await tools` and logging `tools` call nothing', async () => {

@@ -3,13 +3,15 @@
 # sdk/c/build.sh does the work (and says what it needs): clang for wasm32-wasi
 # with wasi-libc, installed on Debian and Ubuntu when missing, then
 # `toolhost componentize`: the toolhost on PATH, or TOOLHOST, or else the
-# one that made this folder.
+# one that made this folder (named in .toolhost, which git ignores).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$here"
-made_by={{toolhost}}
-if [ -z "${TOOLHOST:-}" ] && ! command -v toolhost >/dev/null 2>&1 && [ -x "$made_by" ]; then
-    export TOOLHOST=$made_by
+if [ -z "${TOOLHOST:-}" ] && ! command -v toolhost >/dev/null 2>&1 && [ -f .toolhost ]; then
+    made_by=$(head -n 1 .toolhost)
+    if [ -x "$made_by" ]; then
+        export TOOLHOST=$made_by
+    fi
 fi
 sdk/c/build.sh {{tool}}.wasm tool.c
 echo "built $here/{{tool}}.wasm"

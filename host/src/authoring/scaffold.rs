@@ -255,18 +255,17 @@ const RESERVED: &[&str] = &[
     "toolhost_guest",
 ];
 
-/// The toolhost binary making the folder, shell-quoted, for a build that
-/// needs toolhost (C's `toolhost componentize`) to find it when it is not
-/// on PATH, as after `cargo build`; `''` when the program is not toolhost
-/// (an embedder calling [`create`]).
-fn this_toolhost() -> String {
+/// The toolhost binary making the folder, for a build that needs toolhost
+/// (C's `toolhost componentize`) to find it when it is not on PATH, as
+/// after `cargo build`: written to the folder's `.toolhost`, which its
+/// `.gitignore` leaves out (the path means nothing on another machine, and
+/// names the user). None when the program is not toolhost (an embedder
+/// calling [`create`]).
+fn this_toolhost() -> Option<String> {
     let exe = std::env::current_exe()
         .ok()
-        .filter(|exe| exe.file_stem().is_some_and(|stem| stem == "toolhost"));
-    match exe.as_deref().and_then(Path::to_str) {
-        Some(exe) => format!("'{}'", exe.replace('\'', r"'\''")),
-        None => "''".to_owned(),
-    }
+        .filter(|exe| exe.file_stem().is_some_and(|stem| stem == "toolhost"))?;
+    exe.to_str().map(|exe| format!("{exe}\n"))
 }
 
 /// The folder's files, relative path to contents: the contract, the SDK
@@ -284,7 +283,6 @@ fn plan(lang: Language, name: &str, tool: &str) -> std::collections::BTreeMap<St
             out.insert(format!("sdk/{sdk}/{rest}"), bytes.to_vec());
         }
     }
-    let toolhost = this_toolhost();
     for (path, bytes) in files::TEMPLATES {
         if let Some(rest) = path
             .strip_prefix(lang.as_str())
@@ -292,10 +290,14 @@ fn plan(lang: Language, name: &str, tool: &str) -> std::collections::BTreeMap<St
         {
             let text = String::from_utf8_lossy(bytes)
                 .replace("{{name}}", name)
-                .replace("{{tool}}", tool)
-                .replace("{{toolhost}}", &toolhost);
+                .replace("{{tool}}", tool);
             out.insert(rest.to_owned(), text.into_bytes());
         }
+    }
+    if lang == Language::C
+        && let Some(toolhost) = this_toolhost()
+    {
+        out.insert(".toolhost".to_owned(), toolhost.into_bytes());
     }
     out
 }

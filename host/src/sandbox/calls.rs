@@ -61,15 +61,31 @@ const MAX_NAME: usize = 64;
 
 /// How a call reaches other tools: made by the dispatcher for each call of
 /// a component granted `call_tools`.
+///
+/// A call is admitted in steps, so that a refusal costs the budget
+/// nothing: [`check`](Self::check) the name, then (once the arguments are
+/// known to fit) [`take`](Self::take) a call from the budget, then
+/// [`call`](Self::call). Every refusal, the sandbox's own included, goes
+/// through [`refused`](Self::refused).
 pub(crate) trait ToolCaller: Send + Sync {
-    /// Admit one call of tool `name` (the grant, the tool's existence, the
-    /// budget, which this takes one from): the most bytes of arguments the
-    /// tool accepts.
+    /// Whether the caller may call tool `name` (its grant, the tool's
+    /// existence): the most bytes of arguments the tool accepts.
     ///
     /// # Errors
     ///
     /// Why the call is refused, for the calling tool to read.
-    fn admit(&self, name: &str) -> Result<usize, CallError>;
+    fn check(&self, name: &str) -> Result<usize, CallError>;
+
+    /// Take one call from the caller's budget.
+    ///
+    /// # Errors
+    ///
+    /// `budget_exhausted` when none is left.
+    fn take(&self) -> Result<(), CallError>;
+
+    /// A call of `name` refused with `error` (`name` is empty when it was
+    /// not read): reported as a call that ended, and returned.
+    fn refused(&self, name: &str, error: CallError) -> CallError;
 
     /// Run an admitted call to its end. `deadline` is the calling call's:
     /// its clock stands still while the callee waits for a person.
@@ -175,11 +191,13 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
         }
     }
     // What the results hold, waiting for the list's last call, is counted
-    // against half the caller's own memory limit (the other half is for
-    // its own data, since the results are then copied into its memory):
-    // past it a result is dropped and answered `memory_exhausted`, which
-    // the caller can handle, where a copy past its limit would trap it.
-    let room = cx.data().limiter.limit() / 2;
+    // against half the memory the caller may still grow by (the other half
+    // is for its own work on them, since the results are then copied into
+    // its memory): past it a result is dropped and answered
+    // `memory_exhausted`, which the caller can handle, where a copy past
+    // its limit would trap it. Memory the caller has grown and freed again
+    // is not counted as room: this errs on the side of the caller going on.
+    let room = cx.data().limiter.left() / 2;
     let mut held = 0u64;
     while let Some(done) = running.join_next().await {
         let (i, mut result) =
@@ -195,7 +213,7 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
                 result = Err(CallError::new(
                     ErrorType::MemoryExhausted,
                     format!(
-                        "the results of this list's calls would hold more than half the caller's memory limit ({room} bytes) together; make fewer calls per list, or calls that return less"
+                        "the results of this call would hold more than half the memory the caller has left ({room} bytes) together; make fewer calls at once, calls that return less, or hold less yourself"
                     ),
                 ));
             }
@@ -222,7 +240,7 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
 }
 
 /// One call admitted, with its name and arguments copied out of the guest,
-/// or why it is refused. `read` sums the bytes of the list's strings read
+/// or why it is refused (reported through `caller`). `read` sums the bytes of the list's strings read
 /// so far (names and arguments, whether admitted or not): reading one
 /// checks it is UTF-8, and a hostile list points every entry at one large
 /// buffer, so past [`MAX_LIST_BYTES`] nothing more is read and the rest of
@@ -234,46 +252,53 @@ fn admit(
     call: &LazyCall,
     read: &mut usize,
 ) -> wasmtime::Result<Result<(String, String), CallError>> {
-    let refuse = |message: String| Ok(Err(CallError::new(ErrorType::InvalidArguments, message)));
+    let refuse = |name: &str, error: CallError| Ok(Err(caller.refused(name, error)));
+    let invalid = |message: String| CallError::new(ErrorType::InvalidArguments, message);
     let over = |read: usize| {
-        format!(
+        invalid(format!(
             "the calls of one list may carry at most {MAX_LIST_BYTES} bytes of names and arguments together, and this one reaches {read}: split the list"
-        )
+        ))
     };
     if *read > MAX_LIST_BYTES {
-        return refuse(over(*read));
+        return refuse("", over(*read));
     }
     let name = call.name.to_str(cx)?;
     *read = read.saturating_add(name.len());
     if name.len() > MAX_NAME {
         // Never hashed: no tool has a name this long.
-        return Ok(Err(CallError::new(
+        let error = CallError::new(
             ErrorType::UnknownTool,
             format!(
                 "no tool is named {:?}: a tool name is at most {} characters",
                 clip(&name, 64),
                 MAX_NAME
             ),
-        )));
+        );
+        return refuse("", error);
     }
-    let most = match caller.admit(&name) {
+    let most = match caller.check(&name) {
         Ok(most) => most,
-        Err(error) => return Ok(Err(error)),
+        Err(error) => return refuse(&name, error),
     };
     if *read > MAX_LIST_BYTES {
-        return refuse(over(*read));
+        return refuse(&name, over(*read));
     }
     let arguments = call.arguments.to_str(cx)?;
     *read = read.saturating_add(arguments.len());
     if arguments.len() > most {
-        return refuse(format!(
+        let error = invalid(format!(
             "the arguments of this call of {} are {} bytes, over the {most} it accepts (its max_arguments limit)",
             clip(&name, 64),
             arguments.len()
         ));
+        return refuse(&name, error);
     }
     if *read > MAX_LIST_BYTES {
-        return refuse(over(*read));
+        return refuse(&name, over(*read));
+    }
+    // Last: a call refused for its arguments costs the budget nothing.
+    if let Err(error) = caller.take() {
+        return refuse(&name, error);
     }
     Ok(Ok((name.into_owned(), arguments.into_owned())))
 }

@@ -41,6 +41,16 @@ const MAX_LABEL_CHARS: usize = 1024;
 /// longer settle.
 const STUCK_JS: &str = "event loop error, but no exception is pending";
 
+/// Whether a JavaScript component's `stderr` ends with StarlingMonkey's
+/// complaint that its event loop ran dry (its last line that is not blank).
+fn stuck_js(stderr: &str) -> bool {
+    stderr
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .is_some_and(|line| line.contains(STUCK_JS))
+}
+
 /// The longest error chain logged for a failed call, in characters: the
 /// wasm backtrace of a deep recursion can be long.
 const MAX_LOGGED_ERROR_CHARS: usize = 8192;
@@ -154,8 +164,10 @@ impl Sealer {
                     "panicked".to_owned()
                 }
                 // StarlingMonkey (JavaScript components) aborts when its
-                // event loop runs dry with the call's promise unsettled.
-                Trap::UnreachableCodeReached if stderr.contains(STUCK_JS) => {
+                // event loop runs dry with the call's promise unsettled,
+                // its complaint the last line written (a line the program
+                // wrote earlier does not count).
+                Trap::UnreachableCodeReached if stuck_js(&stderr) => {
                     "the JavaScript call awaited a promise that never settles (nothing was left to settle it: a component has no timers or events of its own)".to_owned()
                 }
                 other => format!("wasm trap: {other}"),
@@ -417,7 +429,16 @@ fn error_kind(kind: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::error_kind;
+    use super::{STUCK_JS, error_kind, stuck_js};
+
+    #[test]
+    fn a_javascript_call_is_stuck_only_when_the_engine_says_so_last() {
+        assert!(stuck_js(&format!("Error: {STUCK_JS}\n\n")));
+        assert!(stuck_js(&format!("a line\n{STUCK_JS}")));
+        // A line written earlier (by a program) is not the engine's.
+        assert!(!stuck_js(&format!("{STUCK_JS}\nError: boom\n")));
+        assert!(!stuck_js(""));
+    }
 
     #[test]
     fn error_kinds_are_short_identifiers_or_error() {

@@ -407,9 +407,9 @@ pub(crate) struct MemoryLimiter {
 }
 
 impl MemoryLimiter {
-    /// The instance's memory limit, in bytes.
-    pub(crate) fn limit(&self) -> u64 {
-        self.limit
+    /// What the instance may still grow by, in bytes.
+    pub(crate) fn left(&self) -> u64 {
+        self.limit.saturating_sub(self.used)
     }
 
     fn new(limit: u64) -> Self {

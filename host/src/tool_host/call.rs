@@ -150,6 +150,15 @@ impl ToolHost {
         };
         let slot = &self.inner.slots[entry.component];
         if let Some(callees) = slot.callees.clone() {
+            // The caller's progress and its callees' join in one sequence.
+            let progress = side.observer.clone().map(|outer| {
+                Arc::new(super::calling::CallerProgress::new(
+                    outer, &call.id, &call.name,
+                ))
+            });
+            if let Some(progress) = &progress {
+                side.observer = Some(progress.clone());
+            }
             side.caller = Some(Arc::new(super::calling::InnerCalls::new(
                 self.clone(),
                 callees,
@@ -157,6 +166,7 @@ impl ToolHost {
                 env,
                 &call.id,
                 &call.name,
+                progress,
             )));
         }
         side

@@ -11,8 +11,8 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -97,7 +97,14 @@ pub(super) fn resolve(tools: &mut Tools, max_in_flight: usize) -> Result<(), Loa
             super::declarations::declarations(allowed.iter().map(|&i| &*tools.entries[i].spec));
         for entry in tools.entries.iter_mut().filter(|e| e.component == caller) {
             let mut spec = ToolSpec::clone(&entry.spec);
-            declare(&mut spec, &text);
+            if !declare(&mut spec, &text) {
+                tracing::warn!(
+                    component = %label,
+                    tool = %spec.name,
+                    chars = spec.description.chars().count(),
+                    "the tool's description with the declarations of the tools it may call is over OpenAI's {MAX_DESCRIPTION_CHARS} characters, and it has no required string argument to hold them: OpenAI refuses to offer it. Shorten its description, grant fewer call_tools, or give it a required string argument"
+                );
+            }
             entry.spec = Arc::new(spec);
         }
         let mut names: Vec<&str> = allowed
@@ -124,12 +131,14 @@ pub(crate) const MAX_DESCRIPTION_CHARS: usize = 1024;
 /// the end of its description when both fit in [`MAX_DESCRIPTION_CHARS`],
 /// else at the end of the description of its first required string
 /// argument (run_code's `code`), the description saying where they are.
-/// A spec with no such argument gets them in its description whatever the
-/// length.
-fn declare(spec: &mut ToolSpec, text: &str) {
+/// A spec with no such argument (a `$ref` one does not count: clients may
+/// resolve it and drop its description) gets them in its description
+/// whatever the length. Whether the description fits the cap.
+fn declare(spec: &mut ToolSpec, text: &str) -> bool {
+    let fits = |spec: &ToolSpec| spec.description.chars().count() <= MAX_DESCRIPTION_CHARS;
     if spec.description.chars().count() + text.chars().count() <= MAX_DESCRIPTION_CHARS {
         spec.description.push_str(text);
-        return;
+        return true;
     }
     let required: Vec<String> = spec
         .input_schema
@@ -149,20 +158,19 @@ fn declare(spec: &mut ToolSpec, text: &str) {
         .and_then(Value::as_object_mut);
     let name = properties.as_ref().and_then(|properties| {
         required.iter().find(|name| {
-            properties
-                .get(name.as_str())
-                .and_then(|property| property.get("type"))
-                .and_then(Value::as_str)
-                == Some("string")
+            properties.get(name.as_str()).is_some_and(|property| {
+                property.get("type").and_then(Value::as_str) == Some("string")
+                    && property.get("$ref").is_none()
+            })
         })
     });
     let (Some(name), Some(properties)) = (name.cloned(), properties) else {
         spec.description.push_str(text);
-        return;
+        return fits(spec);
     };
     let Some(property) = properties.get_mut(&name).and_then(Value::as_object_mut) else {
         spec.description.push_str(text);
-        return;
+        return fits(spec);
     };
     let described = property
         .get("description")
@@ -174,6 +182,7 @@ fn declare(spec: &mut ToolSpec, text: &str) {
         spec.description,
         "\n\nThe tools it can call are declared, as TypeScript, in the description of its `{name}` argument."
     );
+    fits(spec)
 }
 
 /// [`ToolHost::callees_of`].
@@ -238,11 +247,14 @@ pub(super) struct InnerCalls {
     /// observer are masked with them as well as with the callee's own (a
     /// caller may hand a callee its secret as an argument).
     secrets: Arc<Secrets>,
+    /// The caller's progress, which its callees' reports join.
+    progress: Option<Arc<CallerProgress>>,
 }
 
 impl InnerCalls {
     /// The calls of call `call_id` (of tool `tool`), which may call
-    /// `callees`, in the caller's `env`.
+    /// `callees`, in the caller's `env`; its callees' progress joins the
+    /// caller's `progress`.
     pub(super) fn new(
         host: ToolHost,
         callees: Arc<Callees>,
@@ -250,6 +262,7 @@ impl InnerCalls {
         env: &CallOptions,
         call_id: &str,
         tool: &str,
+        progress: Option<Arc<CallerProgress>>,
     ) -> Self {
         Self {
             host,
@@ -262,6 +275,7 @@ impl InnerCalls {
             caller_id: call_id.to_owned(),
             caller_tool: tool.to_owned(),
             secrets,
+            progress,
         }
     }
 
@@ -276,9 +290,9 @@ impl InnerCalls {
         &self.callees.names
     }
 
-    /// Whether the caller may call `name` now: its grant, and a call left
-    /// in its budget (taken). The callee's `max_arguments`.
-    fn check(&self, name: &str) -> Result<usize, CallError> {
+    /// Whether the caller may call `name`: its grant. The callee's
+    /// `max_arguments`.
+    fn allowed(&self, name: &str) -> Result<usize, CallError> {
         let Some(index) = self.host.resolve(name) else {
             return Err(Self::refuse(
                 ErrorType::UnknownTool,
@@ -302,6 +316,20 @@ impl InnerCalls {
                 ),
             ));
         }
+        let entry = &self.host.inner.entries[index];
+        Ok(self.host.inner.slots[entry.component]
+            .config
+            .limits
+            .max_arguments)
+    }
+}
+
+impl ToolCaller for InnerCalls {
+    fn check(&self, name: &str) -> Result<usize, CallError> {
+        self.allowed(name)
+    }
+
+    fn take(&self) -> Result<(), CallError> {
         let taken = self
             .left
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
@@ -318,44 +346,33 @@ impl InnerCalls {
                 ),
             ));
         }
-        let entry = &self.host.inner.entries[index];
-        Ok(self.host.inner.slots[entry.component]
-            .config
-            .limits
-            .max_arguments)
+        Ok(())
     }
-}
 
-impl ToolCaller for InnerCalls {
-    fn admit(&self, name: &str) -> Result<usize, CallError> {
-        let admitted = self.check(name);
-        if let Err(error) = &admitted {
-            // A refused call is reported as any other call that ended: in
-            // the transcript, the metrics and the observer's log; the
-            // first few only, since a guest can be refused in a loop.
-            // Numbered whether reported or not: a callee's id does not
-            // depend on who observes.
-            let number = self.made.fetch_add(1, Ordering::Relaxed) + 1;
-            let reported = self.refused.fetch_add(1, Ordering::Relaxed);
-            if reported < MAX_REPORTED_REFUSALS
-                && let Some(observer) = &self.env.observer
-            {
-                // A name no tool has is the program's to choose: reported
-                // under one label, so that it cannot grow the metrics'
-                // label sets (the message says which name it was).
-                let tool = if error.kind == ErrorType::UnknownTool {
-                    UNKNOWN_TOOL.to_owned()
-                } else {
-                    clip(name, 64)
-                };
-                observer.called(&Outcome::error(
-                    format!("{}/{number}", self.caller_id),
-                    tool,
-                    error.clone(),
-                ));
-            }
+    fn refused(&self, name: &str, error: CallError) -> CallError {
+        // A refused call is reported as any other call that ended: in the
+        // transcript, the metrics and the observer's log; the first few
+        // only, since a guest can be refused in a loop. Numbered whether
+        // reported or not: a callee's id does not depend on who observes.
+        let number = self.made.fetch_add(1, Ordering::Relaxed) + 1;
+        let reported = self.refused.fetch_add(1, Ordering::Relaxed);
+        if reported < MAX_REPORTED_REFUSALS
+            && let Some(observer) = &self.env.observer
+        {
+            // A name no tool has is the program's to choose: reported
+            // under one label, so that it cannot grow the metrics' label
+            // sets (the message says which name it was).
+            let tool = match self.host.resolve(name) {
+                Some(_) => name.to_owned(),
+                None => UNKNOWN_TOOL.to_owned(),
+            };
+            observer.called(&Outcome::error(
+                format!("{}/{number}", self.caller_id),
+                tool,
+                error.clone(),
+            ));
         }
-        admitted
+        error
     }
 
     fn call(
@@ -368,7 +385,13 @@ impl ToolCaller for InnerCalls {
         let id = format!("{}/{number}", self.caller_id);
         let host = self.host.clone();
         let at_once = self.at_once.clone();
-        let env = inner_env(&self.env, deadline, &name, &self.secrets);
+        let env = inner_env(
+            &self.env,
+            deadline,
+            &name,
+            &self.secrets,
+            self.progress.as_ref(),
+        );
         Box::pin(async move {
             // Never closed.
             let _turn = at_once.acquire_owned().await;
@@ -384,13 +407,14 @@ impl ToolCaller for InnerCalls {
 
 /// What a call the caller makes runs in: the caller's approver, asker and
 /// context, with the caller's clock stopped while a person is asked, and
-/// its lines passed on to the caller's observer under the callee's name,
-/// masked with the caller's `secrets`.
+/// its lines and progress passed on to the caller's observer under the
+/// callee's name, masked with the caller's `secrets`.
 fn inner_env(
     outer: &CallOptions,
     deadline: Option<Deadline>,
     callee: &str,
     secrets: &Arc<Secrets>,
+    progress: Option<&Arc<CallerProgress>>,
 ) -> CallOptions {
     let mut env = outer.clone();
     env.approver = Arc::new(Pausing {
@@ -406,6 +430,7 @@ fn inner_env(
             outer: observer,
             callee: callee.to_owned(),
             secrets: secrets.clone(),
+            progress: progress.cloned(),
         }) as Arc<dyn CallObserver>
     });
     env
@@ -445,14 +470,122 @@ impl Asker for PausingAsker {
     }
 }
 
-/// A callee's log lines, passed on to the caller's observer under the
-/// callee's name; its progress is the callee's own business (the caller's
-/// progress counts the calls that end).
+/// The most callee reports one calling call relays as its own progress.
+const MAX_RELAYED_PROGRESS: u32 = 200;
+
+/// The longest relayed progress message, in characters.
+const MAX_RELAYED_MESSAGE: usize = 500;
+
+/// The progress of one calling call, as its observer hears it: its own
+/// reports (among them one per call that ends, counted by the sandbox:
+/// "calc done" as 1, 2, …) and its callees' reports, in one sequence that
+/// grows, as MCP requires of one progress token.
+///
+/// A callee's report is relayed between whole numbers: halfway from the
+/// caller's last report to the next whole number (2.5, then 2.75, …), so
+/// the whole part still counts the calls that ended, and the next call to
+/// end (3) still grows. Its message names the callee.
+#[derive(Debug)]
+pub(super) struct CallerProgress {
+    outer: Arc<dyn CallObserver>,
+    call_id: String,
+    tool: String,
+    state: Mutex<Sequence>,
+}
+
+#[derive(Debug, Default)]
+struct Sequence {
+    last: Option<f64>,
+    total: Option<f64>,
+    relayed: u32,
+}
+
+impl CallerProgress {
+    /// The progress of calling call `call_id` (of `tool`), whose observer
+    /// is `outer`.
+    pub(super) fn new(outer: Arc<dyn CallObserver>, call_id: &str, tool: &str) -> Self {
+        Self {
+            outer,
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            state: Mutex::default(),
+        }
+    }
+
+    /// Relay `callee`'s report, its message masked with the caller's
+    /// `secrets`.
+    fn relay(&self, callee: &str, report: &Progress, secrets: &Secrets) {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.relayed >= MAX_RELAYED_PROGRESS {
+            return;
+        }
+        let last = state.last.unwrap_or(0.0);
+        let done = f64::midpoint(last, last.floor() + 1.0);
+        if done <= last || !done.is_finite() {
+            return;
+        }
+        state.last = Some(done);
+        state.relayed += 1;
+        let amount = match report.total {
+            Some(total) => format!("{}/{}", report.done, total),
+            None => report.done.to_string(),
+        };
+        let said = match &report.message {
+            Some(message) => format!("[{callee}] {message} ({amount})"),
+            None => format!("[{callee}] {amount}"),
+        };
+        let message =
+            crate::printable::one_line(&secrets.redact(said).into_string(), MAX_RELAYED_MESSAGE);
+        self.outer.progress(&Progress {
+            tool: self.tool.clone(),
+            call_id: self.call_id.clone(),
+            done,
+            total: state.total,
+            message: Some(message),
+        });
+    }
+}
+
+/// The caller's own observer: its progress joins the sequence.
+impl CallObserver for CallerProgress {
+    fn wants(&self, level: LogLevel) -> bool {
+        self.outer.wants(level)
+    }
+
+    fn log(&self, level: LogLevel, line: &str) {
+        self.outer.log(level, line);
+    }
+
+    fn progress(&self, progress: &Progress) {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.last.is_some_and(|last| progress.done <= last) {
+            return;
+        }
+        state.last = Some(progress.done);
+        state.total = progress.total;
+        self.outer.progress(progress);
+    }
+
+    fn called(&self, outcome: &Outcome) {
+        self.outer.called(outcome);
+    }
+}
+
+/// A callee's log lines and progress, passed on to the caller's observer
+/// under the callee's name.
 #[derive(Debug)]
 struct Relayed {
     outer: Arc<dyn CallObserver>,
     callee: String,
     secrets: Arc<Secrets>,
+    /// The caller's progress, when it has an observer.
+    progress: Option<Arc<CallerProgress>>,
 }
 
 impl CallObserver for Relayed {
@@ -465,7 +598,11 @@ impl CallObserver for Relayed {
         self.outer.log(level, &format!("[{}] {line}", self.callee));
     }
 
-    fn progress(&self, _: &Progress) {}
+    fn progress(&self, report: &Progress) {
+        if let Some(progress) = &self.progress {
+            progress.relay(&self.callee, report, &self.secrets);
+        }
+    }
 
     fn called(&self, outcome: &crate::outcome::Outcome) {
         // The callee's result, shown to the caller's observer (transcripts,
@@ -522,13 +659,16 @@ mod tests {
     #[test]
     fn declarations_that_fit_end_the_description() {
         let mut spec = caller("Runs code.", json!({"type": "object"}));
-        declare(&mut spec, DECLARED);
+        assert!(declare(&mut spec, DECLARED));
         assert_eq!(spec.description, format!("Runs code.{DECLARED}"));
     }
 
     #[test]
     fn declarations_past_openais_cap_go_to_the_first_required_string_argument() {
-        let long = "x".repeat(MAX_DESCRIPTION_CHARS - 10);
+        // Together over the cap; the description alone (with the sentence
+        // saying where the declarations went) under it.
+        let long = "x".repeat(MAX_DESCRIPTION_CHARS - 300);
+        let declared = format!("\n\n```ts\n{}```", "declare const tools: {};\n".repeat(20));
         let input = json!({
             "type": "object",
             "properties": {
@@ -539,10 +679,10 @@ mod tests {
             "required": ["limit", "code"],
         });
         let mut spec = caller(&long, input);
-        declare(&mut spec, DECLARED);
+        assert!(declare(&mut spec, &declared));
         assert_eq!(
             spec.input_schema["properties"]["code"]["description"],
-            format!("The program.{DECLARED}")
+            format!("The program.{declared}")
         );
         assert_eq!(
             spec.description,
@@ -555,13 +695,25 @@ mod tests {
                 .get("description")
                 .is_none()
         );
-        // With no required string argument, the description takes them,
-        // however long.
+        // With no required string argument (a `$ref` one does not count),
+        // the description takes them, however long, and says it is over.
         let mut spec = caller(
             &long,
-            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+            json!({
+                "type": "object",
+                "properties": {
+                    "n": {"type": "integer"},
+                    "code": {"type": "string", "$ref": "#/$defs/code"},
+                },
+                "required": ["n", "code"],
+            }),
         );
-        declare(&mut spec, DECLARED);
-        assert_eq!(spec.description, format!("{long}{DECLARED}"));
+        assert!(!declare(&mut spec, &declared));
+        assert_eq!(spec.description, format!("{long}{declared}"));
+        assert!(
+            spec.input_schema["properties"]["code"]
+                .get("description")
+                .is_none()
+        );
     }
 }

@@ -186,6 +186,105 @@ async fn refused_calls_are_reported_like_ended_ones_the_first_32_of_a_call() {
 }
 
 #[tokio::test]
+async fn refusals_the_sandbox_makes_are_reported_and_cost_the_budget_nothing() {
+    let calls = ToolCalls::new(["echo"]).unwrap().max_calls(2).unwrap();
+    let probe = ComponentConfig::new(component("probe"))
+        .limits(quick_limits().with_max_arguments(1024).unwrap());
+    let host = load(vec![caller(calls), probe]).await.unwrap();
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    // Arguments over echo's max_arguments, and a name longer than any
+    // tool's, three times each; then the two calls the budget allows.
+    let big = json!({"name": "echo", "arguments": {"text": "x".repeat(2000), "times": 1}});
+    let long = json!({"name": "x".repeat(65), "arguments": {}});
+    let fine = json!({"name": "echo", "arguments": {"text": "a", "times": 1}});
+    let outcome = run_in(
+        &host,
+        "call_many",
+        json!({"calls": [big, big, big, long, long, long, fine, fine]}),
+        &env,
+    )
+    .await;
+    let results = parsed(&outcome);
+    let kinds: Vec<&str> = results
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["err"].as_str().unwrap_or("ok"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "invalid_arguments",
+            "invalid_arguments",
+            "invalid_arguments",
+            "unknown_tool",
+            "unknown_tool",
+            "unknown_tool",
+            "ok",
+            "ok"
+        ],
+        "{results}"
+    );
+    let mut reported: Vec<(String, String)> = heard
+        .ids()
+        .into_iter()
+        .zip(heard.tools.lock().unwrap().iter().cloned())
+        .collect();
+    reported.sort();
+    let expected: Vec<(String, String)> = (1..=8)
+        .map(|n| {
+            let tool = if (4..=6).contains(&n) {
+                "(unknown)"
+            } else {
+                "echo"
+            };
+            (format!("outer/{n}"), tool.to_owned())
+        })
+        .collect();
+    assert_eq!(reported, expected, "every call is reported, refused or not");
+}
+
+#[tokio::test]
+async fn the_callers_progress_counts_its_calls_and_relays_its_callees_reports() {
+    let host = host_calling(&["echo", "report_progress"]).await;
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    let outcome = run_in(
+        &host,
+        "call_one",
+        json!({"name": "report_progress", "arguments": {"n": 3}}),
+        &env,
+    )
+    .await;
+    assert!(outcome.result.is_ok(), "{outcome:?}");
+    let progress = heard.progress.lock().unwrap().clone();
+    // The callee's four reports (its backwards one dropped by its own
+    // sandbox), between whole numbers, then the call's end as 1.
+    let messages: Vec<&str> = progress.iter().map(|(_, m)| m.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "[report_progress] step 0 (0/3)",
+            "[report_progress] step 1 (1/3)",
+            "[report_progress] step 2 (2/3)",
+            "[report_progress] step 3 (3/3)",
+            "report_progress done",
+        ],
+        "{progress:?}"
+    );
+    assert!(
+        progress.windows(2).all(|w| w[0].0 < w[1].0),
+        "progress grows: {progress:?}"
+    );
+    assert!(
+        progress[..4].iter().all(|(done, _)| *done < 1.0),
+        "{progress:?}"
+    );
+    assert_eq!(progress[4].0, 1.0, "{progress:?}");
+}
+
+#[tokio::test]
 async fn a_component_granted_nothing_is_refused_every_call() {
     let host = load(vec![
         ComponentConfig::new(component("probe-caller")).limits(quick_limits()),
@@ -454,9 +553,35 @@ async fn the_results_of_a_list_fit_in_half_the_callers_memory_and_the_rest_are_r
         answer["first_error"]
             .as_str()
             .unwrap()
-            .contains("more than half the caller's memory limit"),
+            .contains("more than half the memory the caller has left"),
         "{answer}"
     );
+}
+
+#[tokio::test]
+async fn the_results_fit_in_what_the_caller_has_left_not_in_its_limit() {
+    let probe = ComponentConfig::new(component("probe"))
+        .limits(quick_limits().with_max_output(2 << 20).unwrap());
+    let host = load(vec![caller(ToolCalls::new(["echo"]).unwrap()), probe])
+        .await
+        .unwrap();
+    // A caller of 32 MiB holding 20 MiB: 15 results of 1,000 KiB fit in
+    // half its limit, but not beside what it holds. Counted against half
+    // of what it has left, the results past it are refused, typed, and the
+    // caller goes on (before, their copy trapped it).
+    for at_once in [true, false] {
+        let outcome = run(
+            &host,
+            "call_repeat",
+            json!({"name": "echo", "arguments": {"text": "x".repeat(100 << 10), "times": 10}, "n": 15, "at_once": at_once, "hold": 20 << 20}),
+        )
+        .await;
+        let answer = parsed(&outcome);
+        assert_eq!(answer["held"], 20 << 20, "{answer}");
+        let accepted = answer["ok"].as_u64().unwrap();
+        assert!((1..15).contains(&accepted), "at once {at_once}: {answer}");
+        assert_eq!(answer["kinds"], json!(["memory_exhausted"]), "{answer}");
+    }
 }
 
 /// Approves after a while: a person deciding.
@@ -506,6 +631,8 @@ async fn a_callee_that_needs_approval_is_approved_and_the_callers_clock_waits_fo
 #[derive(Debug, Default)]
 struct Heard {
     called: Mutex<Vec<String>>,
+    /// The tool each call that ended was reported under.
+    tools: Mutex<Vec<String>>,
     /// What each call that ended said.
     said: Mutex<Vec<String>>,
     progress: Mutex<Vec<(f64, String)>>,
@@ -530,6 +657,7 @@ impl CallObserver for Heard {
     }
     fn called(&self, outcome: &Outcome) {
         self.called.lock().unwrap().push(outcome.call_id.clone());
+        self.tools.lock().unwrap().push(outcome.tool.clone());
         self.said.lock().unwrap().push(outcome.content());
     }
 }

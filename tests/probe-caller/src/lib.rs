@@ -29,6 +29,9 @@ struct Repeat {
     /// One list of `n` calls rather than `n` calls one after another.
     #[serde(default)]
     at_once: bool,
+    /// Bytes the caller holds (written, so its memory grows) while it calls.
+    #[serde(default)]
+    hold: u32,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -70,6 +73,7 @@ fn call_many(args: Calls) -> Result<Output, ToolError> {
 
 /// `n` calls; answers how many succeeded and the kinds of the failures.
 fn call_repeat(args: Repeat) -> Result<Output, ToolError> {
+    let held = std::hint::black_box(vec![1u8; args.hold as usize]);
     let results: Vec<Result<Output, CallFailed>> = if args.at_once {
         let calls: Vec<(&str, Value)> = (0..args.n)
             .map(|_| (args.name.as_str(), args.arguments.clone()))
@@ -90,7 +94,8 @@ fn call_repeat(args: Repeat) -> Result<Output, ToolError> {
         .iter()
         .find_map(|r| r.as_ref().err().map(|e| e.message.clone()));
     Ok(Output::text(
-        json!({"ok": ok, "kinds": kinds, "first_error": first_error}).to_string(),
+        json!({"ok": ok, "kinds": kinds, "first_error": first_error, "held": held.len()})
+            .to_string(),
     ))
 }
 

@@ -257,8 +257,9 @@ fn ask_confirm(args: Question) -> Result<Output, ToolError> {
     Ok(Output::text(format!("confirm={}", answer.confirm)))
 }
 
-/// Asks `question`, then returns an [`Endpoint`] naming the answer as its
-/// structured output (checked after the wait for the person).
+/// Asks `question`, then returns a [`Confirmed`] naming the answer as its
+/// structured output (checked after the wait for the person, on the
+/// blocking pool: its schema has a `pattern`).
 fn ask_structured(args: Question) -> Result<Output, ToolError> {
     let answer: Confirm = toolhost_guest::ask(&args.question)?;
     Ok(Output::json(
@@ -344,6 +345,16 @@ fn media(args: Media) -> Result<Output, ToolError> {
     Ok(Output::text("a picture")
         .with_image("image/png", data)
         .with_link("https://example.org/r", "r", Some("a resource".into())))
+}
+
+/// The structured output `ask_structured` declares: its schema has a
+/// `pattern`, so the host checks it within the time the call has left.
+#[derive(serde::Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Confirmed {
+    port: u16,
+    #[schemars(regex(pattern = r"^confirm=(true|false)$"))]
+    name: String,
 }
 
 /// The structured output `structured` declares: a port number and a name.
@@ -820,7 +831,7 @@ toolhost_guest::export_tools! {
     Tool::new("ask_json", "Ask a question with a given answer schema, n times", ask_json),
     Tool::new("ask_cacheable", "Ask to confirm, declared read-only and idempotent", ask_confirm).read_only().idempotent(),
     Tool::new("say", "Log the text", say),
-    Tool::new("ask_structured", "Ask to confirm, return an Endpoint", ask_structured).output::<Endpoint>(),
+    Tool::new("ask_structured", "Ask to confirm, return a Confirmed", ask_structured).output::<Confirmed>(),
     Tool::new("media", "Return an image and a link", media),
     Tool::new("structured", "Return a value as structured output declared an Endpoint", structured)
         .output::<Endpoint>(),
