@@ -35,19 +35,65 @@ const FLUSH_TURNS = 16;
 const AsyncFunction = (async () => {}).constructor;
 
 // The built-ins the harness uses while and after the program runs, taken
-// when the module loads: a program that replaces Array.prototype.filter or
-// Promise.prototype.then changes its own code, not how its calls are
-// counted and its failures reported.
+// when the module loads, and loops where a built-in would consult what the
+// program can change (Array[Symbol.species]): a program that replaces
+// Array.prototype.filter or Promise.prototype.then changes its own code,
+// not how its calls are counted and its failures reported.
 const { apply } = Reflect;
 const uncurry = (f) => (self, ...args) => apply(f, self, args);
 const promiseThen = uncurry(Promise.prototype.then);
-const arrayFilter = uncurry(Array.prototype.filter);
-const arrayFind = uncurry(Array.prototype.find);
-const arrayIncludes = uncurry(Array.prototype.includes);
 const arrayJoin = uncurry(Array.prototype.join);
-const arrayMap = uncurry(Array.prototype.map);
-const arrayPush = uncurry(Array.prototype.push);
-const arraySlice = uncurry(Array.prototype.slice);
+const { max, min } = Math;
+
+function arrayPush(list, item) {
+  list[list.length] = item;
+}
+
+function arrayFilter(list, keep) {
+  const out = [];
+  for (let i = 0; i < list.length; i++) {
+    if (keep(list[i])) {
+      out[out.length] = list[i];
+    }
+  }
+  return out;
+}
+
+function arrayMap(list, f) {
+  const out = [];
+  for (let i = 0; i < list.length; i++) {
+    out[out.length] = f(list[i]);
+  }
+  return out;
+}
+
+function arraySlice(list, start, end = list.length) {
+  const from = start < 0 ? max(list.length + start, 0) : start;
+  const to = min(end, list.length);
+  const out = [];
+  for (let i = from; i < to; i++) {
+    out[out.length] = list[i];
+  }
+  return out;
+}
+
+function arrayFind(list, test) {
+  for (let i = 0; i < list.length; i++) {
+    if (test(list[i])) {
+      return list[i];
+    }
+  }
+  return undefined;
+}
+
+function arrayIncludes(list, item) {
+  for (let i = 0; i < list.length; i++) {
+    if (list[i] === item) {
+      return true;
+    }
+  }
+  return false;
+}
 
 // What the model reads first; the host appends the granted tools'
 // TypeScript declarations, with what their calls resolve and reject to.
@@ -92,12 +138,12 @@ export function compile(source) {
   try {
     stripped = transform(source, { transforms: ['typescript'], disableESTransforms: true }).code;
   } catch (tsError) {
-    throw new ProgramSyntaxError(`${syntaxMessage(jsError)}${hasTypes(source) ? ` (and as TypeScript: ${tsError.message})` : ''}`);
+    throw new ProgramSyntaxError(`${syntaxMessage(jsError, source)}${hasTypes(source) ? ` (and as TypeScript: ${tsError.message})` : ''}`);
   }
   try {
     return compileJs(stripped);
   } catch (e) {
-    throw new ProgramSyntaxError(syntaxMessage(e));
+    throw new ProgramSyntaxError(syntaxMessage(e, stripped));
   }
 }
 
@@ -126,15 +172,31 @@ function hasTypes(source) {
   return /:\s*[A-Za-z_$][\w$<>[\]|, ]*\s*[=,);]|\b(interface|type)\s+[A-Z]|\bas\s+[A-Za-z_$]|<[A-Za-z_$][\w$]*>\s*\(/.test(source);
 }
 
-/** `SyntaxError: missing ) after argument list at line 3, column 7`, lines counted in the program. */
-function syntaxMessage(error) {
+/** The longest line of the program a syntax error quotes. */
+const MAX_QUOTED_LINE = 200;
+
+/**
+ * `SyntaxError: missing ) after argument list at line 3, column 7: `…``,
+ * lines counted in `source`, the line quoted: a model fixes the line it is
+ * shown far more often than one it is only told the number of.
+ */
+function syntaxMessage(error, source) {
   const text = describeThrown(error);
   const line = Number(error?.lineNumber);
   if (Number.isInteger(line) && line > 0) {
     const programLine = line - (error.offset ?? 3);
     if (programLine >= 1) {
       const column = Number(error.columnNumber);
-      return `${text} at line ${programLine}${Number.isInteger(column) && column > 0 ? `, column ${column}` : ''}`;
+      const where = `${text} at line ${programLine}${Number.isInteger(column) && column > 0 ? `, column ${column}` : ''}`;
+      // The engine's line ends, not only \n.
+      const quoted = String(source).split(/\r\n|[\n\r\u2028\u2029]/)[programLine - 1];
+      if (quoted === undefined || quoted.trim() === '') {
+        return where;
+      }
+      // Cut by code points, never through a surrogate pair.
+      const points = Array.from(quoted);
+      const shown = points.length > MAX_QUOTED_LINE ? `${points.slice(0, MAX_QUOTED_LINE).join('')}…` : quoted;
+      return `${where}: \`${shown.trim()}\``;
     }
   }
   return text;
@@ -177,6 +239,19 @@ export function toolsFor() {
   function flush() {
     const batch = queue;
     queue = [];
+    try {
+      send(batch);
+    } catch (e) {
+      // Only a program that broke a built-in the SDK uses gets here: its
+      // calls fail with what broke, instead of never settling (a call
+      // settled already stays as it is).
+      for (let i = 0; i < batch.length; i++) {
+        batch[i].reject(e);
+      }
+    }
+  }
+
+  function send(batch) {
     if (batch.length === 1 && spent === undefined) {
       const { name, json, resolve, reject } = batch[0];
       try {
@@ -707,7 +782,18 @@ const defined = defineTool({
     code: s.string({ minLength: 1 }).describe('The program: the body of an async function, ending with `return VALUE`.'),
   },
   async run({ code }) {
-    const { result, logs } = await runProgram(code);
+    let ran;
+    try {
+      ran = await runProgram(code);
+    } catch (e) {
+      // The harness's own code failing means the program broke a built-in
+      // it relies on: the program's error, never posing as the host's.
+      if (e instanceof ToolError) {
+        throw e;
+      }
+      throw new ToolError('program_error', `the program broke run_code itself (did it replace a built-in?): ${describeThrown(e)}`, true);
+    }
+    const { result, logs } = ran;
     const output = Output.text(JSON.stringify(result));
     if (logs.length > 0) {
       output.withText(`console output:\n${arrayJoin(logs, '\n')}`);

@@ -99,7 +99,12 @@ function runSealed(codes) {
     }
     process.stdout.write(JSON.stringify(outcomes));
   `;
-  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }));
+  try {
+    return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }));
+  } catch (e) {
+    // Exit 13: a top-level await that never settled (a program that never ends).
+    throw new Error(`the child process failed (exit ${e.status}) on ${JSON.stringify(codes).slice(0, 200)}: ${e.stderr}`);
+  }
 }
 
 beforeEach(() => {
@@ -321,11 +326,18 @@ describe('tool calls', () => {
       'Array.prototype.join = () => "";',
       'Array.prototype.slice = () => [];',
     ].join('\n');
+    const species = 'Object.defineProperty(Array, Symbol.species, { get() { return function () { return { length: 0 }; }; } });';
     const codes = [
       `${sabotage}\ntools.calc({ expression: "x" });\nreturn 1;`,
       `${sabotage}\nconsole.log("kept");\nconst r = tools.calc({ expression: "1" });\nreturn undefined;`,
+      `${species}\ntools.calc({ expression: "x" });\nreturn 1;`,
+      'Array.prototype.map = () => [];\nawait Promise.all([tools.calc({ expression: "1" }), tools.calc({ expression: "2" })]);\nreturn 1;',
     ];
-    const [unawaited, nothing] = runSealed(codes);
+    // One process each: what a program changes stays changed in its realm.
+    const [unawaited, nothing, speciesChanged, sdkBroken] = codes.map((code) => runSealed([code])[0]);
+    assert.equal(speciesChanged.err?.kind, 'bad_expression', JSON.stringify(speciesChanged));
+    // What the SDK fails at is the program's error, never a host kind.
+    assert.equal(sdkBroken.err?.kind, 'program_error', JSON.stringify(sdkBroken));
     assert.equal(unawaited.err?.kind, 'bad_expression', JSON.stringify(unawaited));
     assert.match(unawaited.err.message, /Nothing awaited this call/);
     assert.equal(nothing.err?.kind, 'invalid_result', JSON.stringify(nothing));

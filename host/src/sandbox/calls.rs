@@ -59,14 +59,28 @@ const HOST_KINDS: &[&str] = &[
 /// without being looked up.
 const MAX_NAME: usize = 64;
 
+/// Bytes of names and arguments the host reads (checking they are UTF-8)
+/// per unit of the caller's fuel: reading is paid for like computing, so a
+/// guest calling in a loop with lists of large strings runs out of fuel
+/// instead of spending the host's time for free.
+const BYTES_PER_FUEL: usize = 8;
+
+/// Fuel one entry of a list costs the caller (the host's work on it beyond
+/// reading its strings: a refusal's message, a task).
+const FUEL_PER_CALL: u64 = 1000;
+
 /// How a call reaches other tools: made by the dispatcher for each call of
 /// a component granted `call_tools`.
 ///
-/// A call is admitted in steps, so that a refusal costs the budget
-/// nothing: [`check`](Self::check) the name, then (once the arguments are
-/// known to fit) [`take`](Self::take) a call from the budget, then
-/// [`call`](Self::call). Every refusal, the sandbox's own included, goes
-/// through [`refused`](Self::refused).
+/// A call is admitted in steps: [`check`](Self::check) the name,
+/// [`take`](Self::take) a call from the budget before its arguments are
+/// read (a caller past its budget has nothing more read), and
+/// [`give_back`](Self::give_back) what a call refused for its arguments
+/// took, so a refusal costs the budget nothing; then
+/// [`call`](Self::call) it, under the number [`take`](Self::take) gave.
+/// Every refusal, the sandbox's own included, goes through
+/// [`refused`](Self::refused). Calls are numbered in the order the
+/// program made them, refused or not.
 pub(crate) trait ToolCaller: Send + Sync {
     /// Whether the caller may call tool `name` (its grant, the tool's
     /// existence): the most bytes of arguments the tool accepts.
@@ -76,21 +90,25 @@ pub(crate) trait ToolCaller: Send + Sync {
     /// Why the call is refused, for the calling tool to read.
     fn check(&self, name: &str) -> Result<usize, CallError>;
 
-    /// Take one call from the caller's budget.
+    /// Take one call from the caller's budget: its number.
     ///
     /// # Errors
     ///
     /// `budget_exhausted` when none is left.
-    fn take(&self) -> Result<(), CallError>;
+    fn take(&self) -> Result<u32, CallError>;
+
+    /// Give back the call numbered `number`, taken and then refused.
+    fn give_back(&self, number: u32, name: &str, error: CallError) -> CallError;
 
     /// A call of `name` refused with `error` (`name` is empty when it was
-    /// not read): reported as a call that ended, and returned.
+    /// not read): numbered, reported as a call that ended, and returned.
     fn refused(&self, name: &str, error: CallError) -> CallError;
 
-    /// Run an admitted call to its end. `deadline` is the calling call's:
-    /// its clock stands still while the callee waits for a person.
+    /// Run admitted call `number` to its end. `deadline` is the calling
+    /// call's: its clock stands still while the callee waits for a person.
     fn call(
         &self,
+        number: u32,
         name: String,
         arguments: String,
         deadline: Option<Deadline>,
@@ -173,6 +191,7 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
     for call in &lazy {
         admitted.push(admit(cx, &*caller, call, &mut read)?);
     }
+    charge(cx, read, lazy.len());
     // Each call on a task of its own, so that calls run on every core;
     // the set aborts them all if the calling call is dropped (its
     // deadline, a stop), and the tree of calls ends with it.
@@ -182,10 +201,10 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
     for (i, admitted) in admitted.into_iter().enumerate() {
         match admitted {
             Err(error) => results.push(Some(Err(to_wit_error(error)))),
-            Ok((name, arguments)) => {
+            Ok((number, name, arguments)) => {
                 results.push(None);
                 names.push((i, name.clone()));
-                let call = caller.call(name, arguments, deadline.clone());
+                let call = caller.call(number, name, arguments, deadline.clone());
                 running.spawn(async move { (i, call.await) }.in_current_span());
             }
         }
@@ -251,7 +270,7 @@ fn admit(
     caller: &dyn ToolCaller,
     call: &LazyCall,
     read: &mut usize,
-) -> wasmtime::Result<Result<(String, String), CallError>> {
+) -> wasmtime::Result<Result<(u32, String, String), CallError>> {
     let refuse = |name: &str, error: CallError| Ok(Err(caller.refused(name, error)));
     let invalid = |message: String| CallError::new(ErrorType::InvalidArguments, message);
     let over = |read: usize| {
@@ -283,6 +302,12 @@ fn admit(
     if *read > MAX_LIST_BYTES {
         return refuse(&name, over(*read));
     }
+    // Taken before the arguments are read, given back if they are refused.
+    let number = match caller.take() {
+        Ok(number) => number,
+        Err(error) => return refuse(&name, error),
+    };
+    let give_back = |error: CallError| Ok(Err(caller.give_back(number, &name, error)));
     let arguments = call.arguments.to_str(cx)?;
     *read = read.saturating_add(arguments.len());
     if arguments.len() > most {
@@ -291,16 +316,30 @@ fn admit(
             clip(&name, 64),
             arguments.len()
         ));
-        return refuse(&name, error);
+        return give_back(error);
     }
     if *read > MAX_LIST_BYTES {
-        return refuse(&name, over(*read));
+        return give_back(over(*read));
     }
-    // Last: a call refused for its arguments costs the budget nothing.
-    if let Err(error) = caller.take() {
-        return refuse(&name, error);
+    Ok(Ok((number, name.into_owned(), arguments.into_owned())))
+}
+
+/// Charge the caller fuel for the host's work on a list of `calls` whose
+/// strings came to `read` bytes: past what it has left, it stops at its
+/// next instruction, out of fuel.
+fn charge(cx: &mut Cx<'_>, read: usize, calls: usize) {
+    let cost = u64::try_from(read / BYTES_PER_FUEL)
+        .unwrap_or(u64::MAX)
+        .saturating_add(
+            u64::try_from(calls)
+                .unwrap_or(u64::MAX)
+                .saturating_mul(FUEL_PER_CALL),
+        );
+    // Fuel is always on in the host's engine; an engine without it has
+    // nothing to charge.
+    if let Ok(fuel) = cx.get_fuel() {
+        let _ = cx.set_fuel(fuel.saturating_sub(cost));
     }
-    Ok(Ok((name.into_owned(), arguments.into_owned())))
 }
 
 fn not_granted() -> wit::ToolError {
@@ -331,21 +370,43 @@ fn to_wit_error(error: CallError) -> wit::ToolError {
     }
 }
 
-/// About the bytes an output holds.
+/// What one content block or result holds beyond its strings and bytes,
+/// on the host and once copied into the caller: its record, pointers and
+/// lengths. Counted so that many empty blocks are not free.
+const BLOCK_OVERHEAD: usize = 64;
+
+/// About the bytes an output holds: every string and byte buffer, and
+/// [`BLOCK_OVERHEAD`] per block and per result.
 fn size_of_output(output: &ToolOutput) -> u64 {
+    let optional = |text: &Option<String>| text.as_ref().map_or(0, String::len);
     let blocks: usize = output
         .content
         .iter()
-        .map(|block| match block {
-            ContentBlock::Text(text) => text.len(),
-            ContentBlock::Image(m) | ContentBlock::Audio(m) => m.data.len(),
-            ContentBlock::ResourceLink(link) => link.uri.len() + link.name.len(),
-            ContentBlock::Resource(resource) => match &resource.contents {
-                ResourceContents::Text(text) => text.len(),
-                ResourceContents::Blob(bytes) => bytes.len(),
-            },
+        .map(|block| {
+            BLOCK_OVERHEAD
+                + match block {
+                    ContentBlock::Text(text) => text.len(),
+                    ContentBlock::Image(m) | ContentBlock::Audio(m) => {
+                        m.data.len() + m.mime_type.len()
+                    }
+                    ContentBlock::ResourceLink(link) => {
+                        link.uri.len()
+                            + link.name.len()
+                            + optional(&link.mime_type)
+                            + optional(&link.description)
+                    }
+                    ContentBlock::Resource(resource) => {
+                        resource.uri.len()
+                            + optional(&resource.mime_type)
+                            + match &resource.contents {
+                                ResourceContents::Text(text) => text.len(),
+                                ResourceContents::Blob(bytes) => bytes.len(),
+                            }
+                    }
+                }
         })
-        .sum();
+        .sum::<usize>()
+        + BLOCK_OVERHEAD;
     let structured = output
         .structured
         .as_ref()

@@ -160,15 +160,16 @@ impl Sealer {
         } else if let Some(trap) = trap {
             let what = match trap {
                 Trap::StackOverflow => "stack overflow".to_owned(),
-                Trap::UnreachableCodeReached if stderr.contains("panicked") => {
-                    "panicked".to_owned()
-                }
                 // StarlingMonkey (JavaScript components) aborts when its
                 // event loop runs dry with the call's promise unsettled,
                 // its complaint the last line written (a line the program
-                // wrote earlier does not count).
+                // wrote earlier does not count). Checked first: what the
+                // engine printed before may say "panicked".
                 Trap::UnreachableCodeReached if stuck_js(&stderr) => {
                     "the JavaScript call awaited a promise that never settles (nothing was left to settle it: a component has no timers or events of its own)".to_owned()
+                }
+                Trap::UnreachableCodeReached if stderr.contains("panicked") => {
+                    "panicked".to_owned()
                 }
                 other => format!("wasm trap: {other}"),
             };

@@ -102,7 +102,7 @@ pub(super) fn resolve(tools: &mut Tools, max_in_flight: usize) -> Result<(), Loa
                     component = %label,
                     tool = %spec.name,
                     chars = spec.description.chars().count(),
-                    "the tool's description with the declarations of the tools it may call is over OpenAI's {MAX_DESCRIPTION_CHARS} characters, and it has no required string argument to hold them: OpenAI refuses to offer it. Shorten its description, grant fewer call_tools, or give it a required string argument"
+                    "the tool's description is over OpenAI's {MAX_DESCRIPTION_CHARS} characters once it declares the tools it may call (or says which argument declares them): OpenAI refuses to offer it. Shorten its description, grant fewer call_tools, or give it a required string argument to hold the declarations"
                 );
             }
             entry.spec = Arc::new(spec);
@@ -329,7 +329,7 @@ impl ToolCaller for InnerCalls {
         self.allowed(name)
     }
 
-    fn take(&self) -> Result<(), CallError> {
+    fn take(&self) -> Result<u32, CallError> {
         let taken = self
             .left
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
@@ -346,42 +346,28 @@ impl ToolCaller for InnerCalls {
                 ),
             ));
         }
-        Ok(())
+        Ok(self.made.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    fn give_back(&self, number: u32, name: &str, error: CallError) -> CallError {
+        self.left.fetch_add(1, Ordering::AcqRel);
+        self.report_refusal(number, name, error)
     }
 
     fn refused(&self, name: &str, error: CallError) -> CallError {
-        // A refused call is reported as any other call that ended: in the
-        // transcript, the metrics and the observer's log; the first few
-        // only, since a guest can be refused in a loop. Numbered whether
-        // reported or not: a callee's id does not depend on who observes.
+        // Numbered whether reported or not: a callee's id does not depend
+        // on who observes.
         let number = self.made.fetch_add(1, Ordering::Relaxed) + 1;
-        let reported = self.refused.fetch_add(1, Ordering::Relaxed);
-        if reported < MAX_REPORTED_REFUSALS
-            && let Some(observer) = &self.env.observer
-        {
-            // A name no tool has is the program's to choose: reported
-            // under one label, so that it cannot grow the metrics' label
-            // sets (the message says which name it was).
-            let tool = match self.host.resolve(name) {
-                Some(_) => name.to_owned(),
-                None => UNKNOWN_TOOL.to_owned(),
-            };
-            observer.called(&Outcome::error(
-                format!("{}/{number}", self.caller_id),
-                tool,
-                error.clone(),
-            ));
-        }
-        error
+        self.report_refusal(number, name, error)
     }
 
     fn call(
         &self,
+        number: u32,
         name: String,
         arguments: String,
         deadline: Option<Deadline>,
     ) -> BoxFuture<'static, Result<ToolOutput, CallError>> {
-        let number = self.made.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("{}/{number}", self.caller_id);
         let host = self.host.clone();
         let at_once = self.at_once.clone();
@@ -402,6 +388,32 @@ impl ToolCaller for InnerCalls {
             }
             outcome.result
         })
+    }
+}
+
+impl InnerCalls {
+    /// Report refused call `number` of `name`, as any other call that
+    /// ended: in the transcript, the metrics and the observer's log; the
+    /// first few only, since a guest can be refused in a loop.
+    fn report_refusal(&self, number: u32, name: &str, error: CallError) -> CallError {
+        let reported = self.refused.fetch_add(1, Ordering::Relaxed);
+        if reported < MAX_REPORTED_REFUSALS
+            && let Some(observer) = &self.env.observer
+        {
+            // A name no tool has is the program's to choose: reported
+            // under one label, so that it cannot grow the metrics' label
+            // sets (the message says which name it was).
+            let tool = match self.host.resolve(name) {
+                Some(_) => name.to_owned(),
+                None => UNKNOWN_TOOL.to_owned(),
+            };
+            observer.called(&Outcome::error(
+                format!("{}/{number}", self.caller_id),
+                tool,
+                error.clone(),
+            ));
+        }
+        error
     }
 }
 
@@ -523,8 +535,11 @@ impl CallerProgress {
             return;
         }
         let last = state.last.unwrap_or(0.0);
-        let done = f64::midpoint(last, last.floor() + 1.0);
-        if done <= last || !done.is_finite() {
+        let next = last.floor() + 1.0;
+        let done = f64::midpoint(last, next);
+        // Past the precision between two whole numbers, relays stop until
+        // the next call ends: a relay never takes a whole number.
+        if done <= last || done >= next || !done.is_finite() {
             return;
         }
         state.last = Some(done);
@@ -543,7 +558,8 @@ impl CallerProgress {
             tool: self.tool.clone(),
             call_id: self.call_id.clone(),
             done,
-            total: state.total,
+            // The caller's total counts its own steps, not its callees'.
+            total: None,
             message: Some(message),
         });
     }

@@ -201,6 +201,8 @@ async fn a_syntax_error_names_its_line() {
     let (kind, message) = tool_error(&run(&host, "const a = 1;\nreturn a +* 2;").await);
     assert_eq!(kind, "syntax_error");
     assert!(message.contains("at line 2, column"), "{message}");
+    // The line is quoted, so the model sees what to fix.
+    assert!(message.ends_with(": `return a +* 2;`"), "{message}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

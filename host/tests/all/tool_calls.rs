@@ -243,6 +243,26 @@ async fn refusals_the_sandbox_makes_are_reported_and_cost_the_budget_nothing() {
         })
         .collect();
     assert_eq!(reported, expected, "every call is reported, refused or not");
+    // Numbered in the program's order, refused or not.
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    let fine = json!({"name": "echo", "arguments": {"text": "a", "times": 1}});
+    let long = json!({"name": "x".repeat(65), "arguments": {}});
+    let outcome = run_in(&host, "call_many", json!({"calls": [fine, long]}), &env).await;
+    assert!(outcome.result.is_ok(), "{outcome:?}");
+    let mut reported: Vec<(String, String)> = heard
+        .ids()
+        .into_iter()
+        .zip(heard.tools.lock().unwrap().iter().cloned())
+        .collect();
+    reported.sort();
+    assert_eq!(
+        reported,
+        [
+            ("outer/1".to_owned(), "echo".to_owned()),
+            ("outer/2".to_owned(), "(unknown)".to_owned())
+        ]
+    );
 }
 
 #[tokio::test]
