@@ -36,6 +36,24 @@ struct State {
     most_paused: Duration,
 }
 
+impl State {
+    /// How much longer the clock may stand still.
+    fn budget_left(&self) -> Duration {
+        self.most_paused.saturating_sub(self.paused)
+    }
+
+    /// When the deadline passes if nothing changes: while paused, the
+    /// clock runs again once the pause budget is spent, however long the
+    /// pauses last (a person who never answers, an approver with no
+    /// timeout of its own).
+    fn passes_at(&self) -> Instant {
+        match self.paused_since {
+            None => self.at,
+            Some(_) => self.at + self.budget_left(),
+        }
+    }
+}
+
 impl Deadline {
     /// `limit` from now.
     pub(crate) fn new(limit: Duration) -> Self {
@@ -89,8 +107,14 @@ impl Deadline {
     /// counting the time it stood still.
     pub(crate) fn left(&self) -> Duration {
         let state = self.state();
-        let now = state.paused_since.unwrap_or_else(Instant::now);
-        state.at.saturating_duration_since(now)
+        let now = Instant::now();
+        // While paused, the clock's time is where it stopped, until the
+        // pause budget runs out.
+        let clock = match state.paused_since {
+            None => now,
+            Some(since) => now.max(since + state.budget_left()),
+        };
+        state.passes_at().saturating_duration_since(clock)
     }
 
     /// Resolves when the deadline has passed with the clock running.
@@ -99,23 +123,13 @@ impl Deadline {
             let changed = self.inner.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let at = {
-                let state = self.state();
-                if state.paused_since.is_some() {
-                    None
-                } else {
-                    Some(state.at)
-                }
-            };
-            match at {
-                Some(at) if Instant::now() >= at => return,
-                Some(at) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at) => {}
-                        () = &mut changed => {}
-                    }
-                }
-                None => changed.await,
+            let at = self.state().passes_at();
+            if Instant::now() >= at {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(at) => {}
+                () = &mut changed => {}
             }
         }
     }
@@ -131,7 +145,8 @@ impl Drop for Paused {
         if state.pauses == 0
             && let Some(since) = state.paused_since.take()
         {
-            let stood = since.elapsed();
+            // Never more than the budget: past it the clock ran anyway.
+            let stood = since.elapsed().min(state.budget_left());
             state.at += stood;
             state.paused += stood;
         }
@@ -179,6 +194,24 @@ mod tests {
             deadline.pause().is_none(),
             "the budget is spent: no more pauses, the clock runs"
         );
+    }
+
+    #[tokio::test]
+    async fn a_pause_past_the_budget_lets_the_clock_run_while_it_lasts() {
+        let deadline = Deadline::new(Duration::from_millis(100));
+        deadline.state().most_paused = Duration::from_millis(200);
+        let waiter = tokio::spawn({
+            let deadline = deadline.clone();
+            async move { deadline.expired().await }
+        });
+        // A pause that never ends (an approver with no timeout): the clock
+        // stands still for the 200 ms budget, then runs its 100 ms.
+        let _held = deadline.pause().expect("the clock is running");
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the deadline passes while the pause still lives")
+            .unwrap();
+        assert_eq!(deadline.left(), Duration::ZERO);
     }
 
     #[tokio::test]
