@@ -64,6 +64,14 @@ pub trait CallObserver: Send + Sync + fmt::Debug {
     fn called(&self, outcome: &crate::outcome::Outcome) {
         let _ = outcome;
     }
+    /// A call this call made was refused (over its budget, not granted, its
+    /// arguments too large …) after the first 32 refusals of the call,
+    /// which [`called`](Self::called) heard: counted here (metrics), never
+    /// shown, since a program refused in a loop would flood a transcript.
+    /// Ignored unless implemented.
+    fn refused_unreported(&self, outcome: &crate::outcome::Outcome) {
+        let _ = outcome;
+    }
 }
 
 /// A question a tool asks the person mid-call.

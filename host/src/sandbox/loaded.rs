@@ -14,7 +14,7 @@ use super::deadline::Deadline;
 use super::engine::EpochTicker;
 use super::ready::{Pool, Prepared, Ready, StopOnExit};
 use super::seal::{Sealer, SetupFailed};
-use super::secrets::Redacted;
+use super::secrets::{Redacted, Secrets};
 use super::state::{Binding, CallInfo, Capabilities, Purpose, State};
 use crate::component::ComponentConfig;
 use crate::observe::{Asker, CallObserver, NobodyToAsk};
@@ -36,6 +36,10 @@ pub(crate) struct CallSide {
     /// How the call calls other tools: the dispatcher's, for a component
     /// granted `call_tools`.
     pub caller: Option<Arc<dyn super::calls::ToolCaller>>,
+    /// What the call's text is masked with when more than its component's
+    /// secrets: for a call another tool made, the callee's secrets and the
+    /// caller's (which the caller may have handed it as an argument).
+    pub secrets: Option<Arc<Secrets>>,
 }
 
 impl Default for CallSide {
@@ -45,6 +49,7 @@ impl Default for CallSide {
             asker: Arc::new(NobodyToAsk),
             context: None,
             caller: None,
+            secrets: None,
         }
     }
 }
@@ -275,6 +280,15 @@ impl LoadedComponent {
         side: CallSide,
     ) -> Ran {
         let deadline = Deadline::new(time_left);
+        // Everything the call says is masked with the secrets it was given
+        // (its caller's too), from its log lines to its sealed result.
+        let sealer = match &side.secrets {
+            Some(secrets) => std::borrow::Cow::Owned(Sealer {
+                secrets: secrets.clone(),
+                ..self.sealer.clone()
+            }),
+            None => std::borrow::Cow::Borrowed(&self.sealer),
+        };
         let request = Request {
             name,
             arguments,
@@ -290,7 +304,6 @@ impl LoadedComponent {
             None => match self.new_store(Binding::Call(info()), Purpose::Call) {
                 Ok(store) => (store, Ok(None)),
                 Err(e) => {
-                    let sealer = &self.sealer;
                     return Ran {
                         result: Err(sealer.seal_error(sealer.setup_failed(&e))),
                         fuel_used: 0,
@@ -307,7 +320,6 @@ impl LoadedComponent {
             result = run => Ok(result),
             () = deadline.expired() => Err(()),
         };
-        let sealer = &self.sealer;
         let fuel_used = sealer
             .limits
             .fuel
@@ -450,6 +462,7 @@ impl LoadedComponent {
             context: side.context,
             deadline,
             caller: side.caller,
+            secrets: side.secrets,
         }
     }
 

@@ -15,11 +15,12 @@ use super::secrets::Secrets;
 #[derive(Clone)]
 pub(crate) struct Refusals {
     inner: Arc<Mutex<Inner>>,
-    secrets: Arc<Secrets>,
 }
 
-#[derive(Default)]
 struct Inner {
+    /// What refusals are masked with: the component's secrets, or the
+    /// call's own (its caller's too) once the state has a call.
+    secrets: Arc<Secrets>,
     denied: Option<String>,
     exhausted: Option<String>,
     /// Refusals logged so far, and those past [`MAX_LOGGED`] not logged.
@@ -34,9 +35,19 @@ const MAX_LOGGED: u32 = 10;
 impl Refusals {
     pub(crate) fn new(secrets: Arc<Secrets>) -> Self {
         Self {
-            inner: Arc::default(),
-            secrets,
+            inner: Arc::new(Mutex::new(Inner {
+                secrets,
+                denied: None,
+                exhausted: None,
+                logged: 0,
+                unlogged: 0,
+            })),
         }
+    }
+
+    /// Mask what is refused from now on with `secrets`: the call's.
+    pub(crate) fn mask_with(&self, secrets: Arc<Secrets>) {
+        self.lock().secrets = secrets;
     }
 
     /// The host refused a capability (`capability_denied` if the call
@@ -44,8 +55,8 @@ impl Refusals {
     /// handle past the call's budget. The first refusal is what the call is
     /// reported as; each is logged, masked.
     pub(crate) fn deny(&self, what: impl Into<String>) {
-        let what = self.secrets.redact(what.into()).into_string();
         let mut inner = self.lock();
+        let what = inner.secrets.redact(what.into()).into_string();
         if inner.log() {
             tracing::info!(target: "toolhost::grants", denied = %what, "capability refused");
         }
@@ -55,8 +66,8 @@ impl Refusals {
     /// Host memory held for the call reached its budget (`memory_exhausted`
     /// if the call fails).
     pub(crate) fn exhaust(&self, what: impl Into<String>) {
-        let what = self.secrets.redact(what.into()).into_string();
         let mut inner = self.lock();
+        let what = inner.secrets.redact(what.into()).into_string();
         if inner.log() {
             tracing::info!(target: "toolhost::limits", exhausted = %what, "host budget refused");
         }

@@ -62,6 +62,7 @@ pub(super) struct SetupFailed(pub(super) String);
 
 /// Seals the outcomes of one component's calls: its label (for the log),
 /// its secrets and its limits.
+#[derive(Clone)]
 pub(super) struct Sealer {
     pub(super) label: Arc<str>,
     pub(super) secrets: Arc<Secrets>,

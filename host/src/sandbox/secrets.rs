@@ -109,6 +109,15 @@ impl Secrets {
         matches!(self.mask(text), Cow::Owned(_))
     }
 
+    /// A masker for these secrets and `other`'s together: what a call one
+    /// tool made of another is masked with (the callee's own, and its
+    /// caller's, which the caller may have handed it as an argument).
+    pub(crate) fn and(&self, other: &Secrets) -> Secrets {
+        let mut both = Secrets::new(self.values.iter().chain(&other.values).map(String::as_str));
+        both.fail_closed |= self.fail_closed || other.fail_closed;
+        both
+    }
+
     /// Whether there is nothing to mask: no secrets, and a matcher built.
     pub(crate) fn is_empty(&self) -> bool {
         self.matcher.is_none() && !self.fail_closed
@@ -251,6 +260,18 @@ mod tests {
         );
         assert!(matches!(secrets.mask("nothing here"), Cow::Borrowed(_)));
         assert_eq!(Secrets::new([]).mask("abcd"), "abcd");
+    }
+
+    #[test]
+    fn two_maskers_together_mask_both_sets_longest_first() {
+        let callee = Secrets::new(["callee-key"]);
+        let caller = Secrets::new(["caller-key", "caller-key-long"]);
+        let both = callee.and(&caller);
+        assert_eq!(
+            both.mask("callee-key caller-key-long caller-key"),
+            "[redacted] [redacted] [redacted]"
+        );
+        assert!(Secrets::new([]).and(&Secrets::new([])).is_empty());
     }
 
     #[test]

@@ -59,6 +59,9 @@ pub(crate) struct CallInfo {
     pub deadline: Option<Deadline>,
     /// How the call calls other tools: none unless granted `call_tools`.
     pub caller: Option<Arc<dyn super::calls::ToolCaller>>,
+    /// What the call's lines, progress, questions and refusals are masked
+    /// with when more than its component's secrets (see `CallSide`).
+    pub secrets: Option<Arc<Secrets>>,
 }
 
 impl CallInfo {
@@ -74,6 +77,7 @@ impl CallInfo {
             context: None,
             deadline: None,
             caller: None,
+            secrets: None,
         }
     }
 }
@@ -102,6 +106,9 @@ fn call_parts(
         caller: info.caller.clone(),
         deadline: info.deadline.clone(),
     };
+    // A call's own masker, when it was given one, else its component's.
+    let secrets = info.secrets.clone().unwrap_or_else(|| secrets.clone());
+    refusals.mask_with(secrets.clone());
     let interaction = Interaction::new(
         info.tool.clone(),
         info.call_id.clone(),
@@ -111,12 +118,7 @@ fn call_parts(
         info.deadline.clone(),
     );
     let stores = CallStores::new(stores.clone(), info.context.clone(), refusals.clone());
-    (
-        interaction,
-        stores,
-        GuestLog::new(info, secrets.clone()),
-        calls,
-    )
+    (interaction, stores, GuestLog::new(info, secrets), calls)
 }
 
 /// Whom a new state is for.

@@ -87,6 +87,13 @@ impl crate::observe::CallObserver for Counted {
             inner.called(outcome);
         }
     }
+
+    fn refused_unreported(&self, outcome: &crate::outcome::Outcome) {
+        self.metrics.record_nested(outcome);
+        if let Some(inner) = &self.inner {
+            inner.refused_unreported(outcome);
+        }
+    }
 }
 
 /// The server's counters and histograms.

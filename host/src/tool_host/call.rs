@@ -117,8 +117,23 @@ impl ToolHost {
         call: ToolCall,
         env: &CallOptions,
     ) -> CallResult {
+        self.call_masked(found, call, env, None).await
+    }
+
+    /// [`ToolHost::call_resolved`], everything the call says (its log
+    /// lines, progress, questions, refusals, result, and its arguments
+    /// as logged) masked with `secrets` when given: its component's and
+    /// its caller's, for a call one tool made of another.
+    pub(super) async fn call_masked(
+        &self,
+        found: Option<usize>,
+        call: ToolCall,
+        env: &CallOptions,
+        secrets: Option<Arc<crate::sandbox::Secrets>>,
+    ) -> CallResult {
         let entry = found.map(|i| &self.inner.entries[i]);
-        let side = self.side(entry, &call, env);
+        let mut side = self.side(entry, &call, env);
+        side.secrets = secrets;
         let Some(stop) = &env.stop else {
             let outcome = self.call_traced(call, entry, &*env.approver, side).await;
             return self.with_spec(found, outcome);
@@ -189,30 +204,38 @@ impl ToolHost {
         // Formatting and masking the arguments is per-call work: only when
         // someone records the span.
         if !span.is_disabled() {
-            span.record("arguments", self.logged_arguments(&call, entry).as_str());
+            let logged = self.logged_arguments(&call, entry, side.secrets.as_deref());
+            span.record("arguments", logged.as_str());
         }
         self.dispatch(call, entry, approver, side)
             .instrument(span)
             .await
     }
 
-    /// The call's arguments as logged: masked, then cut to
+    /// The call's arguments as logged: masked (with `secrets` when the
+    /// call has its own, else its component's), then cut to
     /// [`MAX_LOGGED_ARGUMENTS`] characters.
-    fn logged_arguments(&self, call: &ToolCall, entry: Option<&Entry>) -> String {
+    fn logged_arguments(
+        &self,
+        call: &ToolCall,
+        entry: Option<&Entry>,
+        secrets: Option<&crate::sandbox::Secrets>,
+    ) -> String {
         let arguments = match &call.arguments {
             crate::tool_call::Arguments::Text(text) => text.clone(),
             crate::tool_call::Arguments::Json(value) => value.to_string(),
             crate::tool_call::Arguments::Malformed(message) => message.clone(),
         };
         let clipped = |text: String| clip(&text, MAX_LOGGED_ARGUMENTS);
-        match entry {
-            Some(entry) => clipped(
+        match (secrets, entry) {
+            (Some(secrets), _) => clipped(secrets.redact(arguments).into_string()),
+            (None, Some(entry)) => clipped(
                 self.inner.slots[entry.component]
                     .loaded
                     .redacted(arguments)
                     .into_string(),
             ),
-            None => clipped(arguments),
+            (None, None) => clipped(arguments),
         }
     }
 
@@ -224,7 +247,16 @@ impl ToolHost {
         side: CallSide,
     ) -> Outcome {
         let started = Instant::now();
+        let secrets = side.secrets.clone();
         let mut outcome = self.run(&call, entry, approver, side).await;
+        // The sandbox masked what the tool said; the dispatcher's own
+        // errors (a schema's complaint quotes the arguments) are masked
+        // here, for a call that has secrets of its own.
+        if let (Some(secrets), Err(error)) = (&secrets, &mut outcome.result) {
+            error.message = secrets
+                .redact(std::mem::take(&mut error.message))
+                .into_string();
+        }
         // A person's time to answer is not the tool's time.
         outcome.stats.duration = started
             .elapsed()

@@ -225,7 +225,8 @@ pub(super) fn code_mode(host: &ToolHost) -> Option<Vec<&ToolSpec>> {
 const UNKNOWN_TOOL: &str = "(unknown)";
 
 /// Refused calls of one calling call reported to its observer; the rest
-/// are answered but not reported.
+/// are answered and counted (`CallObserver::refused_unreported`), not
+/// reported.
 const MAX_REPORTED_REFUSALS: u32 = 32;
 
 /// The dispatcher side of one calling call: made when the call starts,
@@ -243,10 +244,12 @@ pub(super) struct InnerCalls {
     env: CallOptions,
     caller_id: String,
     caller_tool: String,
-    /// The caller's secrets: a callee's lines shown to the caller's
-    /// observer are masked with them as well as with the callee's own (a
-    /// caller may hand a callee its secret as an argument).
+    /// The caller's secrets: everything of a callee's call is masked with
+    /// them as well as with the callee's own (a caller may hand a callee
+    /// its secret as an argument).
     secrets: Arc<Secrets>,
+    /// The two together, by callee component: made once per calling call.
+    masks: Mutex<std::collections::HashMap<usize, Arc<Secrets>>>,
     /// The caller's progress, which its callees' reports join.
     progress: Option<Arc<CallerProgress>>,
 }
@@ -275,6 +278,7 @@ impl InnerCalls {
             caller_id: call_id.to_owned(),
             caller_tool: tool.to_owned(),
             secrets,
+            masks: Mutex::default(),
             progress,
         }
     }
@@ -290,9 +294,38 @@ impl InnerCalls {
         &self.callees.names
     }
 
-    /// Whether the caller may call `name`: its grant. The callee's
+    /// What a call of the tool at `found` is masked with: its component's
+    /// secrets and the caller's; `None` when the caller has none (the
+    /// callee's own then do).
+    ///
+    /// A result the callee's cache holds is not masked again: it answers
+    /// these very arguments, so whoever made it handed the callee whatever
+    /// secret they hold.
+    fn masking(&self, found: Option<usize>) -> Option<Arc<Secrets>> {
+        if self.secrets.is_empty() {
+            return None;
+        }
+        let component = self.host.inner.entries[found?].component;
+        let mut masks = self
+            .masks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mask = masks.entry(component).or_insert_with(|| {
+            let own = self.host.inner.slots[component].loaded.secrets();
+            if own.is_empty() {
+                self.secrets.clone()
+            } else {
+                Arc::new(own.and(&self.secrets))
+            }
+        });
+        Some(mask.clone())
+    }
+}
+
+impl ToolCaller for InnerCalls {
+    /// Whether the caller may call `name` (its grant); the callee's
     /// `max_arguments`.
-    fn allowed(&self, name: &str) -> Result<usize, CallError> {
+    fn check(&self, name: &str) -> Result<usize, CallError> {
         let Some(index) = self.host.resolve(name) else {
             return Err(Self::refuse(
                 ErrorType::UnknownTool,
@@ -321,12 +354,6 @@ impl InnerCalls {
             .config
             .limits
             .max_arguments)
-    }
-}
-
-impl ToolCaller for InnerCalls {
-    fn check(&self, name: &str) -> Result<usize, CallError> {
-        self.allowed(name)
     }
 
     fn take(&self) -> Result<u32, CallError> {
@@ -371,18 +398,20 @@ impl ToolCaller for InnerCalls {
         let id = format!("{}/{number}", self.caller_id);
         let host = self.host.clone();
         let at_once = self.at_once.clone();
+        let found = host.resolve(&name);
+        let masking = self.masking(found);
         let env = inner_env(
             &self.env,
             deadline,
             &name,
-            &self.secrets,
+            masking.clone(),
             self.progress.as_ref(),
         );
         Box::pin(async move {
             // Never closed.
             let _turn = at_once.acquire_owned().await;
             let call = ToolCall::with_raw_arguments(id, name, arguments);
-            let outcome = host.call_in(call, &env).await;
+            let outcome = host.call_masked(found, call, &env, masking).await.outcome;
             if let Some(observer) = &env.observer {
                 observer.called(&outcome);
             }
@@ -394,12 +423,18 @@ impl ToolCaller for InnerCalls {
 impl InnerCalls {
     /// Report refused call `number` of `name`, as any other call that
     /// ended: in the transcript, the metrics and the observer's log; the
-    /// first few only, since a guest can be refused in a loop.
-    fn report_refusal(&self, number: u32, name: &str, error: CallError) -> CallError {
+    /// first few only, since a guest can be refused in a loop (the rest
+    /// are counted). Its message, which may quote what the program
+    /// passed, is masked with the caller's secrets.
+    fn report_refusal(&self, number: u32, name: &str, mut error: CallError) -> CallError {
+        if !self.secrets.is_empty() {
+            error.message = self
+                .secrets
+                .redact(std::mem::take(&mut error.message))
+                .into_string();
+        }
         let reported = self.refused.fetch_add(1, Ordering::Relaxed);
-        if reported < MAX_REPORTED_REFUSALS
-            && let Some(observer) = &self.env.observer
-        {
+        if let Some(observer) = &self.env.observer {
             // A name no tool has is the program's to choose: reported
             // under one label, so that it cannot grow the metrics' label
             // sets (the message says which name it was).
@@ -407,31 +442,34 @@ impl InnerCalls {
                 Some(_) => name.to_owned(),
                 None => UNKNOWN_TOOL.to_owned(),
             };
-            observer.called(&Outcome::error(
-                format!("{}/{number}", self.caller_id),
-                tool,
-                error.clone(),
-            ));
+            let outcome =
+                Outcome::error(format!("{}/{number}", self.caller_id), tool, error.clone());
+            if reported < MAX_REPORTED_REFUSALS {
+                observer.called(&outcome);
+            } else {
+                observer.refused_unreported(&outcome);
+            }
         }
         error
     }
 }
 
-/// What a call the caller makes runs in: the caller's approver, asker and
-/// context, with the caller's clock stopped while a person is asked, and
-/// its lines and progress passed on to the caller's observer under the
-/// callee's name, masked with the caller's `secrets`.
+/// What a call the caller makes runs in: the caller's approver (shown the
+/// arguments masked with `secrets`), asker and context, with the caller's
+/// clock stopped while a person is asked, and its lines and progress
+/// passed on to the caller's observer under the callee's name.
 fn inner_env(
     outer: &CallOptions,
     deadline: Option<Deadline>,
     callee: &str,
-    secrets: &Arc<Secrets>,
+    secrets: Option<Arc<Secrets>>,
     progress: Option<&Arc<CallerProgress>>,
 ) -> CallOptions {
     let mut env = outer.clone();
     env.approver = Arc::new(Pausing {
         inner: outer.approver.clone(),
         deadline: deadline.clone(),
+        secrets,
     });
     env.asker = Arc::new(PausingAsker {
         inner: outer.asker.clone(),
@@ -441,7 +479,6 @@ fn inner_env(
         Arc::new(Relayed {
             outer: observer,
             callee: callee.to_owned(),
-            secrets: secrets.clone(),
             progress: progress.cloned(),
         }) as Arc<dyn CallObserver>
     });
@@ -452,6 +489,9 @@ fn inner_env(
 struct Pausing {
     inner: Arc<dyn Approver>,
     deadline: Option<Deadline>,
+    /// What the arguments shown are masked with: the callee's secrets and
+    /// the caller's, which the program may have passed.
+    secrets: Option<Arc<Secrets>>,
 }
 
 impl Approver for Pausing {
@@ -462,7 +502,18 @@ impl Approver for Pausing {
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             let _paused = self.deadline.as_ref().and_then(Deadline::pause);
-            self.inner.approve(call, spec).await
+            // A person approves what will run, less the operator's
+            // secrets: the dispatcher checked the arguments parse.
+            let masked = match (&self.secrets, call.arguments.parse()) {
+                (Some(secrets), Ok(mut arguments)) => {
+                    secrets.mask_json(&mut arguments);
+                    Some(ToolCall::new(call.id.clone(), call.name.clone(), arguments))
+                }
+                _ => None,
+            };
+            self.inner
+                .approve(masked.as_ref().unwrap_or(call), spec)
+                .await
         })
     }
 }
@@ -524,9 +575,9 @@ impl CallerProgress {
         }
     }
 
-    /// Relay `callee`'s report, its message masked with the caller's
-    /// `secrets`.
-    fn relay(&self, callee: &str, report: &Progress, secrets: &Secrets) {
+    /// Relay `callee`'s report (masked already, with the caller's secrets
+    /// too).
+    fn relay(&self, callee: &str, report: &Progress) {
         let mut state = self
             .state
             .lock()
@@ -552,8 +603,7 @@ impl CallerProgress {
             Some(message) => format!("[{callee}] {message} ({amount})"),
             None => format!("[{callee}] {amount}"),
         };
-        let message =
-            crate::printable::one_line(&secrets.redact(said).into_string(), MAX_RELAYED_MESSAGE);
+        let message = crate::printable::one_line(&said, MAX_RELAYED_MESSAGE);
         self.outer.progress(&Progress {
             tool: self.tool.clone(),
             call_id: self.call_id.clone(),
@@ -591,15 +641,19 @@ impl CallObserver for CallerProgress {
     fn called(&self, outcome: &Outcome) {
         self.outer.called(outcome);
     }
+
+    fn refused_unreported(&self, outcome: &Outcome) {
+        self.outer.refused_unreported(outcome);
+    }
 }
 
-/// A callee's log lines and progress, passed on to the caller's observer
-/// under the callee's name.
+/// A callee's log lines, progress and result, passed on to the caller's
+/// observer under the callee's name. The callee's call masked all of them
+/// with the caller's secrets as well as its own.
 #[derive(Debug)]
 struct Relayed {
     outer: Arc<dyn CallObserver>,
     callee: String,
-    secrets: Arc<Secrets>,
     /// The caller's progress, when it has an observer.
     progress: Option<Arc<CallerProgress>>,
 }
@@ -610,45 +664,21 @@ impl CallObserver for Relayed {
     }
 
     fn log(&self, level: LogLevel, line: &str) {
-        let line = self.secrets.redact(line);
         self.outer.log(level, &format!("[{}] {line}", self.callee));
     }
 
     fn progress(&self, report: &Progress) {
         if let Some(progress) = &self.progress {
-            progress.relay(&self.callee, report, &self.secrets);
+            progress.relay(&self.callee, report);
         }
     }
 
-    fn called(&self, outcome: &crate::outcome::Outcome) {
-        // The callee's result, shown to the caller's observer (transcripts,
-        // events), masked with the caller's secrets too: a callee may echo
-        // what the caller handed it.
-        if self.secrets.is_empty() {
-            self.outer.called(outcome);
-            return;
-        }
-        let mut masked = outcome.clone();
-        match &mut masked.result {
-            Ok(output) => {
-                for block in &mut output.content {
-                    if let crate::outcome::ContentBlock::Text(text) = block {
-                        *text = self.secrets.redact(std::mem::take(text)).into_string();
-                    }
-                }
-                if let Some(structured) = &mut output.structured {
-                    self.secrets.mask_json(structured);
-                }
-                output.artifact = None;
-            }
-            Err(error) => {
-                error.message = self
-                    .secrets
-                    .redact(std::mem::take(&mut error.message))
-                    .into_string();
-            }
-        }
-        self.outer.called(&masked);
+    fn called(&self, outcome: &Outcome) {
+        self.outer.called(outcome);
+    }
+
+    fn refused_unreported(&self, outcome: &Outcome) {
+        self.outer.refused_unreported(outcome);
     }
 }
 

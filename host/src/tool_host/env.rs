@@ -179,6 +179,7 @@ impl CallOptions {
             asker: self.asker.clone(),
             context: self.context.clone(),
             caller: None,
+            secrets: None,
         }
     }
 }

@@ -13,7 +13,7 @@ use toolhost::{
     LoadError, LogLevel, Outcome, ToolCall, ToolCalls, ToolHost, ToolSpec,
 };
 
-use crate::util::{Lines, component, err, message, ok, options, quick_limits};
+use crate::util::{component, err, message, ok, options, quick_limits};
 
 fn caller(calls: ToolCalls) -> ComponentConfig {
     ComponentConfig::new(component("probe-caller"))
@@ -435,6 +435,36 @@ async fn lists_only_a_hostile_guest_passes_are_bounded_before_anything_is_copied
     );
 }
 
+/// Issue 28: what the host reads of a list (its names and arguments) is
+/// paid for in the caller's fuel, as computing is: a caller that makes the
+/// host read more than its fuel pays for runs out of fuel.
+#[tokio::test]
+async fn reading_a_list_is_paid_in_the_callers_fuel() {
+    const FUEL: u64 = 3_000_000;
+    let limits = quick_limits()
+        .with_fuel(FUEL)
+        .unwrap()
+        .with_memory(256 << 20)
+        .unwrap();
+    let host = load(vec![
+        caller(ToolCalls::new(["echo"]).unwrap()).limits(limits),
+        probe(),
+    ])
+    .await
+    .unwrap();
+    // A name of 32 KiB, read once (and refused: no tool has a name that
+    // long) for an eighth of a fuel unit a byte, and 1,000 for the entry.
+    let huge = |n: u32| json!({"name": "", "name_bytes": 32 << 10, "n": n, "bytes": 1});
+    let one = run(&host, "call_huge", huge(1)).await;
+    assert!(one.result.is_ok(), "{one:?}");
+    assert!(one.stats.fuel_used < FUEL / 4, "{:?}", one.stats);
+    // A thousand entries sharing that name: the host reads 32 MiB of them
+    // (the list's bound) and refuses the rest unread, 5 million fuel of
+    // work the program pays for, past its 3 million.
+    let many = run(&host, "call_huge", huge(1000)).await;
+    assert_eq!(err(&many), ErrorType::FuelExhausted, "{many:?}");
+}
+
 #[tokio::test]
 async fn a_tool_that_calls_tools_cannot_be_called_and_misspelt_grants_fail_the_load() {
     // Two callers: each may call the probe, neither the other; a glob
@@ -682,48 +712,190 @@ impl CallObserver for Heard {
     }
 }
 
-#[tokio::test]
-async fn a_callees_lines_are_masked_with_the_callers_secrets_too() {
+/// Hears everything: each log line, progress message, question, approval
+/// and outcome, as text.
+#[derive(Debug, Default)]
+struct Everything(Mutex<Vec<String>>);
+
+impl Everything {
+    fn push(&self, what: String) {
+        self.0.lock().unwrap().push(what);
+    }
+    fn all(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl CallObserver for Everything {
+    fn wants(&self, _: LogLevel) -> bool {
+        true
+    }
+    fn log(&self, _: LogLevel, line: &str) {
+        self.push(format!("line: {line}"));
+    }
+    fn progress(&self, progress: &toolhost::Progress) {
+        self.push(format!("progress: {:?}", progress.message));
+    }
+    fn called(&self, outcome: &Outcome) {
+        self.push(format!("called: {outcome:?}"));
+    }
+}
+
+impl toolhost::Asker for Everything {
+    fn ask<'a>(&'a self, question: &'a toolhost::Question) -> BoxFuture<'a, toolhost::Answer> {
+        self.push(format!("asked: {}", question.message));
+        Box::pin(async { toolhost::Answer::Declined })
+    }
+}
+
+impl Approver for Everything {
+    fn approve<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        _: &'a ToolSpec,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        self.push(format!("approve: {:?}", call.arguments));
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Every event and span field logged while it is the thread's subscriber,
+/// as text.
+#[derive(Clone, Default)]
+struct Logged(Arc<Mutex<Vec<String>>>);
+
+impl Logged {
+    fn visit(&self, record: impl FnOnce(&mut dyn tracing::field::Visit)) {
+        struct Text(String);
+        impl tracing::field::Visit for Text {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0 += &format!("{}={value:?} ", field.name());
+            }
+        }
+        let mut text = Text(String::new());
+        record(&mut text);
+        self.0.lock().unwrap().push(text.0);
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Logged {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        self.visit(|v| event.record(v));
+    }
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        self.visit(|v| attrs.record(v));
+    }
+    fn on_record(
+        &self,
+        _: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        self.visit(|v| values.record(v));
+    }
+}
+
+/// Issue 28: a caller may hand a callee its secret as an argument, so
+/// everything of the callee's call is masked with the caller's secrets as
+/// well as its own, wherever it goes: its log lines, progress, questions,
+/// refusals, result (text, structured output, errors), the dispatcher's
+/// own errors, the arguments an approver is shown, the host's log; and the
+/// sandbox's refusals of the program's own calls.
+#[test]
+fn everything_of_a_callees_call_is_masked_with_the_callers_secrets_too() {
     const SECRET: &str = "caller-secret-5f1a9c";
-    let host = load(vec![
-        ComponentConfig::new(component("probe-caller"))
-            .grants(
-                Grants::none()
-                    .call_tools(ToolCalls::new(["say", "echo"]).unwrap())
-                    .config("token", SECRET, true),
-            )
-            .limits(quick_limits()),
-        probe(),
-    ])
-    .await
-    .unwrap();
-    let lines = Arc::new(Lines::default());
-    let env = CallOptions::default().observer(lines.clone());
-    // The caller hands the callee its secret; the callee, which does not
-    // know it for one, logs it.
-    let outcome = run_in(
-        &host,
-        "call_one",
-        json!({"name": "say", "arguments": {"text": format!("the token is {SECRET}")}}),
-        &env,
-    )
-    .await;
-    assert!(ok(&outcome).contains("said"), "{outcome:?}");
-    let lines = lines.0.lock().unwrap().clone();
-    assert_eq!(lines, ["[say] the token is [redacted]"], "{lines:?}");
-    // Nor does a callee's result echo it into the caller's transcript.
-    let heard = Arc::new(Heard::default());
-    let env = CallOptions::default().observer(heard.clone());
-    let outcome = run_in(&host, "call_one", json!({"name": "echo", "arguments": {"text": format!("the token is {SECRET}"), "times": 1}}), &env).await;
-    assert!(outcome.result.is_ok(), "{outcome:?}");
-    let said = heard.said.lock().unwrap().clone();
+    let everything = Arc::new(Everything::default());
+    let logged = Logged::default();
+    let heard = everything.clone();
+    let _guard = {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(logged.clone()))
+    };
+    let results = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async move {
+            let callees = ["say", "echo", "structured", "ask_json", "fetch"];
+            let host = load(vec![
+                ComponentConfig::new(component("probe-caller"))
+                    .grants(
+                        Grants::none()
+                            .call_tools(ToolCalls::new(callees).unwrap())
+                            .config("token", SECRET, true),
+                    )
+                    .limits(quick_limits()),
+                probe().approval(Approval::Always),
+            ])
+            .await
+            .unwrap();
+            let env = CallOptions::default()
+                .observer(heard.clone())
+                .asker(heard.clone())
+                .approver(heard.clone());
+            let calls = json!([
+                {"name": "say", "arguments": {"text": format!("the token is {SECRET}")}},
+                {"name": "echo", "arguments": {"text": format!("the token is {SECRET}"), "times": 1}},
+                {"name": "structured", "arguments": {"value": {"port": 1, "name": SECRET}}},
+                {"name": "ask_json", "arguments": {
+                    "question": format!("may I use {SECRET}?"),
+                    "schema": r#"{"type":"object","properties":{"ok":{"type":"boolean"}}}"#,
+                    "progress": format!("working with {SECRET}"),
+                }},
+                {"name": "fetch", "arguments": {"name": format!("http://{SECRET}.example/")}},
+                {"name": "echo", "arguments": {"text": "a", "times": SECRET}},
+                {"name": SECRET, "arguments": {}},
+            ]);
+            let outcome = run_in(&host, "call_many", json!({"calls": calls}), &env).await;
+            parsed(&outcome)
+        });
+    let heard = everything.all();
+    let logged = logged.0.lock().unwrap().clone();
+    for text in heard.iter().chain(&logged) {
+        assert!(!text.contains(SECRET), "{text}");
+    }
+    let masked = |what: &str| {
+        heard
+            .iter()
+            .any(|text| text.starts_with(what) && text.contains("[redacted]"))
+    };
+    for what in [
+        "line: [say] the token is",
+        "progress: Some(\"[ask_json] working with",
+        "asked: may I use",
+        "approve: ",
+        "called: ",
+    ] {
+        assert!(masked(what), "{what}: {heard:#?}");
+    }
+    // What the program read, which its own result is sealed with anyway.
+    let results = results.as_array().unwrap();
+    assert_eq!(results[1]["ok"], "the token is [redacted]", "{results:?}");
+    for (i, kind) in [
+        (4, "capability_denied"),
+        (5, "invalid_arguments"),
+        (6, "unknown_tool"),
+    ] {
+        assert_eq!(results[i]["err"], kind, "{results:?}");
+        assert!(
+            results[i]["message"]
+                .as_str()
+                .unwrap()
+                .contains("[redacted]"),
+            "{results:?}"
+        );
+    }
+    // The host's log has the arguments of the callee's call, masked.
     assert!(
-        !said.is_empty() && said.iter().all(|s| !s.contains(SECRET)),
-        "{said:?}"
-    );
-    assert!(
-        said.iter().any(|s| s.contains("the token is [redacted]")),
-        "{said:?}"
+        logged
+            .iter()
+            .any(|text| text.contains("arguments=") && text.contains("[redacted]")),
+        "{logged:#?}"
     );
 }
 

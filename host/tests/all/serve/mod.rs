@@ -1273,6 +1273,39 @@ async fn metrics_count_made_up_tool_names_under_one_label() {
     );
 }
 
+/// Issue 28: a program refused in a loop is reported to transcripts 32
+/// times, and counted in the metrics every time.
+#[tokio::test]
+async fn metrics_count_every_refused_call_a_program_makes() {
+    let manifest = format!(
+        "[[tool]]\ncomponent = '{}'\ncall_tools = ['calc']\n\n[[tool]]\ncomponent = '{}'\n",
+        component("probe-caller").display(),
+        component("calc").display(),
+    );
+    let server = Server::start(&manifest, &[]);
+    let answers = server
+        .answers(
+            "",
+            &json!([{"id": "p", "name": "call_repeat", "args": {
+                "name": "spin", "arguments": {}, "n": 100, "at_once": true,
+            }}]),
+        )
+        .await;
+    assert!(
+        answers[0].to_string().contains("unknown_tool"),
+        "{answers:?}"
+    );
+    let text = server.metrics().await;
+    assert_eq!(
+        metric(
+            &text,
+            r#"toolhost_tool_calls_total{tool="(unknown)",outcome="unknown_tool",front_end="nested"}"#
+        ),
+        Some(100.0),
+        "{text}"
+    );
+}
+
 // 6. MCP over Streamable HTTP, as raw JSON-RPC.
 
 #[tokio::test]
