@@ -430,7 +430,11 @@ function unawaitedHint(unawaited) {
   }
   const shown = names.length > 3 ? `${arrayJoin(arraySlice(names, 0, 3), ', ')} and ${names.length - 3} more` : arrayJoin(names, ', ');
   const count = unawaited.length === 1 ? 'once' : `${unawaited.length} calls`;
-  return ` The program called ${shown} without await (${count}): a call returns a Promise, not its result; write \`const r = await tools.${unawaited[0].name}({…})\`.`;
+  const name = unawaited[0].name;
+  // Many calls not awaited are most often a list mapped to calls: a list
+  // of promises, which only Promise.all turns into a list of results.
+  const many = unawaited.length === 1 ? '' : `, or for a list, \`const rs = await Promise.all(items.map((x) => tools.${name}({…})))\``;
+  return ` The program called ${shown} without await (${count}): a call returns a Promise, not its result; write \`const r = await tools.${name}({…})\`${many}.`;
 }
 
 // ---------------------------------------------------------------------------

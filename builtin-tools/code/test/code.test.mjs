@@ -281,7 +281,10 @@ describe('tool calls', () => {
     );
     const thrown = await run('const rs = [1, 2].map((n) => tools.word_count({ text: "a" }));\nreturn rs[0].toUpperCase();');
     assert.equal(thrown.err.kind, 'program_error');
-    assert.match(thrown.err.message, /^the program threw TypeError: .*\. The program called tools\.word_count without await \(2 calls\)/);
+    assert.match(
+      thrown.err.message,
+      /^the program threw TypeError: .*\. The program called tools\.word_count without await \(2 calls\): .*, or for a list, `const rs = await Promise\.all\(items\.map\(\(x\) => tools\.word_count\(\{…\}\)\)\)`\.$/,
+    );
     // Awaited, or handed to then/catch/Promise.all, a call is not named.
     const fine = await run('const a = tools.calc({ expression: "1" });\nconst b = tools.calc({ expression: "2" }).then((r) => r.value);\nconst [c] = await Promise.all([tools.calc({ expression: "3" })]);\nreturn [(await a).value, await b, c.value, undefined.x];');
     assert.equal(fine.err.kind, 'program_error');
