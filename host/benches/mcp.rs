@@ -684,14 +684,14 @@ fn main() {
             format!("{python_ratio:.1}x"),
         );
         target(
-            "ahead of hyper-mcp: p50 over stdio (toolhost ÷ hyper-mcp ≤ 1)",
+            "ahead of hyper-mcp: p50 over stdio (÷ hyper-mcp)",
             calc_alone.p50 / hyper_mcp.p50,
             1.0,
             true,
             format!("{} vs {}", fmt_us(calc_alone.p50), fmt_us(hyper_mcp.p50)),
         );
         target(
-            "ahead of hyper-mcp: calls/s at 16 clients (toolhost ÷ hyper-mcp ≥ 1)",
+            "ahead of hyper-mcp: calls/s at 16 clients (÷ hyper-mcp)",
             calc_alone.sixteen / hyper_mcp.sixteen,
             1.0,
             false,
