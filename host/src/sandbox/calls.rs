@@ -284,13 +284,14 @@ fn admit(
     let name = call.name.to_str(cx)?;
     *read = read.saturating_add(name.len());
     if name.len() > MAX_NAME {
-        // Never hashed: no tool has a name this long.
+        // Never hashed: no tool has a name this long. Nor quoted: a cut
+        // would leave the start of a secret the program passed as a name
+        // where masking cannot recognise it.
         let error = CallError::new(
             ErrorType::UnknownTool,
             format!(
-                "no tool is named {:?}: a tool name is at most {} characters",
-                clip(&name, 64),
-                MAX_NAME
+                "no tool has a name of {} bytes: a tool name is at most {MAX_NAME} characters",
+                name.len()
             ),
         );
         return refuse("", error);

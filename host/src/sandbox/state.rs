@@ -107,8 +107,12 @@ fn call_parts(
         deadline: info.deadline.clone(),
     };
     // A call's own masker, when it was given one, else its component's.
+    // Refusals keep the call's masker once given one: a send still
+    // running on its own task after the call ended may yet be refused.
+    if let Some(own) = &info.secrets {
+        refusals.mask_with(own.clone());
+    }
     let secrets = info.secrets.clone().unwrap_or_else(|| secrets.clone());
-    refusals.mask_with(secrets.clone());
     let interaction = Interaction::new(
         info.tool.clone(),
         info.call_id.clone(),

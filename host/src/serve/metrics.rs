@@ -89,7 +89,7 @@ impl crate::observe::CallObserver for Counted {
     }
 
     fn refused_unreported(&self, outcome: &crate::outcome::Outcome) {
-        self.metrics.record_nested(outcome);
+        self.metrics.record_refused(outcome);
         if let Some(inner) = &self.inner {
             inner.refused_unreported(outcome);
         }
@@ -306,6 +306,23 @@ impl Metrics {
     /// front end `nested`.
     pub(crate) fn record_nested(&self, outcome: &crate::outcome::Outcome) {
         self.count(outcome.tool.clone(), outcome, "nested");
+    }
+
+    /// A refused call a program made, past those reported: counted, and
+    /// kept out of the duration and queue histograms (it took no time, and
+    /// a program refused in a loop would drag them to zero).
+    pub(crate) fn record_refused(&self, outcome: &crate::outcome::Outcome) {
+        let kind = match &outcome.result {
+            Ok(_) => "success",
+            Err(error) => error.kind.as_str(),
+        };
+        self.calls
+            .get_or_create(&CallLabels {
+                tool: outcome.tool.clone(),
+                outcome: kind,
+                front_end: "nested",
+            })
+            .inc();
     }
 
     fn count(&self, tool: String, outcome: &crate::outcome::Outcome, front_end: &'static str) {

@@ -317,7 +317,14 @@ impl ToolHost {
             }
         };
         let context = side.context.clone();
-        let cache = slot.cache.as_ref().filter(|_| entry.cached);
+        // A call masked with its caller's secrets too (one a program made)
+        // neither reads nor fills the cache: a result stored unmasked by
+        // another call would show the caller's secret, and one masked with
+        // them would be another caller's answer.
+        let cache = slot
+            .cache
+            .as_ref()
+            .filter(|_| entry.cached && side.secrets.is_none());
         if let Some(output) =
             cache.and_then(|cache| cache.get(&call.name, &text, context.as_deref()))
         {

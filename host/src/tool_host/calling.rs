@@ -298,9 +298,7 @@ impl InnerCalls {
     /// secrets and the caller's; `None` when the caller has none (the
     /// callee's own then do).
     ///
-    /// A result the callee's cache holds is not masked again: it answers
-    /// these very arguments, so whoever made it handed the callee whatever
-    /// secret they hold.
+    /// Such a call bypasses the callee's result cache (see `run`).
     fn masking(&self, found: Option<usize>) -> Option<Arc<Secrets>> {
         if self.secrets.is_empty() {
             return None;

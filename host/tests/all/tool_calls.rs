@@ -899,6 +899,53 @@ fn everything_of_a_callees_call_is_masked_with_the_callers_secrets_too() {
     );
 }
 
+/// Issue 28: a call a program makes, masked with its caller's secrets,
+/// neither reads nor fills the callee's cache: a result stored unmasked by
+/// a call of its own would show the caller's secret.
+#[tokio::test]
+async fn a_call_masked_with_its_callers_secrets_bypasses_the_cache() {
+    const SECRET: &str = "caller-secret-5f1a9c";
+    let server = crate::util::text_server("the key is caller-secret-5f1a9c").await;
+    let probe = ComponentConfig::new(component("probe"))
+        .grants(Grants::none().allow_host(&server.origin()).unwrap())
+        .limits(quick_limits())
+        .cache(Duration::from_secs(60));
+    let host = load(vec![
+        ComponentConfig::new(component("probe-caller"))
+            .grants(
+                Grants::none()
+                    .call_tools(ToolCalls::new(["fetch_cacheable"]).unwrap())
+                    .config("token", SECRET, true),
+            )
+            .limits(quick_limits()),
+        probe,
+    ])
+    .await
+    .unwrap();
+    let args = json!({"name": server.url("/")});
+    // Called on its own first: the secret is not the probe's, so its
+    // result is cached as the server sent it.
+    let direct = run(&host, "fetch_cacheable", args.clone()).await;
+    assert_eq!(ok(&direct), format!("200 the key is {SECRET}"));
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    let outcome = run_in(
+        &host,
+        "call_one",
+        json!({"name": "fetch_cacheable", "arguments": args}),
+        &env,
+    )
+    .await;
+    assert!(outcome.result.is_ok(), "{outcome:?}");
+    let said = heard.said.lock().unwrap().clone();
+    assert_eq!(said, ["200 the key is [redacted]"], "{said:?}");
+    // The program's call ran (a second request) and stored nothing.
+    assert_eq!(server.hits(), 2);
+    let again = run(&host, "fetch_cacheable", args).await;
+    assert!(again.stats.cached);
+    assert_eq!(ok(&again), format!("200 the key is {SECRET}"));
+}
+
 #[tokio::test]
 async fn a_callee_cannot_pose_as_the_host_with_a_kind_of_its_own() {
     let probe = ComponentConfig::new(component("probe"))
