@@ -37,6 +37,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::outcome::{CallError, ErrorType, INVALID_OUTPUT, ToolOutput, clip};
+use crate::sandbox::Secrets;
 
 /// Arguments at most this long are checked inline against a plain schema.
 const INLINE_BYTES: usize = 4096;
@@ -150,13 +151,31 @@ impl CompiledSchema {
         size: usize,
         timeout: Duration,
     ) -> Result<Value, Invalid> {
+        self.check_masked(arguments, size, timeout, None).await
+    }
+
+    /// [`CompiledSchema::check`], each problem masked with `secrets` before
+    /// it is cut short (a complaint quotes the value, and a cut would
+    /// leave the start of a secret where masking cannot recognise it).
+    ///
+    /// # Errors
+    ///
+    /// As [`CompiledSchema::check`].
+    pub(crate) async fn check_masked(
+        &self,
+        arguments: Value,
+        size: usize,
+        timeout: Duration,
+        secrets: Option<Arc<Secrets>>,
+    ) -> Result<Value, Invalid> {
         if !arguments.is_object() {
             return Err(Invalid::Mismatch(format!(
                 "arguments must be a JSON object, not {}",
                 kind(&arguments)
             )));
         }
-        self.validate(arguments, size, MAX_LISTED, timeout).await
+        self.validate(arguments, size, MAX_LISTED, timeout, secrets)
+            .await
     }
 
     /// Check a tool's structured `output` within `timeout`; a mismatch names
@@ -172,7 +191,8 @@ impl CompiledSchema {
         timeout: Duration,
     ) -> Result<Value, Invalid> {
         let size = json_size(&output, INLINE_BYTES + 1);
-        self.validate(output, size, 1, timeout).await
+        // Masked already: the sandbox sealed the output.
+        self.validate(output, size, 1, timeout, None).await
     }
 
     /// Check `value` (whose JSON text is `size` bytes), listing at most
@@ -185,9 +205,11 @@ impl CompiledSchema {
         size: usize,
         most: usize,
         timeout: Duration,
+        secrets: Option<Arc<Secrets>>,
     ) -> Result<Value, Invalid> {
         if self.plain && size <= INLINE_BYTES {
-            return problems(&self.validator, &value, true, most).map(|()| value);
+            return problems(&self.validator, &value, true, most, secrets.as_deref())
+                .map(|()| value);
         }
         // With no time left, a costly check is not started at all.
         if timeout.is_zero() {
@@ -202,7 +224,7 @@ impl CompiledSchema {
             let turn = turn.acquire_owned().await;
             tokio::task::spawn_blocking(move || {
                 let _turn = turn;
-                problems(&validator, &value, plain, most).map(|()| value)
+                problems(&validator, &value, plain, most, secrets.as_deref()).map(|()| value)
             })
             .await
         };
@@ -302,7 +324,8 @@ pub(crate) enum Invalid {
     TimedOut,
 }
 
-/// Each field that is wrong and why (at most `most`, each cut short).
+/// Each field that is wrong and why (at most `most`, each masked with
+/// `secrets`, then cut short).
 ///
 /// A plain schema lists every problem (up to `most`). A costly one is first
 /// checked with `is_valid`, which memoises references, and then reports
@@ -313,10 +336,15 @@ fn problems(
     arguments: &Value,
     plain: bool,
     most: usize,
+    secrets: Option<&Secrets>,
 ) -> Result<(), Invalid> {
+    let masked = |text: String| match secrets {
+        Some(secrets) => secrets.redact(text).into_string(),
+        None => text,
+    };
     let describe = |e: jsonschema::ValidationError<'_>| {
-        let path = clip(&e.instance_path().to_string(), 80);
-        let problem = clip(&e.to_string(), MAX_PROBLEM);
+        let path = clip(&masked(e.instance_path().to_string()), 80);
+        let problem = clip(&masked(e.to_string()), MAX_PROBLEM);
         if path.is_empty() {
             problem
         } else {
@@ -459,6 +487,34 @@ mod tests {
         let huge = "x".repeat(1 << 20);
         let m = message(schema.check(json!({"n": huge}), 1 << 20, FOREVER).await);
         assert!(m.len() < 400, "{} bytes", m.len());
+    }
+
+    #[tokio::test]
+    async fn a_complaint_is_masked_before_it_is_cut() {
+        let schema = CompiledSchema::compile(
+            &json!({
+                "type": "object",
+                "properties": {"n": {"type": "integer"}},
+                "additionalProperties": false
+            }),
+            &mut ComponentSchemas::default(),
+        )
+        .unwrap();
+        // A secret longer than a complaint may be, with characters JSON
+        // escapes, given where a number belongs and as a key.
+        let secret = format!("eyJ\"{}", "a".repeat(300));
+        let secrets = Arc::new(Secrets::new([secret.as_str()]));
+        let checked = schema
+            .check_masked(
+                json!({"n": secret, secret.clone(): 1}),
+                700,
+                FOREVER,
+                Some(secrets),
+            )
+            .await;
+        let m = message(checked);
+        assert!(m.contains("[redacted]"), "{m}");
+        assert!(!m.contains("eyJ"), "a prefix of the secret is left: {m}");
     }
 
     #[tokio::test]

@@ -191,7 +191,14 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
     for call in &lazy {
         admitted.push(admit(cx, &*caller, call, &mut read)?);
     }
-    charge(cx, read, lazy.len());
+    if let Err(out_of_fuel) = charge(cx, read, lazy.len()) {
+        // Nothing of the list runs: each call admitted is given back,
+        // reported refused, and the caller stops where it is, out of fuel.
+        for (number, name, _) in admitted.into_iter().flatten() {
+            caller.give_back(number, &name, out_of_fuel.clone());
+        }
+        return Err(wasmtime::Trap::OutOfFuel.into());
+    }
     // Each call on a task of its own, so that calls run on every core;
     // the set aborts them all if the calling call is dropped (its
     // deadline, a stop), and the tree of calls ends with it.
@@ -326,9 +333,13 @@ fn admit(
 }
 
 /// Charge the caller fuel for the host's work on a list of `calls` whose
-/// strings came to `read` bytes: past what it has left, it stops at its
-/// next instruction, out of fuel.
-fn charge(cx: &mut Cx<'_>, read: usize, calls: usize) {
+/// strings came to `read` bytes.
+///
+/// # Errors
+///
+/// When that is more than the caller has left (it is left with none): the
+/// `fuel_exhausted` error each of the list's calls is refused with.
+fn charge(cx: &mut Cx<'_>, read: usize, calls: usize) -> Result<(), CallError> {
     let cost = u64::try_from(read / BYTES_PER_FUEL)
         .unwrap_or(u64::MAX)
         .saturating_add(
@@ -338,9 +349,19 @@ fn charge(cx: &mut Cx<'_>, read: usize, calls: usize) {
         );
     // Fuel is always on in the host's engine; an engine without it has
     // nothing to charge.
-    if let Ok(fuel) = cx.get_fuel() {
-        let _ = cx.set_fuel(fuel.saturating_sub(cost));
+    let Ok(fuel) = cx.get_fuel() else {
+        return Ok(());
+    };
+    let _ = cx.set_fuel(fuel.saturating_sub(cost));
+    if cost > fuel {
+        return Err(CallError::new(
+            ErrorType::FuelExhausted,
+            format!(
+                "the calling tool ran out of fuel before this call was made: reading its list of {calls} calls ({read} bytes of names and arguments) cost {cost} fuel, and it had {fuel} left"
+            ),
+        ));
     }
+    Ok(())
 }
 
 fn not_granted() -> wit::ToolError {

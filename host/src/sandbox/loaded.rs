@@ -14,7 +14,7 @@ use super::deadline::Deadline;
 use super::engine::EpochTicker;
 use super::ready::{Pool, Prepared, Ready, StopOnExit};
 use super::seal::{Sealer, SetupFailed};
-use super::secrets::{Redacted, Secrets};
+use super::secrets::Secrets;
 use super::state::{Binding, CallInfo, Capabilities, Purpose, State};
 use crate::component::ComponentConfig;
 use crate::observe::{Asker, CallObserver, NobodyToAsk};
@@ -419,12 +419,6 @@ impl LoadedComponent {
     /// makes (`call_tools`) with them too.
     pub(crate) fn secrets(&self) -> Arc<super::secrets::Secrets> {
         self.sealer.secrets.clone()
-    }
-
-    /// `value` as it may be logged: with this component's secrets masked
-    /// (the dispatcher logs the arguments through it).
-    pub(crate) fn redacted<T>(&self, value: T) -> Redacted<'_, T> {
-        self.sealer.secrets.redact(value)
     }
 
     /// Give the instance made ahead in `prepared` the call `info`, the

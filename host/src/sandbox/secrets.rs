@@ -24,7 +24,7 @@
 //! with it.
 
 use std::borrow::Cow;
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
@@ -41,7 +41,11 @@ const MIN_SECRET_LEN: usize = 4;
 #[derive(Debug, Default)]
 pub(crate) struct Secrets {
     matcher: Option<AhoCorasick>,
+    /// The secrets, as configured.
     values: Vec<String>,
+    /// What the matcher finds: each secret, and the forms JSON text gives
+    /// it where they differ ([`json_forms`]).
+    patterns: Vec<String>,
     /// The matcher could not be built: mask everything.
     fail_closed: bool,
 }
@@ -60,17 +64,24 @@ impl Secrets {
         if values.is_empty() {
             return Self::default();
         }
+        let mut patterns: Vec<String> = values
+            .iter()
+            .flat_map(|value| std::iter::once(value.clone()).chain(json_forms(value)))
+            .collect();
+        patterns.sort();
+        patterns.dedup();
         // Leftmost-longest: a secret that contains another is masked whole.
         // Building fails only for patterns far beyond any config value; then
         // every string is masked whole rather than nothing.
         let matcher = AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostLongest)
-            .build(&values)
+            .build(&patterns)
             .ok();
         let fail_closed = matcher.is_none();
         Self {
             matcher,
             values,
+            patterns,
             fail_closed,
         }
     }
@@ -131,7 +142,7 @@ impl Secrets {
         }
         match &self.matcher {
             Some(matcher) if matcher.is_match(text) => {
-                Cow::Owned(matcher.replace_all(text, &vec![REDACTED; self.values.len()]))
+                Cow::Owned(matcher.replace_all(text, &vec![REDACTED; self.patterns.len()]))
             }
             _ => Cow::Borrowed(text),
         }
@@ -189,7 +200,7 @@ impl Secrets {
     fn mask_tail(&self, tail: &str) -> String {
         let masked = self.mask_owned(tail.to_owned());
         let fragment = self
-            .values
+            .patterns
             .iter()
             .filter_map(|secret| {
                 // The longest proper suffix of the secret the tail starts with.
@@ -205,6 +216,38 @@ impl Secrets {
             None => masked,
         }
     }
+}
+
+/// The forms `secret` takes inside a JSON string where they differ from
+/// it: escaped as serde_json and JavaScript write it (`"`, `\` and control
+/// characters), as Python's `json.dumps` does by default (every character
+/// past ASCII as `\u` escapes, lower-case hex), and as a key in a JSON
+/// Pointer (`~0`, `~1`). A tool's text, a schema's complaint and logged
+/// arguments quote values in these forms;
+/// any other escaping is caught where the JSON is decoded first
+/// ([`Secrets::mask_json`]).
+fn json_forms(secret: &str) -> impl Iterator<Item = String> {
+    let quoted = serde_json::to_string(secret).unwrap_or_default();
+    let escaped = quoted
+        .get(1..quoted.len().saturating_sub(1))
+        .unwrap_or_default()
+        .to_owned();
+    let mut ascii = String::with_capacity(escaped.len());
+    for c in escaped.chars() {
+        if c.is_ascii() {
+            ascii.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(ascii, "\\u{unit:04x}");
+            }
+        }
+    }
+    // In a JSON Pointer (where a schema's complaint says a key is wrong).
+    let pointer = secret.replace('~', "~0").replace('/', "~1");
+    [escaped, ascii, pointer]
+        .into_iter()
+        .filter(move |form| form != secret)
 }
 
 /// A value that may hold a secret, as it may leave the sandbox: formatting
@@ -285,6 +328,29 @@ mod tests {
             value,
             serde_json::json!({"a": ["[redacted]"], "[redacted]": 1})
         );
+    }
+
+    #[test]
+    fn secrets_are_masked_in_the_forms_json_text_gives_them() {
+        let secrets = Secrets::new(["pa\"ss\\wörd\n"]);
+        // As serde_json and JavaScript write it, and as Python's json.dumps.
+        let text = format!(
+            "{} and {}",
+            serde_json::to_string("pa\"ss\\wörd\n").unwrap(),
+            r#""pa\"ss\\w\u00f6rd\n""#
+        );
+        assert_eq!(secrets.mask(&text), r#""[redacted]" and "[redacted]""#);
+        // Outside the astral plane too: a surrogate pair.
+        let emoji = Secrets::new(["key-😀-1"]);
+        assert_eq!(emoji.mask(r"key-\ud83d\ude00-1"), "[redacted]");
+        // A key, in the path a schema's complaint names.
+        let keyed = Secrets::new(["sk/live~1"]);
+        assert_eq!(
+            keyed.mask("at /sk~1live~01: wrong"),
+            "at /[redacted]: wrong"
+        );
+        // A plain secret has no other form.
+        assert_eq!(Secrets::new(["plain-key"]).patterns.len(), 1);
     }
 
     #[test]

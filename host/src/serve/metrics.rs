@@ -312,31 +312,26 @@ impl Metrics {
     /// kept out of the duration and queue histograms (it took no time, and
     /// a program refused in a loop would drag them to zero).
     pub(crate) fn record_refused(&self, outcome: &crate::outcome::Outcome) {
+        self.count_call(outcome.tool.clone(), outcome, "nested");
+    }
+
+    /// Count `outcome` in `calls_total` alone.
+    fn count_call(&self, tool: String, outcome: &crate::outcome::Outcome, front_end: &'static str) {
         let kind = match &outcome.result {
             Ok(_) => "success",
             Err(error) => error.kind.as_str(),
         };
         self.calls
             .get_or_create(&CallLabels {
-                tool: outcome.tool.clone(),
+                tool,
                 outcome: kind,
-                front_end: "nested",
+                front_end,
             })
             .inc();
     }
 
     fn count(&self, tool: String, outcome: &crate::outcome::Outcome, front_end: &'static str) {
-        let kind = match &outcome.result {
-            Ok(_) => "success",
-            Err(error) => error.kind.as_str(),
-        };
-        self.calls
-            .get_or_create(&CallLabels {
-                tool: tool.clone(),
-                outcome: kind,
-                front_end,
-            })
-            .inc();
+        self.count_call(tool.clone(), outcome, front_end);
         let labels = ToolLabels { tool };
         self.duration
             .get_or_create(&labels)

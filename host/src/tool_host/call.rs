@@ -14,7 +14,7 @@ use super::{Entry, ToolHost};
 use crate::arguments::{Invalid, check_structured};
 use crate::component::Approval;
 use crate::outcome::{CallError, CallStats, ErrorType, Outcome, ToolOutput, clip};
-use crate::sandbox::CallSide;
+use crate::sandbox::{CallSide, Secrets};
 use crate::spec::ToolSpec;
 use crate::tool_call::ToolCall;
 
@@ -177,7 +177,6 @@ impl ToolHost {
             side.caller = Some(Arc::new(super::calling::InnerCalls::new(
                 self.clone(),
                 callees,
-                slot.loaded.secrets(),
                 env,
                 &call.id,
                 &call.name,
@@ -204,7 +203,7 @@ impl ToolHost {
         // Formatting and masking the arguments is per-call work: only when
         // someone records the span.
         if !span.is_disabled() {
-            let logged = self.logged_arguments(&call, entry, side.secrets.as_deref());
+            let logged = self.logged_arguments(&call, entry, &side);
             span.record("arguments", logged.as_str());
         }
         self.dispatch(call, entry, approver, side)
@@ -212,31 +211,38 @@ impl ToolHost {
             .await
     }
 
-    /// The call's arguments as logged: masked (with `secrets` when the
-    /// call has its own, else its component's), then cut to
-    /// [`MAX_LOGGED_ARGUMENTS`] characters.
-    fn logged_arguments(
-        &self,
-        call: &ToolCall,
-        entry: Option<&Entry>,
-        secrets: Option<&crate::sandbox::Secrets>,
-    ) -> String {
-        let arguments = match &call.arguments {
-            crate::tool_call::Arguments::Text(text) => text.clone(),
-            crate::tool_call::Arguments::Json(value) => value.to_string(),
-            crate::tool_call::Arguments::Malformed(message) => message.clone(),
+    /// What the call's words are masked with: its own secrets when it has
+    /// them (its component's and its caller's), else its component's;
+    /// `None` when there is nothing to mask.
+    fn masker(&self, entry: Option<&Entry>, side: &CallSide) -> Option<Arc<Secrets>> {
+        side.secrets
+            .clone()
+            .or_else(|| entry.map(|entry| self.inner.slots[entry.component].loaded.secrets()))
+            .filter(|secrets| !secrets.is_empty())
+    }
+
+    /// The call's arguments as logged: masked with the call's masker
+    /// ([`ToolHost::masker`]) after decoding (so an escaped copy of a
+    /// secret is caught too), then cut to [`MAX_LOGGED_ARGUMENTS`]
+    /// characters.
+    fn logged_arguments(&self, call: &ToolCall, entry: Option<&Entry>, side: &CallSide) -> String {
+        use crate::tool_call::Arguments;
+        let raw = || match &call.arguments {
+            Arguments::Text(text) | Arguments::Malformed(text) => text.clone(),
+            Arguments::Json(value) => value.to_string(),
         };
-        let clipped = |text: String| clip(&text, MAX_LOGGED_ARGUMENTS);
-        match (secrets, entry) {
-            (Some(secrets), _) => clipped(secrets.redact(arguments).into_string()),
-            (None, Some(entry)) => clipped(
-                self.inner.slots[entry.component]
-                    .loaded
-                    .redacted(arguments)
-                    .into_string(),
-            ),
-            (None, None) => clipped(arguments),
-        }
+        let Some(masker) = self.masker(entry, side) else {
+            return clip(&raw(), MAX_LOGGED_ARGUMENTS);
+        };
+        let masked = match call.arguments.parse() {
+            Ok(mut value) => {
+                masker.mask_json(&mut value);
+                value.to_string()
+            }
+            // Not JSON (the dispatcher refuses it): masked as text.
+            Err(_) => masker.redact(raw()).into_string(),
+        };
+        clip(&masked, MAX_LOGGED_ARGUMENTS)
     }
 
     async fn dispatch(
@@ -247,16 +253,7 @@ impl ToolHost {
         side: CallSide,
     ) -> Outcome {
         let started = Instant::now();
-        let secrets = side.secrets.clone();
         let mut outcome = self.run(&call, entry, approver, side).await;
-        // The sandbox masked what the tool said; the dispatcher's own
-        // errors (a schema's complaint quotes the arguments) are masked
-        // here, for a call that has secrets of its own.
-        if let (Some(secrets), Err(error)) = (&secrets, &mut outcome.result) {
-            error.message = secrets
-                .redact(std::mem::take(&mut error.message))
-                .into_string();
-        }
         // A person's time to answer is not the tool's time.
         outcome.stats.duration = started
             .elapsed()
@@ -287,9 +284,20 @@ impl ToolHost {
         approver: &dyn Approver,
         side: CallSide,
     ) -> Outcome {
+        // The sandbox masks what the tool says; the dispatcher's own errors
+        // (a schema's complaint quotes the arguments, an approver may quote
+        // them) are masked here, with what the call's result would be.
+        let masker = self.masker(entry, &side);
         // The name is the model's: never echoed at any length (a real tool
         // name is at most 64 characters, so this cuts only made-up ones).
-        let fail = |error: CallError| Outcome::error(call.id.clone(), clip(&call.name, 64), error);
+        let fail = |mut error: CallError| {
+            if let Some(masker) = &masker {
+                error.message = masker
+                    .redact(std::mem::take(&mut error.message))
+                    .into_string();
+            }
+            Outcome::error(call.id.clone(), clip(&call.name, 64), error)
+        };
         // A call the batch parser could not read is answered before its name
         // counts: the name may be missing or wrong too, and the model must
         // learn that the call itself was malformed.
@@ -304,7 +312,8 @@ impl ToolHost {
         };
         let slot = &self.inner.slots[entry.component];
         let limits = &slot.config.limits;
-        let (text, remaining) = match self.checked_arguments(call, entry, limits).await {
+        let checked = self.checked_arguments(call, entry, limits, masker.clone());
+        let (text, remaining) = match checked.await {
             Ok(checked) => checked,
             Err(error) => return fail(error),
         };
@@ -442,6 +451,7 @@ impl ToolHost {
         call: &ToolCall,
         entry: &Entry,
         limits: &crate::limits::Limits,
+        masker: Option<Arc<Secrets>>,
     ) -> Result<(String, std::time::Duration), CallError> {
         let started = Instant::now();
         let (arguments, text) = self
@@ -458,7 +468,7 @@ impl ToolHost {
         };
         match entry
             .schema
-            .check(arguments, text.len(), limits.timeout)
+            .check_masked(arguments, text.len(), limits.timeout, masker)
             .await
         {
             Ok(_) => {}

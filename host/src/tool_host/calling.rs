@@ -34,6 +34,13 @@ pub(super) struct Callees {
     allowed: BTreeSet<usize>,
     /// Their names, for refusals: made once, cut short.
     names: String,
+    /// The calling component's secrets: everything of a callee's call is
+    /// masked with them as well as with the callee's own (a caller may
+    /// hand a callee its secret as an argument).
+    secrets: Arc<Secrets>,
+    /// The two together, for each component it may call; empty when the
+    /// caller has no secrets (the callee's own then do).
+    masks: std::collections::HashMap<usize, Arc<Secrets>>,
 }
 
 /// Resolve every calling component's `call_tools` against the loaded tools,
@@ -113,10 +120,27 @@ pub(super) fn resolve(tools: &mut Tools, max_in_flight: usize) -> Result<(), Loa
             .collect();
         names.sort_unstable();
         let names = clip(&names.join(", "), 1024);
+        let secrets = tools.slots[caller].loaded.secrets();
+        let mut masks = std::collections::HashMap::new();
+        if !secrets.is_empty() {
+            for &entry in &allowed {
+                let component = tools.entries[entry].component;
+                masks.entry(component).or_insert_with(|| {
+                    let own = tools.slots[component].loaded.secrets();
+                    if own.is_empty() {
+                        secrets.clone()
+                    } else {
+                        Arc::new(own.and(&secrets))
+                    }
+                });
+            }
+        }
         tools.slots[caller].callees = Some(Arc::new(Callees {
             grant,
             allowed,
             names,
+            secrets,
+            masks,
         }));
     }
     Ok(())
@@ -244,12 +268,6 @@ pub(super) struct InnerCalls {
     env: CallOptions,
     caller_id: String,
     caller_tool: String,
-    /// The caller's secrets: everything of a callee's call is masked with
-    /// them as well as with the callee's own (a caller may hand a callee
-    /// its secret as an argument).
-    secrets: Arc<Secrets>,
-    /// The two together, by callee component: made once per calling call.
-    masks: Mutex<std::collections::HashMap<usize, Arc<Secrets>>>,
     /// The caller's progress, which its callees' reports join.
     progress: Option<Arc<CallerProgress>>,
 }
@@ -261,7 +279,6 @@ impl InnerCalls {
     pub(super) fn new(
         host: ToolHost,
         callees: Arc<Callees>,
-        secrets: Arc<Secrets>,
         env: &CallOptions,
         call_id: &str,
         tool: &str,
@@ -277,8 +294,6 @@ impl InnerCalls {
             env: env.clone(),
             caller_id: call_id.to_owned(),
             caller_tool: tool.to_owned(),
-            secrets,
-            masks: Mutex::default(),
             progress,
         }
     }
@@ -300,23 +315,8 @@ impl InnerCalls {
     ///
     /// Such a call bypasses the callee's result cache (see `run`).
     fn masking(&self, found: Option<usize>) -> Option<Arc<Secrets>> {
-        if self.secrets.is_empty() {
-            return None;
-        }
         let component = self.host.inner.entries[found?].component;
-        let mut masks = self
-            .masks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mask = masks.entry(component).or_insert_with(|| {
-            let own = self.host.inner.slots[component].loaded.secrets();
-            if own.is_empty() {
-                self.secrets.clone()
-            } else {
-                Arc::new(own.and(&self.secrets))
-            }
-        });
-        Some(mask.clone())
+        self.callees.masks.get(&component).cloned()
     }
 }
 
@@ -425,9 +425,9 @@ impl InnerCalls {
     /// are counted). Its message, which may quote what the program
     /// passed, is masked with the caller's secrets.
     fn report_refusal(&self, number: u32, name: &str, mut error: CallError) -> CallError {
-        if !self.secrets.is_empty() {
-            error.message = self
-                .secrets
+        let secrets = &self.callees.secrets;
+        if !secrets.is_empty() {
+            error.message = secrets
                 .redact(std::mem::take(&mut error.message))
                 .into_string();
         }

@@ -465,6 +465,41 @@ async fn reading_a_list_is_paid_in_the_callers_fuel() {
     assert_eq!(err(&many), ErrorType::FuelExhausted, "{many:?}");
 }
 
+/// Issue 28: a list whose reading costs more fuel than the caller has left
+/// runs none of its calls, though each was admitted: every one is refused
+/// `fuel_exhausted`, and the caller stops, out of fuel.
+#[tokio::test]
+async fn a_list_the_caller_cannot_pay_for_runs_none_of_its_calls() {
+    let limits = quick_limits()
+        .with_fuel(3_000_000)
+        .unwrap()
+        .with_memory(256 << 20)
+        .unwrap();
+    let grant = ToolCalls::new(["echo"]).unwrap().max_calls(1000).unwrap();
+    let host = load(vec![caller(grant).limits(limits), probe()])
+        .await
+        .unwrap();
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    // A thousand calls of echo sharing 24 KiB of arguments: 24 MiB read
+    // (3 million fuel) and a thousand entries (a million more).
+    let outcome = run_in(
+        &host,
+        "call_huge",
+        json!({"name": "echo", "n": 1000, "bytes": 24 << 10}),
+        &env,
+    )
+    .await;
+    assert_eq!(err(&outcome), ErrorType::FuelExhausted, "{outcome:?}");
+    let said = heard.said.lock().unwrap().clone();
+    assert_eq!(said.len(), 32, "the first refusals are reported: {said:?}");
+    assert!(
+        said.iter()
+            .all(|s| s.contains("ran out of fuel before this call was made")),
+        "no call of the list ran: {said:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_tool_that_calls_tools_cannot_be_called_and_misspelt_grants_fail_the_load() {
     // Two callers: each may call the probe, neither the other; a glob
@@ -809,6 +844,10 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Logged {
 #[test]
 fn everything_of_a_callees_call_is_masked_with_the_callers_secrets_too() {
     const SECRET: &str = "caller-secret-5f1a9c";
+    // Longer than a schema's complaint may be, and with a character JSON
+    // escapes: masked before any cut, in the escaped form as well.
+    const JWT_START: &str = "eyJhbGciOi";
+    let jwt = format!("{JWT_START}\"{}", "x".repeat(300));
     let everything = Arc::new(Everything::default());
     let logged = Logged::default();
     let heard = everything.clone();
@@ -827,7 +866,8 @@ fn everything_of_a_callees_call_is_masked_with_the_callers_secrets_too() {
                     .grants(
                         Grants::none()
                             .call_tools(ToolCalls::new(callees).unwrap())
-                            .config("token", SECRET, true),
+                            .config("token", SECRET, true)
+                            .config("jwt", &jwt, true),
                     )
                     .limits(quick_limits()),
                 probe().approval(Approval::Always),
@@ -850,6 +890,7 @@ fn everything_of_a_callees_call_is_masked_with_the_callers_secrets_too() {
                 {"name": "fetch", "arguments": {"name": format!("http://{SECRET}.example/")}},
                 {"name": "echo", "arguments": {"text": "a", "times": SECRET}},
                 {"name": SECRET, "arguments": {}},
+                {"name": "echo", "arguments": {"text": "a", "times": jwt}},
             ]);
             let outcome = run_in(&host, "call_many", json!({"calls": calls}), &env).await;
             parsed(&outcome)
@@ -858,6 +899,7 @@ fn everything_of_a_callees_call_is_masked_with_the_callers_secrets_too() {
     let logged = logged.0.lock().unwrap().clone();
     for text in heard.iter().chain(&logged) {
         assert!(!text.contains(SECRET), "{text}");
+        assert!(!text.contains(JWT_START), "{text}");
     }
     let masked = |what: &str| {
         heard
@@ -880,6 +922,7 @@ fn everything_of_a_callees_call_is_masked_with_the_callers_secrets_too() {
         (4, "capability_denied"),
         (5, "invalid_arguments"),
         (6, "unknown_tool"),
+        (7, "invalid_arguments"),
     ] {
         assert_eq!(results[i]["err"], kind, "{results:?}");
         assert!(
