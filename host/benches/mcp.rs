@@ -155,6 +155,35 @@ async fn read_result(response: reqwest::Response) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// A bare HTTP server on a runtime of its own (two workers, as `toolhost
+/// serve` runs), answering every POST with calc's JSON-RPC result: axum
+/// parsing the request's JSON and writing the answer's, nothing else. What
+/// any Rust HTTP server costs on this machine, driven by the same client:
+/// the floor under "beyond the tool". Its URL.
+fn floor_http() -> String {
+    use axum::response::IntoResponse as _;
+    async fn answer(body: axum::body::Bytes) -> axum::response::Response {
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "content": [{"type": "text", "text": "42"}], "isError": false}});
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            answer.to_string(),
+        )
+            .into_response()
+    }
+    let (sender, address) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        common::runtime().block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            sender.send(listener.local_addr().unwrap()).unwrap();
+            let app = axum::Router::new().route("/mcp", axum::routing::post(answer));
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    format!("http://{}/mcp", address.recv().unwrap())
+}
+
 /// A server process, killed on drop.
 struct Server {
     child: Child,
@@ -545,6 +574,20 @@ fn main() {
             row(label, &figures, &mut rows);
             http.push(figures);
         }
+        // The floor: the same client against a server that does nothing.
+        let client = HttpClient::connect(&floor_http(), Era::Stateless2026).await;
+        let floor = measure(move |i| {
+            let client = client.clone();
+            async move {
+                client.call_calc(i).await;
+            }
+        })
+        .await;
+        row(
+            "bare axum server, canned answer (the HTTP floor)",
+            &floor,
+            &mut rows,
+        );
         // The same call through the plain HTTP API, for what MCP itself adds.
         let api = format!("{}/v1/tool_calls", url.trim_end_matches("/mcp"));
         let http_client = reqwest::Client::new();
@@ -622,6 +665,10 @@ fn main() {
             best / python_http.sixteen
         );
         println!(
+            "  bare axum server calls/s / Python MCPServer HTTP, 16 clients {:.1}x (the most any server reaches with this client here)",
+            floor.sixteen / python_http.sixteen
+        );
+        println!(
             "  toolhost stdio calls/s / Python MCPServer stdio, 16 clients {:.1}x",
             stdio.sixteen / python_stdio.sixteen
         );
@@ -668,6 +715,16 @@ fn main() {
             100.0,
             true,
             fmt_us(overhead),
+        );
+        // What toolhost itself adds over HTTP, beyond what the bare server
+        // costs on this machine (the floor): the part this design can cut.
+        let own = http[0].p50 - floor.p50 - in_process.p50;
+        target(
+            "HTTP beyond the tool and the HTTP floor < 100 µs p50",
+            own,
+            100.0,
+            true,
+            format!("{} (floor {})", fmt_us(own), fmt_us(floor.p50)),
         );
         target(
             "stdio beyond the tool ≤ 100 µs p50",

@@ -189,14 +189,16 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
     let mut read = 0usize;
     let mut admitted = Vec::with_capacity(lazy.len());
     for call in &lazy {
-        admitted.push(admit(cx, &*caller, call, &mut read)?);
+        match admit(cx, &*caller, call, &mut read) {
+            Ok(call) => admitted.push(call),
+            Err(unreadable) => {
+                give_back_all(&*caller, admitted, &unreadable_list());
+                return Err(unreadable);
+            }
+        }
     }
     if let Err(out_of_fuel) = charge(cx, read, lazy.len()) {
-        // Nothing of the list runs: each call admitted is given back,
-        // reported refused, and the caller stops where it is, out of fuel.
-        for (number, name, _) in admitted.into_iter().flatten() {
-            caller.give_back(number, &name, out_of_fuel.clone());
-        }
+        give_back_all(&*caller, admitted, &out_of_fuel);
         return Err(wasmtime::Trap::OutOfFuel.into());
     }
     // Each call on a task of its own, so that calls run on every core;
@@ -228,20 +230,39 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
     while let Some(done) = running.join_next().await {
         let (i, mut result) =
             done.map_err(|e| wasmtime::Error::msg(format!("a tool call failed: {e}")))?;
-        if let Ok(output) = &mut result {
-            // The artifact is the application's, never the program's.
-            output.artifact = None;
-            let size = size_of_output(output);
-            held = held.saturating_add(size);
-            if held > room {
-                // Dropped, so not held: later, smaller results may fit.
-                held -= size;
-                result = Err(CallError::new(
-                    ErrorType::MemoryExhausted,
-                    format!(
-                        "the results of this call would hold more than half the memory the caller has left ({room} bytes) together; make fewer calls at once, calls that return less, or hold less yourself"
-                    ),
-                ));
+        let too_much = || {
+            format!(
+                "the results of this call would hold more than half the memory the caller has left ({room} bytes) together; make fewer calls at once, calls that return less, or hold less yourself"
+            )
+        };
+        match &mut result {
+            Ok(output) => {
+                // The artifact is the application's, never the program's.
+                output.artifact = None;
+                let size = size_of_output(output);
+                held = held.saturating_add(size);
+                if held > room {
+                    // Dropped, so not held: later, smaller results may fit.
+                    held -= size;
+                    result = Err(CallError::new(ErrorType::MemoryExhausted, too_much()));
+                }
+            }
+            // A callee's error is held too (its message may be as long as
+            // a result); one that does not fit is cut to a few lines, its
+            // kind kept. It was masked already, so a cut leaves no part of
+            // a secret.
+            Err(error) => {
+                let size = error_size(error);
+                held = held.saturating_add(size);
+                if held > room {
+                    held -= size;
+                    error.message = format!(
+                        "{} (cut: {})",
+                        clip(&error.message, MAX_CUT_ERROR),
+                        too_much()
+                    );
+                    held = held.saturating_add(error_size(error));
+                }
             }
         }
         // The caller's progress counts the calls that end.
@@ -316,7 +337,13 @@ fn admit(
         Err(error) => return refuse(&name, error),
     };
     let give_back = |error: CallError| Ok(Err(caller.give_back(number, &name, error)));
-    let arguments = call.arguments.to_str(cx)?;
+    let arguments = match call.arguments.to_str(cx) {
+        Ok(arguments) => arguments,
+        Err(unreadable) => {
+            caller.give_back(number, &name, unreadable_list());
+            return Err(unreadable);
+        }
+    };
     *read = read.saturating_add(arguments.len());
     if arguments.len() > most {
         let error = invalid(format!(
@@ -330,6 +357,28 @@ fn admit(
         return give_back(over(*read));
     }
     Ok(Ok((number, name.into_owned(), arguments.into_owned())))
+}
+
+/// Give back every call of `admitted` (none of them will run) with
+/// `error`, each reported refused: the list stops the caller before any
+/// of its calls is made.
+fn give_back_all(
+    caller: &dyn ToolCaller,
+    admitted: Vec<Result<(u32, String, String), CallError>>,
+    error: &CallError,
+) {
+    for (number, name, _) in admitted.into_iter().flatten() {
+        caller.give_back(number, &name, error.clone());
+    }
+}
+
+/// What each admitted call of a list the host could not read (a name or
+/// arguments not UTF-8) is refused with: the caller traps.
+fn unreadable_list() -> CallError {
+    CallError::new(
+        ErrorType::InvalidArguments,
+        "the calling tool passed a list the host could not read (a name or arguments not UTF-8), so no call of it was made",
+    )
 }
 
 /// Charge the caller fuel for the host's work on a list of `calls` whose
@@ -354,12 +403,15 @@ fn charge(cx: &mut Cx<'_>, read: usize, calls: usize) -> Result<(), CallError> {
     };
     let _ = cx.set_fuel(fuel.saturating_sub(cost));
     if cost > fuel {
-        return Err(CallError::new(
-            ErrorType::FuelExhausted,
+        // The caller's budget, not the callee's fuel: the callee never ran.
+        let mut error = CallError::new(
+            ErrorType::CapabilityDenied,
             format!(
                 "the calling tool ran out of fuel before this call was made: reading its list of {calls} calls ({read} bytes of names and arguments) cost {cost} fuel, and it had {fuel} left"
             ),
-        ));
+        );
+        error.tool_kind = Some("budget_exhausted".to_owned());
+        return Err(error);
     }
     Ok(())
 }
@@ -396,6 +448,16 @@ fn to_wit_error(error: CallError) -> wit::ToolError {
 /// on the host and once copied into the caller: its record, pointers and
 /// lengths. Counted so that many empty blocks are not free.
 const BLOCK_OVERHEAD: usize = 64;
+
+/// How much of a callee's error message is kept when the results of a list
+/// would not fit otherwise.
+const MAX_CUT_ERROR: usize = 200;
+
+/// The bytes a callee's error holds until the caller reads it.
+fn error_size(error: &CallError) -> u64 {
+    let kind = error.tool_kind.as_ref().map_or(0, String::len);
+    u64::try_from(BLOCK_OVERHEAD + error.message.len() + kind).unwrap_or(u64::MAX)
+}
 
 /// About the bytes an output holds: every string and byte buffer, and
 /// [`BLOCK_OVERHEAD`] per block and per result.

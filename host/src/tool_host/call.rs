@@ -223,7 +223,8 @@ impl ToolHost {
 
     /// The call's arguments as logged: masked with the call's masker
     /// ([`ToolHost::masker`]) after decoding (so an escaped copy of a
-    /// secret is caught too), then cut to [`MAX_LOGGED_ARGUMENTS`]
+    /// secret is caught too; the text logged is then the value written out
+    /// again, not the bytes sent), then cut to [`MAX_LOGGED_ARGUMENTS`]
     /// characters.
     fn logged_arguments(&self, call: &ToolCall, entry: Option<&Entry>, side: &CallSide) -> String {
         use crate::tool_call::Arguments;
@@ -234,13 +235,26 @@ impl ToolHost {
         let Some(masker) = self.masker(entry, side) else {
             return clip(&raw(), MAX_LOGGED_ARGUMENTS);
         };
-        let masked = match call.arguments.parse() {
-            Ok(mut value) => {
+        let raw = raw();
+        // Decoded only when the tool accepts arguments that large: the
+        // dispatcher refuses larger ones unparsed, and the log must not
+        // cost more than the call. Text that is not decoded is masked as
+        // it is (escaped forms included).
+        let limit = entry.map_or(0, |entry| {
+            self.inner.slots[entry.component]
+                .config
+                .limits
+                .max_arguments
+        });
+        let decoded = (raw.len() <= limit)
+            .then(|| serde_json::from_str::<Value>(&raw).ok())
+            .flatten();
+        let masked = match decoded {
+            Some(mut value) => {
                 masker.mask_json(&mut value);
                 value.to_string()
             }
-            // Not JSON (the dispatcher refuses it): masked as text.
-            Err(_) => masker.redact(raw()).into_string(),
+            None => masker.redact(raw).into_string(),
         };
         clip(&masked, MAX_LOGGED_ARGUMENTS)
     }

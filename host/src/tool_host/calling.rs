@@ -248,6 +248,13 @@ pub(super) fn code_mode(host: &ToolHost) -> Option<Vec<&ToolSpec>> {
 /// `serve`'s metrics count a model's call of an unknown name).
 const UNKNOWN_TOOL: &str = "(unknown)";
 
+/// The most characters of a calling call's id its calls' ids (`ID/n`)
+/// and its relayed progress carry: the id is the client's, of any length,
+/// and is copied for each call the program makes and each report, so a
+/// client's 4 MiB id would cost the host that much per call. The ids are
+/// labels; nothing is looked up by them.
+const MAX_CALLER_ID: usize = 128;
+
 /// Refused calls of one calling call reported to its observer; the rest
 /// are answered and counted (`CallObserver::refused_unreported`), not
 /// reported.
@@ -292,7 +299,7 @@ impl InnerCalls {
             at_once: Arc::new(Semaphore::new(callees.grant.at_once() as usize)),
             callees,
             env: env.clone(),
-            caller_id: call_id.to_owned(),
+            caller_id: clip(call_id, MAX_CALLER_ID),
             caller_tool: tool.to_owned(),
             progress,
         }
@@ -406,10 +413,17 @@ impl ToolCaller for InnerCalls {
             self.progress.as_ref(),
         );
         Box::pin(async move {
+            // Reported however the call ends: dropped with its caller (the
+            // caller's deadline, a stop, a cancel) before it ended too.
+            let mut report = Unended {
+                observer: env.observer.clone(),
+                id: Some((id.clone(), name.clone())),
+            };
             // Never closed.
             let _turn = at_once.acquire_owned().await;
             let call = ToolCall::with_raw_arguments(id, name, arguments);
             let outcome = host.call_masked(found, call, &env, masking).await.outcome;
+            report.id = None;
             if let Some(observer) = &env.observer {
                 observer.called(&outcome);
             }
@@ -449,6 +463,31 @@ impl InnerCalls {
             }
         }
         error
+    }
+}
+
+/// A call a program made, reported to `observer` as stopped if it is
+/// dropped before it ends: the calling call ended first, and took it with
+/// it.
+struct Unended {
+    observer: Option<Arc<dyn CallObserver>>,
+    /// The call's id and tool while it has not ended.
+    id: Option<(String, String)>,
+}
+
+impl Drop for Unended {
+    fn drop(&mut self) {
+        let (Some(observer), Some((id, tool))) = (&self.observer, self.id.take()) else {
+            return;
+        };
+        observer.called(&Outcome::error(
+            id,
+            tool,
+            CallError::new(
+                ErrorType::Timeout,
+                "stopped because the call that made it ended first (its deadline, a stop or a cancel); it may have done part of its work",
+            ),
+        ));
     }
 }
 
@@ -567,7 +606,7 @@ impl CallerProgress {
     pub(super) fn new(outer: Arc<dyn CallObserver>, call_id: &str, tool: &str) -> Self {
         Self {
             outer,
-            call_id: call_id.to_owned(),
+            call_id: clip(call_id, MAX_CALLER_ID),
             tool: tool.to_owned(),
             state: Mutex::default(),
         }

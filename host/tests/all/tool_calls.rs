@@ -467,7 +467,8 @@ async fn reading_a_list_is_paid_in_the_callers_fuel() {
 
 /// Issue 28: a list whose reading costs more fuel than the caller has left
 /// runs none of its calls, though each was admitted: every one is refused
-/// `fuel_exhausted`, and the caller stops, out of fuel.
+/// `budget_exhausted` (the callee never ran), and the caller stops, out of
+/// fuel.
 #[tokio::test]
 async fn a_list_the_caller_cannot_pay_for_runs_none_of_its_calls() {
     let limits = quick_limits()
@@ -497,6 +498,14 @@ async fn a_list_the_caller_cannot_pay_for_runs_none_of_its_calls() {
         said.iter()
             .all(|s| s.contains("ran out of fuel before this call was made")),
         "no call of the list ran: {said:?}"
+    );
+    let kinds = heard.kinds.lock().unwrap().clone();
+    assert!(
+        kinds.len() == 32
+            && kinds
+                .iter()
+                .all(|k| k == "capability_denied:budget_exhausted"),
+        "refused as the caller's budget, not the callee's fuel: {kinds:?}"
     );
 }
 
@@ -595,7 +604,9 @@ async fn the_whole_tree_ends_by_the_callers_deadline() {
                 json!({"calls": [{"name": name, "arguments": arguments}]}),
             ),
         ] {
-            let outcome = run(&host, tool, args).await;
+            let heard = Arc::new(Heard::default());
+            let env = CallOptions::default().observer(heard.clone());
+            let outcome = run_in(&host, tool, args, &env).await;
             assert_eq!(
                 err(&outcome),
                 ErrorType::Timeout,
@@ -611,8 +622,110 @@ async fn the_whole_tree_ends_by_the_callers_deadline() {
             })
             .await;
             assert!(freed.is_ok(), "{tool} {name}: the callee still runs");
+            // The call that was stopped is reported, as every call is.
+            let reported = tokio::time::timeout(Duration::from_secs(30), async {
+                while heard.said.lock().unwrap().is_empty() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await;
+            assert!(reported.is_ok(), "{tool} {name}: the call is not reported");
+            let said = heard.said.lock().unwrap().clone();
+            assert_eq!(said.len(), 1, "{said:?}");
+            assert!(
+                said[0].contains("the call that made it ended first"),
+                "{said:?}"
+            );
+            assert_eq!(heard.ids(), ["outer/1"]);
         }
     }
+}
+
+/// Issue 28: a client's call id of any length costs a program's calls a
+/// label of at most 128 characters each, not a copy of the id.
+#[tokio::test]
+async fn the_ids_of_a_programs_calls_carry_at_most_128_characters_of_the_callers() {
+    let host = host_calling(&["echo"]).await;
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    let id = "i".repeat(1 << 20);
+    let calls = json!({"calls": [
+        {"name": "echo", "arguments": {"text": "a", "times": 1}},
+        {"name": "nope", "arguments": {}},
+    ]});
+    let outcome = host
+        .call(ToolCall::new(id.as_str(), "call_many", calls))
+        .options(&env)
+        .await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(outcome.call_id.len(), 1 << 20, "the call keeps its own id");
+    let ids = heard.ids();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    for id in ids {
+        assert!(id.chars().count() <= 128 + 3, "{} characters", id.len());
+        assert!(id.starts_with("iii") && (id.ends_with("…/1") || id.ends_with("…/2")));
+    }
+}
+
+/// Issue 28: a list the host cannot read (arguments that are not UTF-8,
+/// which only a hand-written component can pass) traps its caller, and
+/// every call of it admitted before is reported refused, none run.
+#[tokio::test]
+async fn a_list_the_host_cannot_read_runs_none_of_its_calls() {
+    let host = host_calling(&["echo"]).await;
+    let heard = Arc::new(Heard::default());
+    let env = CallOptions::default().observer(heard.clone());
+    let outcome = run_in(
+        &host,
+        "call_huge",
+        json!({"name": "echo", "n": 3, "bytes": 1, "bad_last": true}),
+        &env,
+    )
+    .await;
+    assert_eq!(err(&outcome), ErrorType::Trap, "{outcome:?}");
+    let said = heard.said.lock().unwrap().clone();
+    assert_eq!(said.len(), 3, "each call numbered is reported: {said:?}");
+    assert!(
+        said.iter().all(|s| s.contains("could not read")),
+        "{said:?}"
+    );
+    let mut ids = heard.ids();
+    ids.sort();
+    assert_eq!(ids, ["outer/1", "outer/2", "outer/3"]);
+}
+
+/// Issue 28: a callee's errors are held until the caller reads them, as its
+/// results are: past half the memory the caller has left, an error is cut
+/// short (its kind kept) rather than copied whole into a caller that would
+/// trap on it.
+#[tokio::test]
+async fn the_errors_of_a_list_count_against_the_callers_memory_too() {
+    // Output room for the first error whole, which the probe returns too.
+    let limits = quick_limits()
+        .with_memory(24 << 20)
+        .unwrap()
+        .with_max_output(1 << 20)
+        .unwrap();
+    let grant = ToolCalls::new(["env"]).unwrap().max_calls(1000).unwrap();
+    let host = load(vec![caller(grant).limits(limits), probe()])
+        .await
+        .unwrap();
+    // Each error quotes its 32 KiB name (the callee's 32 KiB of output):
+    // 32 MiB of errors in all, nearly three times half of what the caller
+    // has left.
+    let result = parsed(
+        &run(
+            &host,
+            "call_huge",
+            json!({"name": "env", "n": 1000, "bytes": 32 << 10, "key": "name"}),
+        )
+        .await,
+    );
+    assert_eq!(result["refused"], 1000, "{result}");
+    let cut = result["last_error"].as_str().unwrap();
+    assert!(cut.starts_with("not_found: xxx"), "the kind is kept: {cut}");
+    assert!(cut.contains("(cut: the results of this call"), "{cut}");
+    assert!(cut.len() < 1024, "{} bytes", cut.len());
 }
 
 #[tokio::test]
@@ -720,6 +833,8 @@ struct Heard {
     tools: Mutex<Vec<String>>,
     /// What each call that ended said.
     said: Mutex<Vec<String>>,
+    /// The kind (and code) each call that failed ended with.
+    kinds: Mutex<Vec<String>>,
     progress: Mutex<Vec<(f64, String)>>,
 }
 
@@ -744,6 +859,13 @@ impl CallObserver for Heard {
         self.called.lock().unwrap().push(outcome.call_id.clone());
         self.tools.lock().unwrap().push(outcome.tool.clone());
         self.said.lock().unwrap().push(outcome.content());
+        if let Err(error) = &outcome.result {
+            let code = error.tool_kind.as_deref().unwrap_or_default();
+            self.kinds
+                .lock()
+                .unwrap()
+                .push(format!("{}:{code}", error.kind));
+        }
     }
 }
 

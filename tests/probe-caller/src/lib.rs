@@ -45,6 +45,12 @@ struct Huge {
     /// long for the call's own arguments).
     #[serde(default)]
     name_bytes: u32,
+    /// The one key of the shared arguments (`pad` when not given).
+    #[serde(default)]
+    key: Option<String>,
+    /// Point the last entry's arguments at bytes that are not UTF-8.
+    #[serde(default)]
+    bad_last: bool,
 }
 
 /// Each result as JSON: `{"ok": TEXT, "structured": …}` or `{"err": KIND, "message": …}`.
@@ -103,13 +109,15 @@ fn call_repeat(args: Repeat) -> Result<Output, ToolError> {
 /// `bytes`-long arguments buffer, passed through the raw import: what the
 /// generated bindings (which own each string) cannot build.
 fn call_huge(args: Huge) -> Result<Output, ToolError> {
-    let shared = format!("{{\"pad\":\"{}\"}}", "x".repeat(args.bytes as usize));
+    let key = args.key.as_deref().unwrap_or("pad");
+    let shared = format!("{{\"{key}\":\"{}\"}}", "x".repeat(args.bytes as usize));
     let name = if args.name_bytes > 0 {
         "x".repeat(args.name_bytes as usize)
     } else {
         args.name.clone()
     };
-    let (results, refused, first, last) = raw::call_tools(&name, &shared, args.n as usize);
+    let (results, refused, first, last) =
+        raw::call_tools(&name, &shared, args.n as usize, args.bad_last);
     Ok(Output::text(
         json!({"results": results, "refused": refused, "first_error": first, "last_error": last})
             .to_string(),
@@ -151,14 +159,20 @@ mod raw {
         name: &str,
         arguments: &str,
         n: usize,
+        bad_last: bool,
     ) -> (usize, usize, Option<String>, Option<String>) {
+        const NOT_UTF8: [u8; 2] = [0xff, 0xfe];
         let entry = [
             name.as_ptr() as u32,
             name.len() as u32,
             arguments.as_ptr() as u32,
             arguments.len() as u32,
         ];
-        let list: Vec<[u32; 4]> = vec![entry; n];
+        let mut list: Vec<[u32; 4]> = vec![entry; n];
+        if let (true, Some(last)) = (bad_last, list.last_mut()) {
+            last[2] = NOT_UTF8.as_ptr() as u32;
+            last[3] = NOT_UTF8.len() as u32;
+        }
         let mut ret = Ret([0; 8]);
         // SAFETY: the list's entries point at strings that outlive the call.
         unsafe { call_tools_raw(list.as_ptr() as i32, n as i32, ret.0.as_mut_ptr() as i32) };
@@ -190,6 +204,7 @@ mod raw {
         _: &str,
         _: &str,
         _: usize,
+        _: bool,
     ) -> (usize, usize, Option<String>, Option<String>) {
         unreachable!("a guest probe")
     }
