@@ -9,7 +9,7 @@
 //! once, its deadline (whose clock stands still while a callee waits for a
 //! person), and the ids that tie each call to it (`CALLER_ID/1`, `/2`, …).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -249,10 +249,10 @@ pub(super) fn code_mode(host: &ToolHost) -> Option<Vec<&ToolSpec>> {
 const UNKNOWN_TOOL: &str = "(unknown)";
 
 /// The most characters of a calling call's id its calls' ids (`ID/n`)
-/// and its relayed progress carry: the id is the client's, of any length,
-/// and is copied for each call the program makes and each report, so a
-/// client's 4 MiB id would cost the host that much per call. The ids are
-/// labels; nothing is looked up by them.
+/// carry: the id is the client's, of any length, and is copied for each
+/// call the program makes (up to `max_calls`, and refusals without end),
+/// so a client's 4 MiB id would cost the host that much per call. The ids
+/// are labels; nothing is looked up by them.
 const MAX_CALLER_ID: usize = 128;
 
 /// Refused calls of one calling call reported to its observer; the rest
@@ -277,6 +277,49 @@ pub(super) struct InnerCalls {
     caller_tool: String,
     /// The caller's progress, which its callees' reports join.
     progress: Option<Arc<CallerProgress>>,
+    /// The calls made that have not ended, by number. Each is reported
+    /// once: by itself when it ends, or, when the calling call ends first
+    /// (its deadline, a stop, a cancel) and drops this, as stopped, before
+    /// the calling call's own outcome is known.
+    open: Arc<Mutex<BTreeMap<u32, Open>>>,
+}
+
+/// A call a program made that has not ended.
+struct Open {
+    tool: String,
+    /// Where it is reported.
+    observer: Option<Arc<dyn CallObserver>>,
+    /// It had its turn (`concurrency`) and reached the dispatcher.
+    started: bool,
+}
+
+/// The calls of one calling call that have not ended.
+fn lock_open(open: &Mutex<BTreeMap<u32, Open>>) -> std::sync::MutexGuard<'_, BTreeMap<u32, Open>> {
+    open.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Drop for InnerCalls {
+    /// Report each call still open as stopped: the calling call ended
+    /// first, and its calls' tasks are being aborted.
+    fn drop(&mut self) {
+        let open = std::mem::take(&mut *lock_open(&self.open));
+        for (number, call) in open {
+            let Some(observer) = call.observer else {
+                continue;
+            };
+            let message = if call.started {
+                "stopped because the call that made it ended first (its deadline, a stop or a cancel); it may have done part of its work"
+            } else {
+                "never started: the call that made it ended first (its deadline, a stop or a cancel) while this call waited for its turn"
+            };
+            observer.called(&Outcome::error(
+                format!("{}/{number}", self.caller_id),
+                call.tool,
+                CallError::new(ErrorType::Timeout, message),
+            ));
+        }
+    }
 }
 
 impl InnerCalls {
@@ -302,6 +345,7 @@ impl InnerCalls {
             caller_id: clip(call_id, MAX_CALLER_ID),
             caller_tool: tool.to_owned(),
             progress,
+            open: Arc::default(),
         }
     }
 
@@ -412,19 +456,28 @@ impl ToolCaller for InnerCalls {
             masking.clone(),
             self.progress.as_ref(),
         );
-        Box::pin(async move {
-            // Reported however the call ends: dropped with its caller (the
-            // caller's deadline, a stop, a cancel) before it ended too.
-            let mut report = Unended {
+        // Open from here, before its task first runs: a task aborted
+        // unpolled is reported too.
+        let open = self.open.clone();
+        lock_open(&open).insert(
+            number,
+            Open {
+                tool: name.clone(),
                 observer: env.observer.clone(),
-                id: Some((id.clone(), name.clone())),
-            };
+                started: false,
+            },
+        );
+        Box::pin(async move {
             // Never closed.
             let _turn = at_once.acquire_owned().await;
+            if let Some(call) = lock_open(&open).get_mut(&number) {
+                call.started = true;
+            }
             let call = ToolCall::with_raw_arguments(id, name, arguments);
             let outcome = host.call_masked(found, call, &env, masking).await.outcome;
-            report.id = None;
-            if let Some(observer) = &env.observer {
+            // Unless its caller ended first and reported it stopped.
+            let still_open = lock_open(&open).remove(&number).is_some();
+            if let (true, Some(observer)) = (still_open, &env.observer) {
                 observer.called(&outcome);
             }
             outcome.result
@@ -463,31 +516,6 @@ impl InnerCalls {
             }
         }
         error
-    }
-}
-
-/// A call a program made, reported to `observer` as stopped if it is
-/// dropped before it ends: the calling call ended first, and took it with
-/// it.
-struct Unended {
-    observer: Option<Arc<dyn CallObserver>>,
-    /// The call's id and tool while it has not ended.
-    id: Option<(String, String)>,
-}
-
-impl Drop for Unended {
-    fn drop(&mut self) {
-        let (Some(observer), Some((id, tool))) = (&self.observer, self.id.take()) else {
-            return;
-        };
-        observer.called(&Outcome::error(
-            id,
-            tool,
-            CallError::new(
-                ErrorType::Timeout,
-                "stopped because the call that made it ended first (its deadline, a stop or a cancel); it may have done part of its work",
-            ),
-        ));
     }
 }
 
@@ -606,7 +634,9 @@ impl CallerProgress {
     pub(super) fn new(outer: Arc<dyn CallObserver>, call_id: &str, tool: &str) -> Self {
         Self {
             outer,
-            call_id: clip(call_id, MAX_CALLER_ID),
+            // Whole, as the caller's own reports carry it: relays are
+            // bounded in number as those are.
+            call_id: call_id.to_owned(),
             tool: tool.to_owned(),
             state: Mutex::default(),
         }

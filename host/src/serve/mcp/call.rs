@@ -94,6 +94,11 @@ impl McpServer {
             result = run => result,
             () = context.ct.cancelled() => {
                 tracing::info!(tool = %tool.spec().name, "call cancelled by the client");
+                // Nothing more of the call reaches the client: its
+                // callees' tasks may still be ending.
+                if let Some(forwarding) = forwarding {
+                    forwarding.abort();
+                }
                 return Err(ErrorData::internal_error("the request was cancelled", None));
             }
         };

@@ -62,6 +62,11 @@ pub(crate) struct TaskAsker {
     run: u32,
     /// Questions asked so far, for their keys.
     asked: AtomicU32,
+    /// One question at a time: the record holds one pending question, and
+    /// a program's calls may ask at once (code mode). A second question
+    /// waits for the first to be answered (or given up) before it is put,
+    /// so neither overwrites the other or its answer.
+    turn: tokio::sync::Mutex<()>,
 }
 
 impl TaskAsker {
@@ -72,6 +77,7 @@ impl TaskAsker {
             id,
             run,
             asked: AtomicU32::new(0),
+            turn: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -123,6 +129,8 @@ fn answered<'r>(record: &'r Record, key: &str) -> Option<&'r Reply> {
 impl Asker for TaskAsker {
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
+            // Held until the question is answered and taken back.
+            let _turn = self.turn.lock().await;
             let n = self.asked.fetch_add(1, Ordering::Relaxed) + 1;
             let pending = Pending {
                 key: format!("r{}q{n}", self.run),

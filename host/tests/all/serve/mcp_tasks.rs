@@ -259,6 +259,69 @@ async fn mcp_2026_a_question_inside_a_task_is_input_required_and_tasks_update_an
     );
 }
 
+/// Issue 28: a program in a task whose calls ask at once (code mode) has
+/// its questions put one at a time, each answered in turn: neither
+/// overwrites the other, nor the other's answer.
+#[tokio::test]
+async fn mcp_2026_questions_a_programs_calls_ask_at_once_in_a_task_are_asked_in_turn() {
+    let manifest = format!(
+        "[[tool]]\ncomponent = '{}'\ncall_tools = ['ask_confirm']\ntask_support = \"optional\"\n\
+         limits = {{ timeout = \"120s\" }}\n\n\
+         [[tool]]\ncomponent = '{}'\nlimits = {{ timeout = \"120s\" }}\n\n{PRINCIPALS}",
+        component("probe-caller").display(),
+        component("probe").display(),
+    );
+    let server = Server::start_with_env(&manifest, &[], &TOKENS);
+    let calls = json!({"calls": [
+        {"name": "ask_confirm", "arguments": {"question": "first?"}},
+        {"name": "ask_confirm", "arguments": {"question": "second?"}},
+    ]});
+    let id = start_task(&server, "call_many", calls).await;
+    let mut answered = Vec::new();
+    for _ in 0..2 {
+        // The next question: one pending at a time, never one answered.
+        let start = Instant::now();
+        let (key, message) = loop {
+            let task = get(&server, ALICE, &id).await["result"].clone();
+            let pending: Vec<(String, Value)> = task["inputRequests"]
+                .as_object()
+                .map(|requests| {
+                    requests
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert!(pending.len() <= 1, "one question at a time: {task}");
+            if let Some((key, request)) = pending.into_iter().next()
+                && !answered.contains(&key)
+            {
+                break (key, request["params"]["message"].to_string());
+            }
+            assert!(start.elapsed() < WAIT, "no next question: {task}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(
+            message.contains("first?") || message.contains("second?"),
+            "{message}"
+        );
+        let mut responses = serde_json::Map::new();
+        responses.insert(
+            key.clone(),
+            json!({"action": "accept", "content": {"confirm": true}}),
+        );
+        let answer = json!({"taskId": id, "inputResponses": responses});
+        let reply = request(&server, ALICE, true, "tasks/update", answer).await;
+        assert_eq!(reply["result"]["resultType"], "complete", "{reply}");
+        answered.push(key);
+    }
+    let task = wait_for(&server, &id, "completed").await;
+    let text = task["result"]["content"][0]["text"].as_str().unwrap();
+    let results: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(results[0]["ok"], "confirm=true", "{results}");
+    assert_eq!(results[1]["ok"], "confirm=true", "{results}");
+}
+
 #[tokio::test]
 async fn mcp_2026_a_declined_question_inside_a_task_reaches_the_tool_as_declined() {
     let server = start();
