@@ -22,7 +22,9 @@
 //! component's instances are made at call time from then on, as with
 //! `ready = 0`, its calls report any failure as their own, and the log says
 //! why once. Where instantiating is quick (most Rust and C tools) and
-//! `ready = "auto"`, making ahead does not pay, and stops too.
+//! `ready = "auto"`, making ahead does not pay, and stops too: timed on
+//! the instances made to replace those calls took, not on the first ones,
+//! made while the host starts and shares the cores with its loading.
 //!
 //! Calls come first in the instance pool ([`Pool`]): while one waits for
 //! room, no instance is made ahead and those made give their slots up.
@@ -66,8 +68,16 @@ pub(super) struct Ready {
     /// are unfit to be made ahead, too quick to make for it to pay, or the
     /// component is gone.
     stopped: AtomicBool,
-    /// The quickest of the first [`TRIALS`] instantiations.
+    /// The quickest of the first [`TRIALS`] instantiations made to
+    /// replace one a call took.
     trials: Mutex<(u32, Duration)>,
+    /// A call has taken an instance: those made since are timed. The first
+    /// ones, made as the host starts, are not: they share the cores with
+    /// the other components loading (a Python one takes the cores for a
+    /// fifth of a second) and with first touches of the pool's memory, and
+    /// would make instantiating a quick tool look slow, keeping it made
+    /// ahead, where every call then wakes a task on another thread.
+    warm: AtomicBool,
 }
 
 /// Instantiations timed before deciding whether making ahead pays.
@@ -92,6 +102,7 @@ impl Ready {
             wake: Notify::new(),
             stopped: AtomicBool::new(want == 0),
             trials: Mutex::new((0, Duration::MAX)),
+            warm: AtomicBool::new(false),
         }
     }
 
@@ -102,7 +113,11 @@ impl Ready {
         if self.stopped.load(Ordering::Relaxed) {
             return None;
         }
-        self.lock().pop()
+        let taken = self.lock().pop();
+        if taken.is_some() {
+            self.warm.store(true, Ordering::Relaxed);
+        }
+        taken
     }
 
     /// Drop `store`, whose call is over, in the background, and make the
@@ -143,11 +158,12 @@ impl Ready {
         }
     }
 
-    /// Note that making an instance took `took`. Returns the quickest of
-    /// the trials once they are done, when making ahead does not pay.
+    /// Note that making an instance took `took` (counted once a call has
+    /// taken one). Returns the quickest of the trials once they are done,
+    /// when making ahead does not pay.
     pub(super) fn timed(&self, took: Duration) -> Option<Duration> {
         let mut trials = locked(&self.trials);
-        if !self.measured || trials.0 >= TRIALS {
+        if !self.measured || !self.warm.load(Ordering::Relaxed) || trials.0 >= TRIALS {
             return None;
         }
         trials.0 += 1;
@@ -267,5 +283,35 @@ pub(super) struct Waiting<'a>(&'a Pool);
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_instances_made_after_a_call_took_one_are_timed() {
+        let quick = Duration::from_micros(4);
+        let ready = Ready::new(2, true);
+        // The first fill, as the host starts: never decides.
+        for _ in 0..TRIALS * 2 {
+            assert_eq!(ready.timed(Duration::from_millis(1)), None);
+        }
+        ready.warm.store(true, Ordering::Relaxed);
+        for _ in 1..TRIALS {
+            assert_eq!(ready.timed(quick), None);
+        }
+        assert_eq!(ready.timed(quick), Some(quick), "quick: made at call time");
+        // Slow to make: kept ahead.
+        let slow = Ready::new(2, true);
+        slow.warm.store(true, Ordering::Relaxed);
+        for _ in 0..TRIALS {
+            assert_eq!(slow.timed(PAYS_FROM * 2), None);
+        }
+        // Not measured (`ready` set): never decides.
+        let set = Ready::new(2, false);
+        set.warm.store(true, Ordering::Relaxed);
+        assert_eq!(set.timed(quick), None);
     }
 }
