@@ -249,10 +249,11 @@ pub(super) fn code_mode(host: &ToolHost) -> Option<Vec<&ToolSpec>> {
 const UNKNOWN_TOOL: &str = "(unknown)";
 
 /// The most characters of a calling call's id its calls' ids (`ID/n`)
-/// carry: the id is the client's, of any length, and is copied for each
-/// call the program makes (up to `max_calls`, and refusals without end),
-/// so a client's 4 MiB id would cost the host that much per call. The ids
-/// are labels; nothing is looked up by them.
+/// and its relayed progress carry, as its own log lines and progress do:
+/// the id is the client's, of any length, and is copied for each call the
+/// program makes (up to `max_calls`, and refusals without end) and each
+/// report, so a client's 4 MiB id would cost the host that much per call.
+/// The ids are labels; nothing is looked up by them.
 const MAX_CALLER_ID: usize = 128;
 
 /// Refused calls of one calling call reported to its observer; the rest
@@ -476,10 +477,14 @@ impl ToolCaller for InnerCalls {
             let call = ToolCall::with_raw_arguments(id, name, arguments);
             let outcome = host.call_masked(found, call, &env, masking).await.outcome;
             // Unless its caller ended first and reported it stopped.
-            let still_open = lock_open(&open).remove(&number).is_some();
-            if let (true, Some(observer)) = (still_open, &env.observer) {
+            // Reported under the lock: the caller's end, which takes what
+            // is open under it, then waits for this report, and so does
+            // the caller's own outcome. (Observers return at once.)
+            let mut open = lock_open(&open);
+            if let (Some(_), Some(observer)) = (open.remove(&number), &env.observer) {
                 observer.called(&outcome);
             }
+            drop(open);
             outcome.result
         })
     }
@@ -634,9 +639,10 @@ impl CallerProgress {
     pub(super) fn new(outer: Arc<dyn CallObserver>, call_id: &str, tool: &str) -> Self {
         Self {
             outer,
-            // Whole, as the caller's own reports carry it: relays are
-            // bounded in number as those are.
-            call_id: call_id.to_owned(),
+            // Cut as the caller's own reports cut it (`CallInfo`): one
+            // sequence, one id, and a client's long id is not copied whole
+            // into each relay.
+            call_id: clip(call_id, MAX_CALLER_ID),
             tool: tool.to_owned(),
             state: Mutex::default(),
         }
