@@ -54,6 +54,12 @@ fn parsed(outcome: &Outcome) -> Value {
     serde_json::from_str(&ok(outcome)).expect("the probe answers JSON")
 }
 
+/// What the probe-caller's `call_huge` reports of the one list it passed
+/// (`args`: its entries' shared name and arguments, and how many).
+async fn call_huge(host: &ToolHost, args: Value) -> Value {
+    parsed(&run(host, "call_huge", args).await)
+}
+
 #[tokio::test]
 async fn a_granted_call_runs_through_the_dispatcher_and_is_reported_to_the_observer() {
     let host = host_calling(&["echo", "struct*"]).await;
@@ -392,14 +398,7 @@ async fn lists_only_a_hostile_guest_passes_are_bounded_before_anything_is_copied
     );
     // 1000 entries sharing one 1 MiB buffer: each is over the callee's
     // max_arguments, measured where it lies, and refused uncopied.
-    let result = parsed(
-        &run(
-            &host,
-            "call_huge",
-            json!({"name": "echo", "n": 1000, "bytes": 1 << 20}),
-        )
-        .await,
-    );
+    let result = call_huge(&host, json!({"name": "echo", "n": 1000, "bytes": 1 << 20})).await;
     assert_eq!(result["refused"], 1000, "{result}");
     assert!(
         result["first_error"]
@@ -410,14 +409,7 @@ async fn lists_only_a_hostile_guest_passes_are_bounded_before_anything_is_copied
     );
     // 200 KiB each: under max_arguments, but the list's calls carry at
     // most 32 MiB together.
-    let result = parsed(
-        &run(
-            &host,
-            "call_huge",
-            json!({"name": "echo", "n": 200, "bytes": 200 << 10}),
-        )
-        .await,
-    );
+    let result = call_huge(&host, json!({"name": "echo", "n": 200, "bytes": 200 << 10})).await;
     assert!(
         result["last_error"]
             .as_str()
@@ -713,14 +705,11 @@ async fn the_errors_of_a_list_count_against_the_callers_memory_too() {
     // Each error quotes its 32 KiB name (the callee's 32 KiB of output):
     // 32 MiB of errors in all, nearly three times half of what the caller
     // has left.
-    let result = parsed(
-        &run(
-            &host,
-            "call_huge",
-            json!({"name": "env", "n": 1000, "bytes": 32 << 10, "key": "name"}),
-        )
-        .await,
-    );
+    let result = call_huge(
+        &host,
+        json!({"name": "env", "n": 1000, "bytes": 32 << 10, "key": "name"}),
+    )
+    .await;
     assert_eq!(result["refused"], 1000, "{result}");
     let cut = result["last_error"].as_str().unwrap();
     assert!(cut.starts_with("not_found: xxx"), "the kind is kept: {cut}");
@@ -1152,14 +1141,11 @@ async fn a_list_of_one_huge_name_shared_by_every_entry_is_read_once_or_twice() {
     // 1024 entries naming one 16 MiB name: read until the list's 32 MiB
     // of strings, the rest refused unread (before, each entry's name was
     // checked and hashed: 16 GiB of work).
-    let result = parsed(
-        &run(
-            &host,
-            "call_huge",
-            json!({"name": "x", "name_bytes": 16 << 20, "n": 1024, "bytes": 1}),
-        )
-        .await,
-    );
+    let result = call_huge(
+        &host,
+        json!({"name": "x", "name_bytes": 16 << 20, "n": 1024, "bytes": 1}),
+    )
+    .await;
     assert_eq!(result["refused"], 1024, "{result}");
     assert!(
         result["first_error"]
