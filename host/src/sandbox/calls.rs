@@ -387,7 +387,8 @@ fn unreadable_list() -> CallError {
 /// # Errors
 ///
 /// When that is more than the caller has left (it is left with none): the
-/// `fuel_exhausted` error each of the list's calls is refused with.
+/// error each of the list's calls is refused with (`capability_denied`,
+/// code `budget_exhausted`; the caller then traps out of fuel).
 fn charge(cx: &mut Cx<'_>, read: usize, calls: usize) -> Result<(), CallError> {
     let cost = u64::try_from(read / BYTES_PER_FUEL)
         .unwrap_or(u64::MAX)

@@ -246,9 +246,13 @@ impl ToolHost {
                 .limits
                 .max_arguments
         });
-        let decoded = (raw.len() <= limit)
-            .then(|| serde_json::from_str::<Value>(&raw).ok())
-            .flatten();
+        let decoded = match &call.arguments {
+            _ if raw.len() > limit => None,
+            // Parsed already: not written out and read again.
+            Arguments::Json(value) => Some(value.clone()),
+            Arguments::Text(text) => serde_json::from_str::<Value>(text).ok(),
+            Arguments::Malformed(_) => None,
+        };
         let masked = match decoded {
             Some(mut value) => {
                 masker.mask_json(&mut value);
