@@ -224,6 +224,22 @@ fn manifest(command: &Command, path: &Path) -> anyhow::Result<Manifest> {
 }
 
 /// `serve`'s flags as the library's serving configuration.
+/// `TOOLHOST_HTTP_THREADS`, when it is a number: how many threads serve
+/// HTTP connections. Anything else is warned about and left to the default.
+fn http_threads_from_env() -> Option<usize> {
+    let value = std::env::var("TOOLHOST_HTTP_THREADS").ok()?;
+    match value.trim().parse() {
+        Ok(threads) => Some(threads),
+        Err(_) => {
+            tracing::warn!(
+                value = %value,
+                "TOOLHOST_HTTP_THREADS is not a number of threads; using one per core (unset it, or set a number such as 0 or 2)"
+            );
+            None
+        }
+    }
+}
+
 fn serve_command(command: Command) -> serve::ServeCommand {
     let Command::Serve {
         stdio,
@@ -259,6 +275,9 @@ fn serve_command(command: Command) -> serve::ServeCommand {
     config.proxy_protocol = proxy_protocol;
     // A switch for comparing the MCP fast path with rmcp's own path.
     config.mcp_fast_path = std::env::var_os("TOOLHOST_MCP_FAST_PATH").is_none_or(|v| v != "0");
+    // A switch for comparing connections served on threads of their own
+    // (the default) with connections as tasks of the runtime (0).
+    config.http_threads = http_threads_from_env();
     config.fixes = fixes::flags();
     serve::ServeCommand {
         transport,

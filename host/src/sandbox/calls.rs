@@ -205,6 +205,7 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
     // the set aborts them all if the calling call is dropped (its
     // deadline, a stop), and the tree of calls ends with it.
     let mut running = tokio::task::JoinSet::new();
+    let workers = super::spread::workers();
     let mut results: Vec<Option<WitResult>> = Vec::with_capacity(admitted.len());
     let mut names = Vec::new();
     for (i, admitted) in admitted.into_iter().enumerate() {
@@ -214,7 +215,7 @@ async fn run(cx: &mut Cx<'_>, lazy: Vec<LazyCall>) -> wasmtime::Result<Vec<WitRe
                 results.push(None);
                 names.push((i, name.clone()));
                 let call = caller.call(number, name, arguments, deadline.clone());
-                running.spawn(async move { (i, call.await) }.in_current_span());
+                running.spawn_on(async move { (i, call.await) }.in_current_span(), &workers);
             }
         }
     }

@@ -47,6 +47,7 @@ mod ready;
 mod refusal;
 mod seal;
 mod secrets;
+pub(crate) mod spread;
 mod state;
 mod stdio;
 

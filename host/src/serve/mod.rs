@@ -97,6 +97,12 @@ pub struct ServeConfig {
     /// rather than through rmcp's tasks: the same answer, sooner. On by
     /// default; off, every MCP request goes through rmcp (to compare).
     pub mcp_fast_path: bool,
+    /// How many threads serve HTTP connections, each request answered on
+    /// the thread that read it (the calls a batch or a program spreads
+    /// still run on every worker). `None`: as many as the runtime `serve`
+    /// runs on has workers (none on a current-thread runtime); `Some(0)`:
+    /// connections are tasks of that runtime.
+    pub http_threads: Option<usize>,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -115,6 +121,7 @@ impl std::fmt::Debug for ServeConfig {
             auth,
             proxy_protocol,
             mcp_fast_path,
+            http_threads,
         } = self;
         f.debug_struct("ServeConfig")
             .field("transport", transport)
@@ -130,6 +137,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("auth", auth)
             .field("proxy_protocol", proxy_protocol)
             .field("mcp_fast_path", mcp_fast_path)
+            .field("http_threads", http_threads)
             .finish()
     }
 }
@@ -152,6 +160,7 @@ impl ServeConfig {
             auth: None,
             proxy_protocol: Vec::new(),
             mcp_fast_path: true,
+            http_threads: None,
         }
     }
 }

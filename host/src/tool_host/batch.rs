@@ -48,7 +48,7 @@ impl ToolHost {
             }
         }
         // The last call runs on this task, the others on the runtime's
-        // workers: a batch of one costs what a single call does, with no
+        // workers (`spread`): a batch of one costs what a single call does, with no
         // hand-off between threads. Dropping this future (a client that
         // went away) aborts every call still running.
         let last = runnable.pop();
@@ -58,7 +58,9 @@ impl ToolHost {
                 let (id, name) = (call.id.clone(), call.name.clone());
                 let host = self.clone();
                 let env = env.clone();
-                let task = tokio::spawn(async move { host.call_resolved(found, call, &env).await });
+                let task = crate::sandbox::spread::spawn(async move {
+                    host.call_resolved(found, call, &env).await
+                });
                 (i, found, id, name, AbortOnDrop(task))
             })
             .collect();
@@ -105,7 +107,7 @@ impl ToolHost {
                 }
                 let (id, name) = (call.id.clone(), call.name.clone());
                 let (runner, env) = (host.clone(), env.clone());
-                let mut task = AbortOnDrop(tokio::spawn(async move {
+                let mut task = AbortOnDrop(crate::sandbox::spread::spawn(async move {
                     runner.call_resolved(found, call, &env).await
                 }));
                 let host = host.clone();

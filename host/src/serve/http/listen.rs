@@ -12,6 +12,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::fronts::Fronts;
 use super::{RETRY_AFTER_SECONDS, error, proxy_protocol, router};
 use crate::serve::connections::{self, Connections};
 use crate::serve::{ServeConfig, ServeError, Shared};
@@ -54,6 +55,9 @@ pub(in crate::serve) async fn serve(
     let app = router(shared.clone(), config, local, hard_stop.clone());
     warn_if_callers_share_an_address(&shared, config, local);
     on_ready(Some(local));
+    let fronts = Arc::new(Fronts::start(config.http_threads).map_err(|e| {
+        ServeError::Transport(format!("cannot start the threads that serve HTTP: {e}"))
+    })?);
     let connections = Arc::new(Connections::default());
     let headers_pending = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HEADERS));
     let mut signal = std::pin::pin!(signal);
@@ -68,6 +72,7 @@ pub(in crate::serve) async fn serve(
     });
     let serving = || Serving {
         app: app.clone(),
+        fronts: fronts.clone(),
         connections: connections.clone(),
         hard_stop: hard_stop.clone(),
         shared: shared.clone(),
@@ -106,6 +111,7 @@ pub(in crate::serve) async fn serve(
     {
         tracing::warn!("connections still open after every call was answered; exiting");
     }
+    fronts.stop_and_join().await;
     Ok(())
 }
 
@@ -127,6 +133,7 @@ async fn accepted_or_wait(
 /// What serving a connection needs.
 struct Serving {
     app: Router,
+    fronts: Arc<Fronts>,
     connections: Arc<Connections>,
     hard_stop: CancellationToken,
     shared: Shared,
@@ -168,13 +175,16 @@ impl Serving {
     fn admit(self, tcp: tokio::net::TcpStream, client: std::net::IpAddr) {
         match self.connections.admit(client) {
             Ok(admitted) => {
-                tokio::spawn(connection(
-                    tcp,
-                    self.app,
-                    admitted,
-                    self.hard_stop,
-                    self.shared,
-                ));
+                let Self {
+                    app,
+                    fronts,
+                    hard_stop,
+                    shared,
+                    ..
+                } = self;
+                fronts.spawn(tcp, move |tcp| {
+                    connection(tcp, app, admitted, hard_stop, shared)
+                });
             }
             Err(refused) => {
                 self.shared.metrics().reject("http", refused.reason());

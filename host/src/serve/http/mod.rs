@@ -28,6 +28,8 @@
 //! - `listen`: the listener and each connection (header timeouts, shedding
 //!   idle connections to make room for busy ones), and the signal that
 //!   starts shutting down;
+//! - `fronts`: the threads connections are served on, each request
+//!   answered on the thread that read it;
 //! - `checks`: the guards every route sits behind, the body read within its
 //!   bounds, and the refusal of new work while the server drains;
 //! - `work`: what a request asks of the server, as the drain and the
@@ -38,6 +40,7 @@
 
 mod body;
 mod checks;
+mod fronts;
 mod listen;
 mod proxy_protocol;
 mod routes;

@@ -345,7 +345,8 @@ impl McpServer {
         let (asker, questions) = AskTheRequest::new();
         let env = if asked { env.asker(asker) } else { env };
         let (shared, host) = (self.shared.clone(), host.clone());
-        let call = tokio::spawn(async move {
+        // On the workers: the call outlives the request that started it.
+        let call = crate::sandbox::spread::spawn(async move {
             let _permit = permit;
             let mut results = shared.call_batch(&host, vec![call], env, "mcp").await;
             results.pop().ok_or(())

@@ -15,7 +15,7 @@ impl Tasks {
     pub(super) fn start_renewing(&self) {
         self.inner.renewing.get_or_init(|| {
             let every = self.inner.policy.lease / 3;
-            tokio::spawn(renew_every(Arc::downgrade(&self.inner), every));
+            crate::sandbox::spread::spawn(renew_every(Arc::downgrade(&self.inner), every));
         });
     }
 

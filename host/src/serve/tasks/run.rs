@@ -175,7 +175,8 @@ pub(super) fn run_here(
     shared.metrics().task(event, tasks.store_label());
     let shared = shared.clone();
     let in_flight = shared.drain().track();
-    tokio::spawn(async move {
+    // On the workers: a task outlives the request that started it.
+    crate::sandbox::spread::spawn(async move {
         let _in_flight = in_flight;
         let _permit = permit;
         let results = run_fenced(&shared, &host, &record, &running).await;
