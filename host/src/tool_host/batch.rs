@@ -47,7 +47,8 @@ impl ToolHost {
                 results.push(Some(self.with_spec(found, repeated_id(&call))));
             }
         }
-        // The last call runs on this task, the others on the runtime's
+        // The last call runs on this task (unless a front thread already
+        // runs one, `spread::claim_inline`), the others on the runtime's
         // workers (`spread`): a batch of one costs what a single call does, with no
         // hand-off between threads. Dropping this future (a client that
         // went away) aborts every call still running.
@@ -66,12 +67,25 @@ impl ToolHost {
             .collect();
         if let Some((i, found, call)) = last {
             let (id, name) = (call.id.clone(), call.name.clone());
-            let result = std::panic::AssertUnwindSafe(self.call_resolved(found, call, &env))
-                .catch_unwind()
-                .await;
-            results[i] = Some(
-                result.unwrap_or_else(|_| self.with_spec(found, task_failed(id, name, "panicked"))),
-            );
+            let result = match crate::sandbox::spread::claim_inline() {
+                Some(_inline) => {
+                    std::panic::AssertUnwindSafe(self.call_resolved(found, call, &env))
+                        .catch_unwind()
+                        .await
+                        .map_err(|_| "panicked".to_owned())
+                }
+                // A front thread already running a call: this one goes to
+                // the workers.
+                None => {
+                    let (host, env) = (self.clone(), env.clone());
+                    let mut task = AbortOnDrop(crate::sandbox::spread::spawn(async move {
+                        host.call_resolved(found, call, &env).await
+                    }));
+                    (&mut task.0).await.map_err(|e| e.to_string())
+                }
+            };
+            results[i] =
+                Some(result.unwrap_or_else(|e| self.with_spec(found, task_failed(id, name, &e))));
         }
         for (i, found, id, name, mut task) in tasks {
             let result = (&mut task.0).await;

@@ -464,7 +464,9 @@ impl Remote {
 
     fn start_worker(self: &Arc<Self>) {
         self.worker.get_or_init(|| {
-            tokio::spawn(work(
+            // On the workers, never on the front thread of the request
+            // that first needed it.
+            crate::sandbox::spread::spawn(work(
                 Arc::downgrade(self),
                 self.wake.clone(),
                 self.timing.renew_every,

@@ -29,9 +29,15 @@ use tokio_util::sync::CancellationToken;
 /// How long a front thread's tasks get to end once the server has stopped.
 const STOP_TASKS: Duration = Duration::from_secs(1);
 
+/// The most front threads per core `http_threads` may ask for.
+const MOST_PER_CORE: usize = 4;
+
 /// The front threads (none: connections run on the caller's runtime).
 pub(super) struct Fronts {
     fronts: Vec<Front>,
+    /// Where the search for the front serving the fewest starts, turn by
+    /// turn, so that ties do not all go to the first.
+    next: AtomicUsize,
     /// Joined once stopped.
     threads: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
     stop: CancellationToken,
@@ -53,10 +59,23 @@ impl Fronts {
             RuntimeFlavor::MultiThread => workers.metrics().num_workers(),
             _ => 0,
         });
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let most = cores.saturating_mul(MOST_PER_CORE);
+        let count = if count > most {
+            tracing::warn!(
+                asked = count,
+                serving = most,
+                "more threads to serve HTTP were asked for than {MOST_PER_CORE} per core; serving on {most}"
+            );
+            most
+        } else {
+            count
+        };
         let stop = CancellationToken::new();
         let mut fronts = Self {
-            fronts: Vec::with_capacity(count),
-            threads: std::sync::Mutex::new(Vec::with_capacity(count)),
+            fronts: Vec::new(),
+            next: AtomicUsize::new(0),
+            threads: std::sync::Mutex::new(Vec::new()),
             stop: stop.clone(),
         };
         for n in 0..count {
@@ -75,9 +94,10 @@ impl Fronts {
         F: FnOnce(tokio::net::TcpStream) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let Some(front) = self
-            .fronts
-            .iter()
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let count = self.fronts.len();
+        let Some(front) = (0..count)
+            .map(|turn| &self.fronts[(start + turn) % count])
             .min_by_key(|front| front.serving.load(Ordering::Relaxed))
         else {
             tokio::spawn(serve(tcp));
@@ -107,12 +127,22 @@ impl Fronts {
     pub(super) async fn stop_and_join(&self) {
         self.stop.cancel();
         let threads = std::mem::take(&mut *self.threads_mut());
-        let joined = tokio::task::spawn_blocking(move || {
-            for thread in threads {
-                let _ = thread.join();
-            }
-        });
-        let _ = joined.await;
+        if threads.is_empty() {
+            return;
+        }
+        // Joined on a thread of its own: the blocking pool may be full.
+        let (joined, all_joined) = tokio::sync::oneshot::channel();
+        let joiner = std::thread::Builder::new()
+            .name("toolhost-http-join".into())
+            .spawn(move || {
+                for thread in threads {
+                    let _ = thread.join();
+                }
+                let _ = joined.send(());
+            });
+        if joiner.is_ok() {
+            let _ = all_joined.await;
+        }
     }
 
     fn threads_mut(&self) -> std::sync::MutexGuard<'_, Vec<std::thread::JoinHandle<()>>> {

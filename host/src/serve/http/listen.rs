@@ -53,11 +53,11 @@ pub(in crate::serve) async fn serve(
     // once every call in flight is answered.
     let hard_stop = CancellationToken::new();
     let app = router(shared.clone(), config, local, hard_stop.clone());
-    warn_if_callers_share_an_address(&shared, config, local);
-    on_ready(Some(local));
     let fronts = Arc::new(Fronts::start(config.http_threads).map_err(|e| {
         ServeError::Transport(format!("cannot start the threads that serve HTTP: {e}"))
     })?);
+    warn_if_callers_share_an_address(&shared, config, local);
+    on_ready(Some(local));
     let connections = Arc::new(Connections::default());
     let headers_pending = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HEADERS));
     let mut signal = std::pin::pin!(signal);
