@@ -226,10 +226,9 @@ impl LoadedComponent {
                             tracing::debug!(
                                 component = &*self.label,
                                 us = quickest.as_micros() as u64,
-                                "instantiating is quick: its instances are made when each call arrives"
+                                "instantiating is quick: its instances are made ahead only between calls"
                             );
-                            self.ready.stop();
-                            return;
+                            self.ready.between_calls_only();
                         }
                         if self.pool.calls_waiting() {
                             // Its slot goes to the call that waits for one.
@@ -299,6 +298,7 @@ impl LoadedComponent {
             },
         };
         let info = || self.call_info(name, call_id, side.clone(), Some(deadline.clone()));
+        let running = self.ready.call_starts();
         let (mut store, instance) = match self.ready.take() {
             Some(prepared) => self.bind(prepared, info()),
             None => match self.new_store(Binding::Call(info()), Purpose::Call) {
@@ -336,7 +336,7 @@ impl LoadedComponent {
         if self.pool.calls_waiting() {
             drop(store);
         } else {
-            self.ready.retire(store);
+            self.ready.retire(store, running);
         }
         Ran {
             result: sealer.seal(result),

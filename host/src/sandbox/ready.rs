@@ -22,9 +22,10 @@
 //! component's instances are made at call time from then on, as with
 //! `ready = 0`, its calls report any failure as their own, and the log says
 //! why once. Where instantiating is quick (most Rust and C tools) and
-//! `ready = "auto"`, making ahead does not pay, and stops too: timed on
-//! the instances made to replace those calls took, not on the first ones,
-//! made while the host starts and shares the cores with its loading.
+//! `ready = "auto"`, instances are made ahead only between calls, while
+//! none of the component's runs ([`PAYS_FROM`]): timed on the instances
+//! made to replace those calls took, not on the first ones, made while the
+//! host starts and shares the cores with its loading.
 //!
 //! Calls come first in the instance pool ([`Pool`]): while one waits for
 //! room, no instance is made ahead and those made give their slots up.
@@ -32,9 +33,9 @@
 //! dropped, keeps one slot of the pool (sized for them on top of the calls
 //! it runs) and the memory its instance touched.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use wasmtime::Store;
@@ -71,6 +72,19 @@ pub(super) struct Ready {
     /// The quickest of the first [`TRIALS`] instantiations made to
     /// replace one a call took.
     trials: Mutex<(u32, Duration)>,
+    /// Instantiating is quick (under [`PAYS_FROM`]): instances are made
+    /// ahead only between calls, while none of the component's runs.
+    between_calls: AtomicBool,
+    /// The component's calls running now.
+    running: Arc<AtomicUsize>,
+    /// When the component's last call ended, in µs since `born`.
+    ended_at: AtomicU64,
+    /// Whether the last call came at least [`GAP_PAYS`] after the one
+    /// before ended: time enough to make an instance in between. Calls
+    /// that follow each other at once (a program's loop) would find the
+    /// next instance still being made, and share the cores with it.
+    gaps_pay: AtomicBool,
+    born: Instant,
     /// A call has taken an instance: those made since are timed. The first
     /// ones, made as the host starts, are not: they share the cores with
     /// the other components loading (a Python one takes the cores for a
@@ -83,12 +97,24 @@ pub(super) struct Ready {
 /// Instantiations timed before deciding whether making ahead pays.
 const TRIALS: u32 = 3;
 
-/// Below this, making an instance ahead costs the caller more than it
-/// saves: taking one wakes the background task on another thread and
-/// shares the cores with it, which costs a few microseconds, about what
-/// instantiating a small Rust or C tool costs (measured: 3.5 µs for
-/// `calc`; a Python tool takes about 1 ms, a JavaScript one 0.25 ms).
+/// Below this, instances are made ahead only between calls. Making one
+/// ahead takes instantiating, the store's setup and the spent store's
+/// reset off the call's path: for `calc` served over MCP, 30–50 µs of a
+/// call's latency on two cores (issue 29). But each call then wakes the
+/// task that makes them, on another thread: when calls run side by side,
+/// that costs each more CPU than instantiating a small Rust or C tool
+/// (3.5 µs for `calc`; a Python tool takes about 1 ms, a JavaScript one
+/// 0.25 ms), and 16 clients got 15% fewer calls through. So a quick
+/// component's instances are made ahead while its calls come one at a
+/// time with a gap between them (a client's round trip), and at call time
+/// while they overlap or follow each other at once.
 const PAYS_FROM: Duration = Duration::from_micros(50);
+
+/// A gap between a quick component's calls long enough to make its next
+/// instance in (on another core: instantiating `calc` takes 3.5 µs, and
+/// dropping the spent store a few more). A client's round trip over
+/// loopback leaves 30–100 µs; calls a program makes in a loop, about 1.
+const GAP_PAYS: Duration = Duration::from_micros(20);
 
 impl Ready {
     /// Keep `want` instances ready; when `measured`, only if making one
@@ -102,8 +128,45 @@ impl Ready {
             wake: Notify::new(),
             stopped: AtomicBool::new(want == 0),
             trials: Mutex::new((0, Duration::MAX)),
+            between_calls: AtomicBool::new(false),
+            running: Arc::new(AtomicUsize::new(0)),
+            ended_at: AtomicU64::new(0),
+            gaps_pay: AtomicBool::new(false),
+            born: Instant::now(),
             warm: AtomicBool::new(false),
         }
+    }
+
+    /// A call of the component starts: counted until the guard is given
+    /// back ([`Ready::retire`]) or dropped.
+    pub(super) fn call_starts(&self) -> Running {
+        if self.running.fetch_add(1, Ordering::AcqRel) == 0 {
+            let gap = self
+                .now_us()
+                .saturating_sub(self.ended_at.load(Ordering::Relaxed));
+            let pays = u128::from(gap) >= GAP_PAYS.as_micros();
+            self.gaps_pay.store(pays, Ordering::Relaxed);
+        }
+        Running(self.running.clone())
+    }
+
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.born.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Make instances ahead only between calls from now on (instantiating
+    /// is quick).
+    pub(super) fn between_calls_only(&self) {
+        self.between_calls.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a component made ahead only between calls should make none
+    /// now: another of its calls runs, or its calls follow each other too
+    /// closely for an instance to be made in between (`false` for any
+    /// other component).
+    fn calls_overlap(&self) -> bool {
+        self.between_calls.load(Ordering::Relaxed)
+            && (self.running.load(Ordering::Acquire) > 0 || !self.gaps_pay.load(Ordering::Relaxed))
     }
 
     /// An instance made ahead, if one is ready. Another is made once the
@@ -126,8 +189,14 @@ impl Ready {
     /// never hold more of the pool than that (the pool has room for them,
     /// see `kept_ready`). A component that makes its instances at call
     /// time drops it inline, with nothing else to do.
-    pub(super) fn retire(&self, mut store: Store<State>) {
-        if self.stopped() {
+    ///
+    /// A component made ahead only between calls whose other calls still
+    /// run drops it inline and wakes nothing: the task that makes
+    /// instances is woken by the last of them.
+    pub(super) fn retire(&self, mut store: Store<State>, running: Running) {
+        self.ended_at.store(self.now_us(), Ordering::Relaxed);
+        drop(running);
+        if self.stopped() || self.calls_overlap() {
             drop(store);
             return;
         }
@@ -171,9 +240,10 @@ impl Ready {
         (trials.0 == TRIALS && trials.1 < PAYS_FROM).then_some(trials.1)
     }
 
-    /// Whether another instance should be made now.
+    /// Whether another instance should be made now: not while a quick
+    /// component's calls run or follow each other at once.
     pub(super) fn wants_more(&self) -> bool {
-        !self.stopped() && self.lock().len() < self.want
+        !self.stopped() && !self.calls_overlap() && self.lock().len() < self.want
     }
 
     pub(super) fn stopped(&self) -> bool {
@@ -207,6 +277,15 @@ impl Ready {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Prepared>> {
         locked(&self.queue)
+    }
+}
+
+/// One call of a component, counted while it runs.
+pub(super) struct Running(Arc<AtomicUsize>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -302,7 +381,7 @@ mod tests {
         for _ in 1..TRIALS {
             assert_eq!(ready.timed(quick), None);
         }
-        assert_eq!(ready.timed(quick), Some(quick), "quick: made at call time");
+        assert_eq!(ready.timed(quick), Some(quick), "quick: made between calls");
         // Slow to make: kept ahead.
         let slow = Ready::new(2, true);
         slow.warm.store(true, Ordering::Relaxed);
@@ -313,5 +392,39 @@ mod tests {
         let set = Ready::new(2, false);
         set.warm.store(true, Ordering::Relaxed);
         assert_eq!(set.timed(quick), None);
+    }
+
+    /// A quick component's instances are made ahead while it has one call
+    /// at a time, and not while its calls overlap; any other component's
+    /// whatever its calls do.
+    #[test]
+    fn a_quick_component_is_made_ahead_only_between_calls() {
+        let ready = Ready::new(2, true);
+        ready.between_calls_only();
+        // The first call comes long after the component was made.
+        std::thread::sleep(GAP_PAYS * 2);
+        let first = ready.call_starts();
+        assert!(!ready.wants_more(), "a call runs: nothing is made");
+        let second = ready.call_starts();
+        drop(first);
+        assert!(ready.calls_overlap(), "the second call still runs");
+        drop(second);
+        assert!(!ready.calls_overlap());
+        assert!(ready.wants_more(), "between calls that came apart");
+        // A call right after the last one ended: none is made between.
+        ready.ended_at.store(ready.now_us(), Ordering::Relaxed);
+        drop(ready.call_starts());
+        assert!(!ready.wants_more(), "calls follow each other at once");
+        std::thread::sleep(GAP_PAYS * 2);
+        drop(ready.call_starts());
+        assert!(ready.wants_more(), "apart again");
+
+        let slow = Ready::new(2, true);
+        let _running = (slow.call_starts(), slow.call_starts());
+        assert!(!slow.calls_overlap());
+        assert!(
+            slow.wants_more(),
+            "a slow component is made ahead whatever runs"
+        );
     }
 }
