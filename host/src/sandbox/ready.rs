@@ -76,7 +76,7 @@ pub(super) struct Ready {
     /// ahead only between calls, while none of the component's runs.
     between_calls: AtomicBool,
     /// The component's calls running now.
-    running: Arc<AtomicUsize>,
+    running: AtomicUsize,
     /// When the component's last call ended, in µs since `born`.
     ended_at: AtomicU64,
     /// Whether the last call came at least [`GAP_PAYS`] after the one
@@ -129,7 +129,7 @@ impl Ready {
             stopped: AtomicBool::new(want == 0),
             trials: Mutex::new((0, Duration::MAX)),
             between_calls: AtomicBool::new(false),
-            running: Arc::new(AtomicUsize::new(0)),
+            running: AtomicUsize::new(0),
             ended_at: AtomicU64::new(0),
             gaps_pay: AtomicBool::new(false),
             born: Instant::now(),
@@ -139,7 +139,7 @@ impl Ready {
 
     /// A call of the component starts: counted until the guard is given
     /// back ([`Ready::retire`]) or dropped.
-    pub(super) fn call_starts(&self) -> Running {
+    pub(super) fn call_starts(self: &Arc<Self>) -> Running {
         if self.running.fetch_add(1, Ordering::AcqRel) == 0 {
             let gap = self
                 .now_us()
@@ -147,7 +147,7 @@ impl Ready {
             let pays = u128::from(gap) >= GAP_PAYS.as_micros();
             self.gaps_pay.store(pays, Ordering::Relaxed);
         }
-        Running(self.running.clone())
+        Running(self.clone())
     }
 
     fn now_us(&self) -> u64 {
@@ -192,7 +192,7 @@ impl Ready {
     ///
     /// A component made ahead only between calls whose other calls still
     /// run drops it inline and wakes nothing: the task that makes
-    /// instances is woken by the last of them.
+    /// instances is woken by the last of them to end ([`Running`]).
     pub(super) fn retire(&self, mut store: Store<State>, running: Running) {
         self.ended_at.store(self.now_us(), Ordering::Relaxed);
         drop(running);
@@ -203,7 +203,8 @@ impl Ready {
         // What the call brought goes now, not when the store does.
         store.data_mut().release_call();
         let mut spent = locked(&self.spent);
-        if spent.len() >= self.want {
+        // (Checked under the lock `stop` drains the spent stores under.)
+        if spent.len() >= self.want || self.stopped() {
             drop(spent);
             drop(store);
         } else {
@@ -281,11 +282,20 @@ impl Ready {
 }
 
 /// One call of a component, counted while it runs.
-pub(super) struct Running(Arc<AtomicUsize>);
+pub(super) struct Running(Arc<Ready>);
 
 impl Drop for Running {
+    /// The last of a quick component's calls to end, however it ends (a
+    /// cancelled call never retires its store), wakes the task that makes
+    /// instances between calls.
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        let ready = &self.0;
+        if ready.running.fetch_sub(1, Ordering::AcqRel) == 1
+            && ready.between_calls.load(Ordering::Relaxed)
+            && ready.gaps_pay.load(Ordering::Relaxed)
+        {
+            ready.wake.notify_one();
+        }
     }
 }
 
@@ -399,7 +409,7 @@ mod tests {
     /// whatever its calls do.
     #[test]
     fn a_quick_component_is_made_ahead_only_between_calls() {
-        let ready = Ready::new(2, true);
+        let ready = Arc::new(Ready::new(2, true));
         ready.between_calls_only();
         // The first call comes long after the component was made.
         std::thread::sleep(GAP_PAYS * 2);
@@ -411,15 +421,23 @@ mod tests {
         drop(second);
         assert!(!ready.calls_overlap());
         assert!(ready.wants_more(), "between calls that came apart");
+        assert!(
+            futures::FutureExt::now_or_never(ready.woken()).is_some(),
+            "the last call to end, retired or not, woke the task that makes instances"
+        );
         // A call right after the last one ended: none is made between.
-        ready.ended_at.store(ready.now_us(), Ordering::Relaxed);
+        // (An end in the future: no gap, however late this thread runs.)
+        ready
+            .ended_at
+            .store(ready.now_us() + 1_000_000, Ordering::Relaxed);
         drop(ready.call_starts());
         assert!(!ready.wants_more(), "calls follow each other at once");
+        ready.ended_at.store(ready.now_us(), Ordering::Relaxed);
         std::thread::sleep(GAP_PAYS * 2);
         drop(ready.call_starts());
         assert!(ready.wants_more(), "apart again");
 
-        let slow = Ready::new(2, true);
+        let slow = Arc::new(Ready::new(2, true));
         let _running = (slow.call_starts(), slow.call_starts());
         assert!(!slow.calls_overlap());
         assert!(

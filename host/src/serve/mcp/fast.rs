@@ -145,9 +145,15 @@ async fn rmcp(
         )
         .await;
     handled.unwrap_or_else(|e| {
-        tracing::error!(error = %e, "the MCP handler failed");
-        let mut response = Response::new(Body::from(
-            r#"{"error":{"type":"internal","message":"the MCP handler failed; see the server's log"}}"#,
+        if e.is_cancelled() {
+            // Only the workers' runtime shutting down cancels it.
+            tracing::debug!("an MCP request was stopped as the server shut down");
+        } else {
+            tracing::error!(error = %e, "the MCP handler failed");
+        }
+        let mut response = json_message(ServerJsonRpcMessage::error(
+            ErrorData::internal_error("the MCP handler failed; see the server's log", None),
+            None,
         ));
         *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
         response
@@ -327,12 +333,13 @@ impl Call {
 
     /// `body` read as a [`Plain`] call; `None` when it is not one.
     fn plain(body: &[u8]) -> Option<Self> {
-        let plain = serde_json::from_slice::<Plain>(body).ok()?;
+        let MapOnly(plain) = serde_json::from_slice::<MapOnly<Plain>>(body).ok()?;
+        let MapOnly(params) = plain.params;
         Some(Self {
             id: plain.id,
-            meta: plain.params.meta.unwrap_or_default(),
-            name: plain.params.name,
-            arguments: plain.params.arguments,
+            meta: params.meta.unwrap_or_default(),
+            name: params.name,
+            arguments: params.arguments,
         })
     }
 
@@ -370,7 +377,30 @@ struct Plain {
     id: RequestId,
     #[allow(dead_code, reason = "read to check it is \"tools/call\"")]
     method: CallToolRequestMethod,
-    params: PlainParams,
+    params: MapOnly<PlainParams>,
+}
+
+/// `T` read from a JSON object only. A derived struct also reads an array,
+/// by position, where rmcp's messages (with flattened fields) read objects
+/// only.
+struct MapOnly<T>(T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for MapOnly<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Object<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Object<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer
+            .deserialize_map(Object(std::marker::PhantomData))
+            .map(MapOnly)
+    }
 }
 
 /// A plain call's `params`: its name, arguments and `_meta`.
@@ -575,9 +605,19 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
             r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}]"#,
+            // By position: rmcp reads objects only.
+            r#"["2.0",1,"tools/call",["calc",{"expression":"6*7"},{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}]]"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["calc",{"expression":"6*7"},{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}]}"#,
+            r#"["2.0",1,"tools/call",{"name":"calc"}]"#,
         ];
         for body in not_plain {
             assert!(Call::plain(body.as_bytes()).is_none(), "{body}");
+        }
+        for by_position in &not_plain[not_plain.len() - 3..] {
+            assert!(
+                Call::read(by_position.as_bytes()).is_none(),
+                "{by_position}"
+            );
         }
         // What rmcp reads of those is what the fast path goes by.
         assert!(
