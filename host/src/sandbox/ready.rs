@@ -147,7 +147,7 @@ impl Ready {
             let pays = u128::from(gap) >= GAP_PAYS.as_micros();
             self.gaps_pay.store(pays, Ordering::Relaxed);
         }
-        Running(self.clone())
+        Running(Some(self.clone()))
     }
 
     fn now_us(&self) -> u64 {
@@ -194,8 +194,9 @@ impl Ready {
     /// run drops it inline and wakes nothing: the task that makes
     /// instances is woken by the last of them to end ([`Running`]).
     pub(super) fn retire(&self, mut store: Store<State>, running: Running) {
-        self.ended_at.store(self.now_us(), Ordering::Relaxed);
-        drop(running);
+        // Ended here without a wake: the one below comes once the store is
+        // among the spent ones the task drops.
+        running.end(false);
         if self.stopped() || self.calls_overlap() {
             drop(store);
             return;
@@ -282,19 +283,33 @@ impl Ready {
 }
 
 /// One call of a component, counted while it runs.
-pub(super) struct Running(Arc<Ready>);
+pub(super) struct Running(Option<Arc<Ready>>);
+
+impl Running {
+    /// The call is over: note when, and, when `wake` and it is the last of
+    /// a quick component's calls, wake the task that makes instances
+    /// between calls.
+    fn end(mut self, wake: bool) {
+        if let Some(ready) = self.0.take() {
+            ready.ended_at.store(ready.now_us(), Ordering::Relaxed);
+            if ready.running.fetch_sub(1, Ordering::AcqRel) == 1
+                && wake
+                && ready.between_calls.load(Ordering::Relaxed)
+                && ready.gaps_pay.load(Ordering::Relaxed)
+            {
+                ready.wake.notify_one();
+            }
+        }
+    }
+}
 
 impl Drop for Running {
-    /// The last of a quick component's calls to end, however it ends (a
-    /// cancelled call never retires its store), wakes the task that makes
-    /// instances between calls.
+    /// A call that ends without retiring its store (cancelled, failed to
+    /// set up, or its store dropped for a call waiting for room) ends here,
+    /// and wakes the task itself.
     fn drop(&mut self) {
-        let ready = &self.0;
-        if ready.running.fetch_sub(1, Ordering::AcqRel) == 1
-            && ready.between_calls.load(Ordering::Relaxed)
-            && ready.gaps_pay.load(Ordering::Relaxed)
-        {
-            ready.wake.notify_one();
+        if let Some(ready) = self.0.take() {
+            Self(Some(ready)).end(true);
         }
     }
 }
