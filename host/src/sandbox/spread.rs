@@ -59,14 +59,18 @@ pub(crate) fn workers() -> Handle {
 /// one heavy call (or one client) never holds up the other connections a
 /// front thread serves. `None`: run the call on [`workers`].
 pub(crate) fn claim_inline() -> Option<Inline> {
-    let Some(front) = front() else {
-        return Some(Inline(None));
-    };
-    front
-        .inline
-        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_ok()
-        .then(|| Inline(Some(front.inline)))
+    // On every call's path: the flag is looked at in place, and its `Arc`
+    // cloned only when the leave is given.
+    FRONT.with(|slot| {
+        let Some(front) = &*slot.borrow() else {
+            return Some(Inline(None));
+        };
+        front
+            .inline
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then(|| Inline(Some(front.inline.clone())))
+    })
 }
 
 /// A call running on a front thread, until dropped.
@@ -97,7 +101,7 @@ where
 }
 
 /// A task aborted if whoever waits for it goes away first.
-struct AbortOnDrop<T>(JoinHandle<T>);
+pub(crate) struct AbortOnDrop<T>(pub(crate) JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {

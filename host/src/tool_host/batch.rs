@@ -6,6 +6,7 @@ use futures::FutureExt as _;
 use super::env::CallOptions;
 use super::{CallResult, ToolHost};
 use crate::outcome::{CallError, ErrorType, Outcome, clip};
+use crate::sandbox::spread::AbortOnDrop;
 use crate::tool_call::ToolCall;
 
 impl ToolHost {
@@ -141,15 +142,6 @@ impl ToolHost {
     #[must_use]
     pub fn batch_window(&self) -> usize {
         self.inner.max_in_flight.saturating_mul(2).max(1)
-    }
-}
-
-/// A spawned call that is aborted if its batch is dropped before it ends.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
