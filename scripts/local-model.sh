@@ -8,6 +8,7 @@
 # Usage:
 #   scripts/local-model.sh start [PORT]   # default port 8080
 #   scripts/local-model.sh stop  [PORT]
+#   scripts/local-model.sh install        # only the install `start` does first
 #
 # `start` installs once, starts the server in the background, waits until
 # GET /health answers, then prints shell assignments on stdout (progress goes
@@ -46,7 +47,7 @@ HOST=127.0.0.1
 
 die() { echo "local-model: $*" >&2; exit 1; }
 log() { echo "local-model: $*" >&2; }
-usage() { die "usage: $0 start|stop [PORT]"; }
+usage() { die "usage: $0 start|stop [PORT] | install"; }
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
 CMD=$1
@@ -130,7 +131,7 @@ if [ "$CMD" = stop ]; then
     stop_server
     exit 0
 fi
-[ "$CMD" = start ] || usage
+[ "$CMD" = start ] || [ "$CMD" = install ] || usage
 
 # ---- start --------------------------------------------------------------------------------
 mkdir -p "$DIR/models" "$DIR/run" "$DIR/logs"
@@ -183,7 +184,7 @@ print_env() {
 }
 
 # Already running (and started by us)?
-if [ -f "$PIDFILE" ]; then
+if [ "$CMD" = start ] && [ -f "$PIDFILE" ]; then
     OLDPID=$(cat "$PIDFILE" 2>/dev/null || true)
     if ours_alive "$OLDPID" && [ -f "$ENVFILE" ] && [ -x "$VPY" ]; then
         if ! health; then
@@ -246,6 +247,7 @@ EOF
     rm -rf "$CHUNKS"
 fi
 if [ $((SECONDS - T_INSTALL)) -gt 1 ]; then log "install took $((SECONDS - T_INSTALL))s"; fi
+[ "$CMD" = install ] && exit 0
 
 # ---- launcher and chat template (rewritten each start: cheap, keeps them in sync) ----------
 cat >"$DIR/serve.py" <<'EOF'

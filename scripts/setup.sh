@@ -9,11 +9,11 @@
 #     with --code: and componentize-py and componentize-js (code mode's example)
 #   - with --tests only: haproxy (Debian's package), for the cluster test
 #     (scripts/cluster-test.sh); docker-registry (Debian's package, distribution 2.8)
-#     and wkg (crates.io, a compile of a few minutes), for the tests of
+#     and wkg (crates.io, compiled unoptimised: about 3 minutes once), for the tests of
 #     registry components; the independent signature verifiers of
 #     tests/verifiers (sigstore-js from npm, pinned by its package-lock.json;
-#     sigstore-rs's cosign module, built from its Cargo.lock into
-#     target/verifiers, about 3 minutes once), which check what
+#     sigstore-rs's cosign module, built unoptimised from its Cargo.lock
+#     into target/verifiers, about 2 minutes once), which check what
 #     `toolhost sign` writes; the quickstart needs none of these
 # (C tools' compiler and libc are installed by guest-sdk/c/build.sh, which builds them.)
 set -euo pipefail
@@ -69,9 +69,12 @@ fi
 
 if [ "$(wkg --version 2>/dev/null | awk '{print $2}')" != "$WKG" ]; then
     # The ecosystem's own OCI client: the tests check that what it pushes
-    # toolhost loads, and the other way round. A compile of a few minutes.
-    echo "setup: installing wkg $WKG (cargo install; a few minutes, once)"
-    cargo install --quiet --locked --version "$WKG" wkg
+    # toolhost loads, and the other way round. Unoptimised and without debug
+    # info: it moves a few kilobytes in the tests, and an optimised build
+    # takes about 8 minutes on 2 cores.
+    echo "setup: installing wkg $WKG (cargo install, unoptimised; about 3 minutes, once)"
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_CODEGEN_UNITS=256 CARGO_PROFILE_RELEASE_LTO=false \
+        CARGO_PROFILE_RELEASE_DEBUG=false cargo install --quiet --locked --version "$WKG" wkg
 fi
 
 # Verifiers that share no code with toolhost, for what `toolhost sign`
@@ -83,7 +86,7 @@ if [ ! -d tests/verifiers/sigstore-js/node_modules ]; then
     (cd tests/verifiers/sigstore-js && npm ci --no-audit --no-fund --loglevel=error)
 fi
 if [ ! -x target/verifiers/release/cosign-verify ]; then
-    echo "setup: building the sigstore-rs verifier (tests/verifiers/sigstore-rs; about 3 minutes, once)"
+    echo "setup: building the sigstore-rs verifier (tests/verifiers/sigstore-rs, unoptimised; about 2 minutes, once)"
 fi
 # Every time: a no-op when nothing changed, a rebuild when its source did.
 cargo build --quiet --release --locked --manifest-path tests/verifiers/sigstore-rs/Cargo.toml \

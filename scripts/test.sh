@@ -22,8 +22,10 @@ scripts/setup.sh --tests
 scripts/build-tools.sh
 cargo test --release --workspace "$@"
 # The Python and JavaScript SDKs' own tests: schema derivation, argument
-# checks, results and errors, without a component.
-python3 -m unittest discover -s guest-sdk/python/tests
+# checks, results and errors, without a component. Without bytecode files:
+# a __pycache__ in guest-sdk/ (which the toolhost binary embeds) would make
+# the next cargo command rebuild toolhost.
+PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s guest-sdk/python/tests
 (cd guest-sdk/js/test && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent check && npm test --silent)
 # The code tool's harness (builtin-tools/code): batching, results, console,
 # errors, under node with the same fake host (build-tools.sh installed its

@@ -22,7 +22,13 @@ fi
 
 # componentize-py generates the bindings (wit_world, componentize_py_types)
 # on the fly, so nothing generated is kept next to the source. The `-p`s
-# point at this folder and at the SDK (the `toolhost` package) so the build
-# works from any working directory.
+# point at this folder and at a copy of the SDK (the `toolhost` package) so
+# the build works from any working directory. A copy: componentize-py's
+# interpreter writes __pycache__ beside what it imports, whatever
+# PYTHONDONTWRITEBYTECODE says, and a new folder in guest-sdk/ (which the
+# toolhost binary embeds, host/build.rs) would make cargo rebuild toolhost.
+sdk=$(mktemp -d)
+trap 'rm -rf "$sdk"' EXIT
+cp -R "$here/../../guest-sdk/python/toolhost" "$sdk/"
 componentize-py -d "$here/../../wit" -w toolbox componentize \
-    -p "$here" -p "$here/../../guest-sdk/python" app -o "$out"
+    -p "$here" -p "$sdk" app -o "$out"

@@ -3,7 +3,9 @@
 
 The binary is $TOOLHOST_BIN (default target/release/toolhost); the manifest
 is tests/clients/toolhost.toml (calc and the probe, granted nothing, 2 s
-timeout). Async tests run on anyio's pytest plugin, which the mcp SDK brings.
+timeout), and tests/clients/patient.toml for the tests that cancel a call
+(the probe alone, with a deadline no test waits out). Async tests run on
+anyio's pytest plugin, which the mcp SDK brings.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = Path(__file__).resolve().parent / "toolhost.toml"
+PATIENT_MANIFEST = Path(__file__).resolve().parent / "patient.toml"
 COMPONENTS = [ROOT / "target/tools/calc.wasm", ROOT / "target/tools/probe.wasm"]
 
 # A server answers /healthz once its components are loaded; the first start
@@ -34,9 +37,9 @@ def toolhost_bin() -> Path:
     return path if path.is_absolute() else ROOT / path
 
 
-def serve_stdio_args() -> list[str]:
-    """The arguments of `toolhost serve --stdio` on the test manifest."""
-    return ["--config", str(MANIFEST), "serve", "--stdio"]
+def serve_stdio_args(manifest: Path = MANIFEST) -> list[str]:
+    """The arguments of `toolhost serve --stdio` on a test manifest."""
+    return ["--config", str(manifest), "serve", "--stdio"]
 
 
 @pytest.fixture
@@ -65,11 +68,24 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def http_server(toolhost: Path) -> Iterator[str]:
     """`toolhost serve --listen 127.0.0.1:PORT` for the session; yields its base URL."""
+    yield from serve_http(toolhost, MANIFEST)
+
+
+@pytest.fixture(scope="session")
+def patient_mcp_url(toolhost: Path) -> Iterator[str]:
+    """The MCP endpoint of a session's server on tests/clients/patient.toml."""
+    for base in serve_http(toolhost, PATIENT_MANIFEST):
+        yield f"{base}/mcp"
+
+
+def serve_http(toolhost: Path, manifest: Path) -> Iterator[str]:
+    """Runs `toolhost serve --listen` on `manifest` while the caller iterates;
+    yields its base URL once it answers /healthz."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tempfile.NamedTemporaryFile(prefix="toolhost-serve-", suffix=".log", delete=False)
     process = subprocess.Popen(
-        [str(toolhost), "--config", str(MANIFEST), "serve", "--listen", f"127.0.0.1:{port}"],
+        [str(toolhost), "--config", str(manifest), "serve", "--listen", f"127.0.0.1:{port}"],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import serve_stdio_args
+from conftest import PATIENT_MANIFEST, serve_stdio_args
 from mcp import ClientSession, StdioServerParameters, types
 
 try:  # mcp 2.x
@@ -44,9 +44,6 @@ MODERN_VERSION = "2026-07-28"
 ERROR_KEY = "toolhost/error"
 # No test here needs longer: the slowest waits for the manifest's 2 s timeout.
 TEST_DEADLINE_S = 60.0
-# The probe runs one call at a time (tests/clients/toolhost.toml), so a call
-# queued behind a spin that was not really stopped waits out its 2 s deadline.
-PROMPT_S = 1.0
 
 
 def wire(model: Any) -> dict[str, Any]:
@@ -117,10 +114,16 @@ Elicit = Callable[[Any, types.ElicitRequestParams], Any]
 
 @asynccontextmanager
 async def connect(
-    transport: str, era: str, toolhost: Path, mcp_url: str | None, elicit: Elicit | None = None
+    transport: str,
+    era: str,
+    toolhost: Path,
+    mcp_url: str | None,
+    elicit: Elicit | None = None,
+    stdio_args: list[str] | None = None,
 ) -> AsyncIterator[Connection]:
-    """A connection; `elicit` answers the server's questions (elicitation)."""
-    stdio = StdioServerParameters(command=str(toolhost), args=serve_stdio_args())
+    """A connection; `elicit` answers the server's questions (elicitation).
+    Over stdio, the server runs `stdio_args` (default: the test manifest)."""
+    stdio = StdioServerParameters(command=str(toolhost), args=stdio_args or serve_stdio_args())
     with anyio.fail_after(TEST_DEADLINE_S):
         async with AsyncExitStack() as stack:
             if MCP_MAJOR >= 2:
@@ -158,13 +161,23 @@ def connector(request: pytest.FixtureRequest, toolhost: Path, transport: str, er
     return lambda: connect(transport, era, toolhost, url)
 
 
-@pytest.fixture(
-    params=[(transport, era) for transport in ("stdio", "http") for era in ERAS],
-    ids=lambda p: f"{p[0]}-{p[1]}",
-)
+TRANSPORTS_AND_ERAS = [(transport, era) for transport in ("stdio", "http") for era in ERAS]
+
+
+@pytest.fixture(params=TRANSPORTS_AND_ERAS, ids=lambda p: f"{p[0]}-{p[1]}")
 def open_connection(request: pytest.FixtureRequest, toolhost: Path) -> Connector:
     """Opens a connection over this test's transport, in this test's era."""
     return connector(request, toolhost, *request.param)
+
+
+@pytest.fixture(params=TRANSPORTS_AND_ERAS, ids=lambda p: f"{p[0]}-{p[1]}")
+def open_patient_connection(request: pytest.FixtureRequest, toolhost: Path) -> Connector:
+    """Opens a connection to a server on tests/clients/patient.toml: the probe
+    alone, one call at a time, with a deadline no test waits out."""
+    transport, era = request.param
+    url = request.getfixturevalue("patient_mcp_url") if transport == "http" else None
+    stdio_args = serve_stdio_args(PATIENT_MANIFEST)
+    return lambda: connect(transport, era, toolhost, url, stdio_args=stdio_args)
 
 
 async def test_initialize_and_list_tools(open_connection: Connector) -> None:
@@ -253,7 +266,9 @@ async def test_timeout(open_connection: Connector) -> None:
     error = typed_error(result)
     assert error["type"] == "timeout"
     assert error["retryable"] is True
-    assert 1.5 < elapsed < 10, f"spin ended after {elapsed:.2f} s; the manifest's timeout is 2 s"
+    # Never sooner than the deadline (no load makes a call end early); how
+    # much later depends on the machine, and the typed error says why it ended.
+    assert elapsed >= 2.0, f"spin ended after {elapsed:.2f} s; the manifest's timeout is 2 s"
 
 
 async def test_trap(open_connection: Connector) -> None:
@@ -275,33 +290,24 @@ async def test_unknown_tool_is_a_protocol_error(open_connection: Connector) -> N
         assert text_of(await conn.call("calc", {"expression": "1+1"})) == "2"
 
 
-async def test_cancellation_stops_the_call(open_connection: Connector) -> None:
-    """A cancelled call frees its instance at once: the probe runs one call at a
-    time, so the next probe call is prompt only if the spin really stopped."""
-    async with open_connection() as conn:
+async def test_cancellation_stops_the_call(open_patient_connection: Connector) -> None:
+    """A cancelled call frees its instance: the probe runs one call at a time
+    with a ten-minute deadline, so the next probe call is answered (within the
+    test's deadline) only if the spin really stopped. No clock decides it."""
+    async with open_patient_connection() as conn:
         await conn.list_tools()
         await conn.abandon("spin", {}, after_s=0.3)
-        started = time.monotonic()
         result = await conn.call("echo", {"text": "still here", "times": 1})
-        elapsed = time.monotonic() - started
         assert result["isError"] is False, result
         assert text_of(result) == "still here"
-        assert elapsed < PROMPT_S, (
-            f"the next probe call took {elapsed:.2f} s: the cancelled spin kept its instance until its deadline"
-        )
-        assert text_of(await conn.call("calc", {"expression": "6*7"})) == "42"
 
 
-async def test_sleep_is_cancelled_too(open_connection: Connector) -> None:
+async def test_sleep_is_cancelled_too(open_patient_connection: Connector) -> None:
     """A call waiting in a host call (wasi:clocks sleep), not burning fuel, stops as well."""
-    async with open_connection() as conn:
+    async with open_patient_connection() as conn:
         await conn.list_tools()
-        await conn.abandon("sleep", {"n": 1900}, after_s=0.3)
-        started = time.monotonic()
-        result = await conn.call("echo", {"text": "x", "times": 2})
-        elapsed = time.monotonic() - started
-        assert text_of(result) == "xx"
-        assert elapsed < PROMPT_S, f"the next probe call took {elapsed:.2f} s"
+        await conn.abandon("sleep", {"n": 600_000}, after_s=0.3)
+        assert text_of(await conn.call("echo", {"text": "x", "times": 2})) == "xx"
 
 
 async def test_parallel_calls(open_connection: Connector) -> None:

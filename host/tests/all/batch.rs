@@ -55,23 +55,39 @@ async fn failures_in_a_batch_leave_every_other_call_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_batch_runs_concurrently_and_completes() {
-    let host = host(vec![
-        ComponentConfig::new(component("probe")).limits(quick_limits()),
-    ])
+    const N: usize = 64;
+    // A server that answers no request until all N are waiting: the batch
+    // completes only if its N calls run at once. No clock decides it (the
+    // long deadline only ends a batch that does not).
+    let gate = std::sync::Arc::new(tokio::sync::Barrier::new(N));
+    let server = serve(axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let gate = gate.clone();
+            async move {
+                gate.wait().await;
+                "through"
+            }
+        }),
+    ))
     .await;
-    let calls: Vec<_> = (0..64)
-        .map(|i| ToolCall::new(format!("c{i}"), "sleep", json!({"n": 200})))
+    let limits = quick_limits()
+        .with_timeout(Duration::from_secs(60))
+        .unwrap()
+        .with_max_concurrency(N)
+        .unwrap();
+    let grants = toolhost::Grants::none()
+        .allow_host(&server.origin())
+        .unwrap();
+    let host = probe_host(grants, limits).await;
+    let calls: Vec<_> = (0..N)
+        .map(|i| ToolCall::new(format!("c{i}"), "fetch", json!({"name": server.url("/")})))
         .collect();
-    let started = std::time::Instant::now();
     let outcomes = host.call_batch(calls).await;
-    assert!(outcomes.iter().all(|o| o.result.is_ok()));
-    // 64 sleeps of 200 ms, run with a concurrency limit of 64: far less than
-    // the 12.8 s they would take one after another.
-    assert!(
-        started.elapsed() < Duration::from_secs(6),
-        "{:?}",
-        started.elapsed()
-    );
+    for outcome in &outcomes {
+        assert_eq!(ok(outcome), "200 through", "{outcome:?}");
+    }
+    assert_eq!(server.hits(), N);
 }
 
 /// A stream of results with at most `window` calls in flight, sampled for

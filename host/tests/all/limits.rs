@@ -45,17 +45,15 @@ async fn cpu_bound_tool_times_out_on_the_wall_clock() {
         .with_timeout(Duration::from_millis(300))
         .unwrap();
     let host = probe_host(Grants::none(), limits).await;
-    let started = Instant::now();
-    let outcome = call(&host, "spin", json!({})).await;
+    // The spin has fuel for ever: only the wall clock ends it. The bound
+    // only ends a test that would otherwise never end; how precisely the
+    // deadline fires depends on the machine's load.
+    let outcome = tokio::time::timeout(Duration::from_secs(60), call(&host, "spin", json!({})))
+        .await
+        .expect("the deadline never stopped the spin");
     assert_eq!(err(&outcome), ErrorType::Timeout);
     assert_eq!(message(&outcome), "timed out after 300ms");
     assert!(outcome.result.as_ref().unwrap_err().retryable);
-    // Generous: this checks that the timeout fires at all, not how precisely.
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1539,7 +1539,9 @@ async fn a_dropped_tool_calls_request_stops_its_instance() {
 
 #[tokio::test]
 async fn sigterm_lets_calls_in_flight_finish_then_exits_zero() {
-    let mut server = Server::start(&manifest(Some(LONG_PROBE)), &[]);
+    // A drain no test waits out: a server that kept it would not exit within
+    // the test's patience, whatever the machine's load.
+    let mut server = Server::start(&manifest(Some(LONG_PROBE)), &["--drain", "10m"]);
     let request = client()
         .post(server.url("/v1/tool_calls"))
         .json(&json!([{"id": "nap", "name": "sleep", "args": {"n": 1500}}]));
@@ -1556,8 +1558,6 @@ async fn sigterm_lets_calls_in_flight_finish_then_exits_zero() {
         "the sleep never started\n{}",
         server.stderr()
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!task.is_finished(), "the sleep answered before the signal");
     let pid = rustix::process::Pid::from_child(&server.child);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let signalled = Instant::now();
@@ -1572,38 +1572,44 @@ async fn sigterm_lets_calls_in_flight_finish_then_exits_zero() {
     assert_eq!(answers[0]["tool_call_id"], "nap", "{text}");
     assert_eq!(answers[0]["content"], "awake", "{text}");
     // Once nothing is in flight the process ends at once, not after the
-    // 10 s it grants requests that never finish.
-    let exit = wait_exit_async(&mut server.child, Duration::from_secs(30)).await;
-    let status =
-        exit.unwrap_or_else(|| panic!("still running 30 s after SIGTERM\n{}", server.stderr()));
+    // ten minutes it grants requests that never finish.
+    let exit = wait_exit_async(&mut server.child, Duration::from_secs(60)).await;
+    let status = exit.unwrap_or_else(|| {
+        panic!(
+            "still running {:?} after SIGTERM: the shutdown waits out its drain time\n{}",
+            signalled.elapsed(),
+            server.stderr()
+        )
+    });
     assert_eq!(status.code(), Some(0), "stderr:\n{}", server.stderr());
+    // The server says the signal found the sleep in flight: the test saw
+    // what it is about, however late the signal came.
     assert!(
-        signalled.elapsed() < Duration::from_secs(8),
-        "exiting took {:?} after SIGTERM: the shutdown waited out its grace period\nstderr:\n{}",
-        signalled.elapsed(),
+        server.stderr().contains("in_flight=1"),
+        "the signal came after the sleep had answered\nstderr:\n{}",
         server.stderr()
     );
 }
 
 #[tokio::test]
 async fn sigterm_ends_open_mcp_event_streams_and_exits_promptly() {
-    let mut server = Server::start(&manifest(None), &[]);
+    // As above, a drain no test waits out.
+    let mut server = Server::start(&manifest(None), &["--drain", "10m"]);
     let session = open_session(&server).await;
     // A client that keeps its event stream open and never hangs up.
     let _stream = event_stream(&server, &session).await;
     let pid = rustix::process::Pid::from_child(&server.child);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let signalled = Instant::now();
-    let exit = wait_exit_async(&mut server.child, Duration::from_secs(30)).await;
-    let status =
-        exit.unwrap_or_else(|| panic!("still running 30 s after SIGTERM\n{}", server.stderr()));
+    let exit = wait_exit_async(&mut server.child, Duration::from_secs(60)).await;
+    let status = exit.unwrap_or_else(|| {
+        panic!(
+            "still running {:?} after SIGTERM: an open event stream holds the shutdown to its drain time\n{}",
+            signalled.elapsed(),
+            server.stderr()
+        )
+    });
     assert_eq!(status.code(), Some(0), "stderr:\n{}", server.stderr());
-    assert!(
-        signalled.elapsed() < Duration::from_secs(8),
-        "exiting took {:?}: an open event stream held the shutdown to its grace period\nstderr:\n{}",
-        signalled.elapsed(),
-        server.stderr()
-    );
 }
 
 // 9. Hot reload.
