@@ -27,16 +27,19 @@ step_done setup
 # speak of: it runs while toolhost compiles.
 mkdir -p target
 model_install_log=target/quickstart-model-install.log
-scripts/local-model.sh install >/dev/null 2>"$model_install_log" &
+# In a session of its own where setsid exists (util-linux), so that
+# stopping it stops its pip too.
+session=$(command -v setsid || true)
+$session scripts/local-model.sh install >/dev/null 2>"$model_install_log" &
 model_install=$!
-trap 'kill "$model_install" 2>/dev/null || true' EXIT
+trap 'kill -TERM -- -"$model_install" 2>/dev/null || kill "$model_install" 2>/dev/null || true' EXIT
 # --workspace: the same feature set as scripts/test.sh's build, so the tests
 # reuse this compile of wasmtime instead of making their own.
 if [ ! -x target/release/toolhost ]; then
-    echo "== building toolhost (the first build compiles wasmtime and the server: about 15 minutes on 2 cores;"
+    echo "== building toolhost (the first build compiles wasmtime and the server: about 17 minutes on 2 cores;"
     echo "   the model downloads meanwhile, log: $model_install_log)"
 else
-    echo "== building toolhost (up to date after the first run)"
+    echo "== building toolhost (only what changed since the last build)"
 fi
 cargo build --release --quiet --workspace --bin toolhost
 step_done "toolhost build"
@@ -54,6 +57,9 @@ echo; echo "== what each tool may touch (toolhost check)"
 echo; echo "== starting the local model on 127.0.0.1:$port"
 # A failed install is tried again by `start`, which says why if it fails.
 trap - EXIT
+if kill -0 "$model_install" 2>/dev/null; then
+    echo "(waiting for the model's download to finish: $model_install_log)"
+fi
 wait "$model_install" || echo "quickstart: the model's install in the background failed (log: $model_install_log); trying again" >&2
 started_here=0
 if ! curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then

@@ -41,8 +41,8 @@ if [ ! -d example-tools/units-js/node_modules ]; then
     (cd example-tools/units-js && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-# Code mode's example (the quickstart's last step) needs the JavaScript and
-# Python toolchains too.
+# Code mode's example (a command the quickstart prints) needs the JavaScript
+# and Python toolchains too.
 [ "${1:-}" = "--code" ] && exit 0
 
 sudo=""

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from conftest import PATIENT_MANIFEST, serve_stdio_args
 from mcp import ClientSession, StdioServerParameters, types
@@ -76,6 +77,9 @@ class Connection:
         self.session = session
         self.protocol_version = protocol_version
         self.server_name = server_name
+        # Whether the server runs an instance now, where the test can ask it
+        # (its /metrics over HTTP); None over stdio.
+        self.running: Callable[[], Awaitable[bool]] | None = None
 
     async def list_tools(self) -> dict[str, dict[str, Any]]:
         result = await self._caller.list_tools()
@@ -85,21 +89,33 @@ class Connection:
         return wire(await self._caller.call_tool(name, arguments))
 
     async def abandon(self, name: str, arguments: dict[str, Any], after_s: float) -> None:
-        """Start a call, give up on it after `after_s`, and let the server know the
-        way a user of this SDK does."""
-        if MCP_MAJOR >= 2:
-            # The SDK cancels for us: `notifications/cancelled` on stdio and
-            # legacy HTTP; on 2026-07-28 HTTP it aborts the request's POST.
-            with anyio.move_on_after(after_s) as scope:
+        """Start a call, give up on it once the server runs it (where it can tell,
+        see `running`; else after `after_s`), and let the server know the way a
+        user of this SDK does."""
+        # mcp 1.x sends nothing when a caller gives up: the notification below
+        # names the request id the call is about to take.
+        request_id = None if MCP_MAJOR >= 2 else self.session._request_id  # noqa: SLF001
+        cancelled = False
+
+        async def give_up(scope: anyio.CancelScope) -> None:
+            if self.running is None:
+                await anyio.sleep(after_s)
+            else:
+                while not await self.running():
+                    await anyio.sleep(0.02)
+            scope.cancel()
+
+        async with anyio.create_task_group() as tasks:
+            with anyio.CancelScope() as scope:
+                tasks.start_soon(give_up, scope)
+                # mcp 2.x cancels for us: `notifications/cancelled` on stdio and
+                # legacy HTTP; on 2026-07-28 HTTP it aborts the request's POST.
                 await self._caller.call_tool(name, arguments)
-            assert scope.cancelled_caught, f"{name} answered before it was cancelled"
+            cancelled = scope.cancelled_caught
+            tasks.cancel_scope.cancel()
+        assert cancelled, f"{name} answered before it was cancelled"
+        if MCP_MAJOR >= 2:
             return
-        # mcp 1.x sends nothing when a caller gives up: send the notification
-        # for the request id the call is about to take.
-        request_id = self.session._request_id  # noqa: SLF001
-        with anyio.move_on_after(after_s) as scope:
-            await self.session.call_tool(name, arguments)
-        assert scope.cancelled_caught, f"{name} answered before it was cancelled"
         await self.session.send_notification(
             types.ClientNotification(
                 types.CancelledNotification(
@@ -177,7 +193,25 @@ def open_patient_connection(request: pytest.FixtureRequest, toolhost: Path) -> C
     transport, era = request.param
     url = request.getfixturevalue("patient_mcp_url") if transport == "http" else None
     stdio_args = serve_stdio_args(PATIENT_MANIFEST)
-    return lambda: connect(transport, era, toolhost, url, stdio_args=stdio_args)
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[Connection]:
+        async with connect(transport, era, toolhost, url, stdio_args=stdio_args) as conn:
+            if url is not None:
+                conn.running = lambda: instances_running(url.removesuffix("/mcp"))
+            yield conn
+
+    return opened
+
+
+async def instances_running(base: str) -> bool:
+    """Whether the server at `base` runs a tool instance now (its /metrics)."""
+    async with httpx.AsyncClient(trust_env=False, timeout=10.0) as http:
+        text = (await http.get(f"{base}/metrics")).text
+    for line in text.splitlines():
+        if line.startswith("toolhost_instances_in_flight"):
+            return float(line.split()[-1]) >= 1
+    return False
 
 
 async def test_initialize_and_list_tools(open_connection: Connector) -> None:

@@ -161,7 +161,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_pause_moves_the_deadline_on() {
-        let deadline = Deadline::new(Duration::from_millis(100));
+        // Long enough that no stall between here and the pause spends it.
+        let deadline = Deadline::new(Duration::from_secs(1));
         let waiter = tokio::spawn({
             let deadline = deadline.clone();
             async move { deadline.expired().await }
@@ -171,8 +172,9 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(400)).await;
             assert!(!waiter.is_finished(), "no timeout while someone is asked");
         }
-        // The clock runs again: the rest of the 100 ms, then it expires.
-        tokio::time::timeout(Duration::from_secs(5), waiter)
+        // The clock runs again: the rest of the second, then it expires.
+        // The bound only ends a test that would otherwise never end.
+        tokio::time::timeout(Duration::from_secs(60), waiter)
             .await
             .expect("the deadline expires once the clock runs again")
             .unwrap();
@@ -198,16 +200,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_pause_past_the_budget_lets_the_clock_run_while_it_lasts() {
-        let deadline = Deadline::new(Duration::from_millis(100));
+        let deadline = Deadline::new(Duration::from_secs(1));
         deadline.state().most_paused = Duration::from_millis(200);
         let waiter = tokio::spawn({
             let deadline = deadline.clone();
             async move { deadline.expired().await }
         });
         // A pause that never ends (an approver with no timeout): the clock
-        // stands still for the 200 ms budget, then runs its 100 ms.
+        // stands still for the 200 ms budget, then runs its second.
         let _held = deadline.pause().expect("the clock is running");
-        tokio::time::timeout(Duration::from_secs(5), waiter)
+        tokio::time::timeout(Duration::from_secs(60), waiter)
             .await
             .expect("the deadline passes while the pause still lives")
             .unwrap();
@@ -216,7 +218,8 @@ mod tests {
 
     #[tokio::test]
     async fn overlapping_pauses_hold_the_clock_until_the_last_ends() {
-        let deadline = Deadline::new(Duration::from_millis(100));
+        // Never reached: the test reads how far the pauses moved it.
+        let deadline = Deadline::new(Duration::from_secs(60));
         let at_first = deadline.state().at;
         let first = deadline.pause().expect("the clock is running");
         let second = deadline.pause().expect("a second pause joins the first");

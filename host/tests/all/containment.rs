@@ -454,8 +454,27 @@ async fn a_repeated_id_is_refused_not_run_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_batch_stops_its_calls() {
     let (_work, data) = data_dir();
+    // The blocking call's fetch is answered only when the test says so:
+    // no clock decides how long it holds the permit.
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let server = serve(axum::Router::new().route(
+        "/",
+        axum::routing::get({
+            let gate = gate.clone();
+            move || {
+                let gate = gate.clone();
+                async move {
+                    gate.notified().await;
+                    "released"
+                }
+            }
+        }),
+    ))
+    .await;
     let grants = Grants::none()
         .file(&data, "/data", FileMode::ReadWrite)
+        .unwrap()
+        .allow_host(&server.origin())
         .unwrap();
     let one_at_a_time = slow_limits().with_max_concurrency(1).unwrap();
     let host = probe_host(grants, one_at_a_time).await;
@@ -464,8 +483,9 @@ async fn a_dropped_batch_stops_its_calls() {
     // order its calls reach the queue in.
     let blocker = {
         let host = host.clone();
+        let url = server.url("/");
         tokio::spawn(async move {
-            host.call(ToolCall::new("hold", "sleep", json!({"n": 1500})))
+            host.call(ToolCall::new("hold", "fetch", json!({ "name": url })))
                 .await
         })
     };
@@ -484,8 +504,9 @@ async fn a_dropped_batch_stops_its_calls() {
     );
     // The permit frees when the blocking call ends; nothing of the
     // dropped batch may take it.
+    gate.notify_one();
     let outcome = blocker.await.unwrap();
-    assert!(!outcome.is_error(), "{outcome:?}");
+    assert_eq!(ok(&outcome), "200 released", "{outcome:?}");
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(late_files(&data), 0, "calls of a dropped batch ran");
 }

@@ -173,7 +173,7 @@ async fn a_concurrency_cap_refuses_calls_beyond_it_until_the_running_call_ends()
         .json(&json!([{"id": "s", "name": "spin", "args": {}}]));
     let task = tokio::spawn(async move { spin.send().await.map(|r| r.status()) });
     let running = server
-        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
+        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(60))
         .await;
     assert!(
         running.is_some(),

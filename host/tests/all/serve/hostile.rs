@@ -318,7 +318,7 @@ async fn a_repeated_id_in_a_session_is_refused_and_the_first_call_still_answered
         }
     });
     let running = server
-        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
+        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(60))
         .await;
     assert!(
         running.is_some(),
@@ -424,7 +424,7 @@ async fn sigterm_answers_every_call_in_flight_on_every_front_end_and_refuses_new
         ],
     );
     let running = server
-        .wait_for_metric("toolhost_instances_in_flight", 3.0, Duration::from_secs(10))
+        .wait_for_metric("toolhost_instances_in_flight", 3.0, Duration::from_secs(60))
         .await;
     assert!(
         running.is_some(),
@@ -476,7 +476,7 @@ async fn sigterm_answers_every_call_in_flight_on_every_front_end_and_refuses_new
 /// Poll `POST /v1/tool_calls` until the draining server refuses it: its
 /// status and `Retry-After`.
 async fn eventually_refused(server: &Server) -> (StatusCode, Option<String>) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let response = server.tool_calls("", &json!([calc("x", "1+1")])).await;
         if response.status() != StatusCode::OK {
@@ -506,7 +506,7 @@ async fn calls_still_running_when_the_drain_time_is_up_are_answered_with_an_erro
         .json(&json!([calc("quick", "6*7"), {"id": "stuck", "name": "spin", "args": {}}]));
     let task = tokio::spawn(async move { request.send().await?.json::<Value>().await });
     let running = server
-        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
+        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(60))
         .await;
     assert!(running.is_some(), "spin never started\n{}", server.stderr());
     sigterm(&server.child);
@@ -540,7 +540,7 @@ fn sigterm_over_stdio_answers_the_call_in_flight_refuses_new_requests_and_exits_
     server.reply(3);
     sigterm(&server.child);
     // Draining once it says so (its log is on stderr).
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !server.stderr.lock().unwrap().contains("shutting down") {
         assert!(Instant::now() < deadline, "no shutdown began after SIGTERM");
         std::thread::sleep(Duration::from_millis(20));
@@ -555,7 +555,7 @@ fn sigterm_over_stdio_answers_the_call_in_flight_refuses_new_requests_and_exits_
     assert!(status.success(), "{status:?}");
 }
 
-/// A server with a session open and `spin` (which runs until its 30 s
+/// A server with a session open and `spin` (which runs until its ten-minute
 /// deadline) called in it and running; the session's id and the call.
 async fn spin_in_a_session() -> (Arc<Server>, String, tokio::task::JoinHandle<McpResponse>) {
     let server = Arc::new(Server::start(&manifest(Some(LONG_PROBE)), &[]));
@@ -570,7 +570,7 @@ async fn spin_in_a_session() -> (Arc<Server>, String, tokio::task::JoinHandle<Mc
         }
     });
     let running = server
-        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(10))
+        .wait_for_metric("toolhost_instances_in_flight", 1.0, Duration::from_secs(60))
         .await;
     assert!(running.is_some(), "spin never started\n{}", server.stderr());
     (server, session, call)
@@ -581,7 +581,7 @@ async fn ending_a_session_stops_its_running_calls_at_once() {
     let (server, session, call) = spin_in_a_session().await;
     let closed = server.close_session(&session).await;
     assert!(closed.status().is_success(), "{}", closed.status());
-    // Stopped, not left to rmcp's five-second drain or its 30 s deadline.
+    // Stopped, not left to rmcp's five-second drain or its ten-minute deadline.
     let stopped = server
         .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(3))
         .await;
@@ -599,9 +599,9 @@ async fn a_dropped_request_in_a_session_stops_its_call_once_it_cannot_be_resumed
     // The client goes away without a word.
     call.abort();
     // The call runs on while its stream could be resumed (10 s), then stops,
-    // well before its 30 s deadline.
+    // well before its ten-minute deadline.
     let stopped = server
-        .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(20))
+        .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(60))
         .await;
     assert!(
         stopped.is_some(),
@@ -639,7 +639,7 @@ async fn a_draining_server_lets_a_client_resume_the_stream_of_its_call() {
     };
     drop(body);
     sigterm(&server.child);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !server.stderr().contains("shutting down") {
         assert!(Instant::now() < deadline, "no shutdown began");
         tokio::time::sleep(Duration::from_millis(20)).await;
