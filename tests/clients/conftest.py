@@ -1,5 +1,5 @@
-"""What every client test shares: the toolhost binary, the manifest, and one
-`toolhost serve --listen` per test session.
+"""What every client test shares: the toolhost binary, the manifest, one
+`toolhost serve --listen` per test session, and a reader of its /metrics.
 
 The binary is $TOOLHOST_BIN (default target/release/toolhost); the manifest
 is tests/clients/toolhost.toml (calc and the probe, granted nothing, 2 s
@@ -11,6 +11,7 @@ anyio's pytest plugin, which the mcp SDK brings.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -124,3 +125,17 @@ def serve_http(toolhost: Path, manifest: Path) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def mcp_url(http_server: str) -> str:
     return f"{http_server}/mcp"
+
+
+# A sample line of Prometheus/OpenMetrics text: its name, labels (if any)
+# and value; a timestamp after the value is ignored.
+SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})?\s+(\S+)")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def metric_samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    """Each sample of a server's /metrics text: its name, its labels and its value."""
+    for line in text.splitlines():
+        match = SAMPLE.match(line)
+        if match:
+            yield match.group(1), dict(LABEL.findall(match.group(2) or "")), float(match.group(3))

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import metric_samples
 
 TOOL_MESSAGE_KEYS = {"role", "tool_call_id", "name", "content", "is_error", "status", "error", "artifact"}
 
@@ -238,15 +239,10 @@ def test_tools_unknown_format(http: httpx.Client) -> None:
 def calls_counter(text: str) -> dict[tuple[str, str], float]:
     """The tool-calls counter's samples from Prometheus/OpenMetrics text, by (tool, outcome)."""
     counts: dict[tuple[str, str], float] = {}
-    sample = re.compile(r"^(toolhost_\w*calls\w*_total)\{([^}]*)\}\s+(\S+)")
-    for line in text.splitlines():
-        match = sample.match(line)
-        if not match:
-            continue
-        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2)))
-        if "tool" in labels and "outcome" in labels:
+    for name, labels, value in metric_samples(text):
+        if re.fullmatch(r"toolhost_\w*calls\w*_total", name) and "tool" in labels and "outcome" in labels:
             key = (labels["tool"], labels["outcome"])
-            counts[key] = counts.get(key, 0.0) + float(match.group(3))
+            counts[key] = counts.get(key, 0.0) + value
     return counts
 
 

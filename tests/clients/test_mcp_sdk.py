@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from conftest import PATIENT_MANIFEST, serve_stdio_args
 from mcp import ClientSession, StdioServerParameters, types
@@ -77,9 +76,6 @@ class Connection:
         self.session = session
         self.protocol_version = protocol_version
         self.server_name = server_name
-        # Whether the server runs an instance now, where the test can ask it
-        # (its /metrics over HTTP); None over stdio.
-        self.running: Callable[[], Awaitable[bool]] | None = None
 
     async def list_tools(self) -> dict[str, dict[str, Any]]:
         result = await self._caller.list_tools()
@@ -88,21 +84,22 @@ class Connection:
     async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return wire(await self._caller.call_tool(name, arguments))
 
-    async def abandon(self, name: str, arguments: dict[str, Any], after_s: float) -> None:
-        """Start a call, give up on it once the server runs it (where it can tell,
-        see `running`; else after `after_s`), and let the server know the way a
-        user of this SDK does."""
+    async def abandon(self, name: str, arguments: dict[str, Any]) -> None:
+        """Start a call of a tool that reports progress before it works (the
+        probe's spin and sleep), give up on it once that report arrives, so
+        the tool is running, not still on its way, and let the server know the
+        way a user of this SDK does. The same on every transport; the
+        connection's deadline is the patience."""
         # mcp 1.x sends nothing when a caller gives up: the notification below
         # names the request id the call is about to take.
         request_id = None if MCP_MAJOR >= 2 else self.session._request_id  # noqa: SLF001
-        cancelled = False
+        running = anyio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            running.set()
 
         async def give_up(scope: anyio.CancelScope) -> None:
-            if self.running is None:
-                await anyio.sleep(after_s)
-            else:
-                while not await self.running():
-                    await anyio.sleep(0.02)
+            await running.wait()
             scope.cancel()
 
         async with anyio.create_task_group() as tasks:
@@ -110,7 +107,7 @@ class Connection:
                 tasks.start_soon(give_up, scope)
                 # mcp 2.x cancels for us: `notifications/cancelled` on stdio and
                 # legacy HTTP; on 2026-07-28 HTTP it aborts the request's POST.
-                await self._caller.call_tool(name, arguments)
+                await self._caller.call_tool(name, arguments, progress_callback=on_progress)
             cancelled = scope.cancelled_caught
             tasks.cancel_scope.cancel()
         assert cancelled, f"{name} answered before it was cancelled"
@@ -193,25 +190,7 @@ def open_patient_connection(request: pytest.FixtureRequest, toolhost: Path) -> C
     transport, era = request.param
     url = request.getfixturevalue("patient_mcp_url") if transport == "http" else None
     stdio_args = serve_stdio_args(PATIENT_MANIFEST)
-
-    @asynccontextmanager
-    async def opened() -> AsyncIterator[Connection]:
-        async with connect(transport, era, toolhost, url, stdio_args=stdio_args) as conn:
-            if url is not None:
-                conn.running = lambda: instances_running(url.removesuffix("/mcp"))
-            yield conn
-
-    return opened
-
-
-async def instances_running(base: str) -> bool:
-    """Whether the server at `base` runs a tool instance now (its /metrics)."""
-    async with httpx.AsyncClient(trust_env=False, timeout=10.0) as http:
-        text = (await http.get(f"{base}/metrics")).text
-    for line in text.splitlines():
-        if line.startswith("toolhost_instances_in_flight"):
-            return float(line.split()[-1]) >= 1
-    return False
+    return lambda: connect(transport, era, toolhost, url, stdio_args=stdio_args)
 
 
 async def test_initialize_and_list_tools(open_connection: Connector) -> None:
@@ -327,10 +306,11 @@ async def test_unknown_tool_is_a_protocol_error(open_connection: Connector) -> N
 async def test_cancellation_stops_the_call(open_patient_connection: Connector) -> None:
     """A cancelled call frees its instance: the probe runs one call at a time
     with a ten-minute deadline, so the next probe call is answered (within the
-    test's deadline) only if the spin really stopped. No clock decides it."""
+    test's deadline) only if the spin, cancelled once it reported that it
+    runs, really stopped. No clock decides it."""
     async with open_patient_connection() as conn:
         await conn.list_tools()
-        await conn.abandon("spin", {}, after_s=0.3)
+        await conn.abandon("spin", {})
         result = await conn.call("echo", {"text": "still here", "times": 1})
         assert result["isError"] is False, result
         assert text_of(result) == "still here"
@@ -340,7 +320,7 @@ async def test_sleep_is_cancelled_too(open_patient_connection: Connector) -> Non
     """A call waiting in a host call (wasi:clocks sleep), not burning fuel, stops as well."""
     async with open_patient_connection() as conn:
         await conn.list_tools()
-        await conn.abandon("sleep", {"n": 600_000}, after_s=0.3)
+        await conn.abandon("sleep", {"n": 600_000})
         assert text_of(await conn.call("echo", {"text": "x", "times": 2})) == "xx"
 
 

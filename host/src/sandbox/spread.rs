@@ -85,9 +85,9 @@ impl Drop for Inline {
 }
 
 /// `future` run on [`workers`] when this is a front thread (and stopped
-/// if this future is dropped first), else here: for work that spawns
-/// tasks of its own (rmcp's), which must not all land on one front
-/// thread.
+/// if this future is dropped first), else here: for work that must not
+/// land on a front thread, such as rmcp's, which spawns tasks of its own,
+/// or a batch's call while another call runs there.
 pub(crate) async fn off_the_front<F>(future: F) -> Result<F::Output, JoinError>
 where
     F: Future + Send + 'static,

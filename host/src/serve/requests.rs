@@ -268,6 +268,16 @@ pub(super) enum Intake {
     Before,
 }
 
+impl Intake {
+    /// How the client's side ended, as the operator's log says it.
+    fn client_gone(self) -> &'static str {
+        match self {
+            Self::Here => "the client closed stdin",
+            Self::Before => "the session ended",
+        }
+    }
+}
+
 /// A transport that keeps [`Requests`] for the rmcp service behind it.
 ///
 /// When the client side ends (stdin closed, session deleted or expired),
@@ -378,6 +388,15 @@ impl<T: Transport<RoleServer> + 'static> Transport<RoleServer> for Tracked<T> {
                         .iter()
                         .filter_map(|id| cancel_message(id, "the client went away"))
                         .collect();
+                    // Says that this stop, not rmcp's drain of the ended
+                    // service seconds later, ended the calls.
+                    if !self.ending.is_empty() {
+                        tracing::info!(
+                            "{}: stopping its {} running call(s)",
+                            self.intake.client_gone(),
+                            self.ending.len()
+                        );
+                    }
                     continue;
                 }
                 Next::Message(Some(message)) => message,

@@ -79,10 +79,11 @@ impl ToolHost {
                 // the workers.
                 None => {
                     let (host, env) = (self.clone(), env.clone());
-                    let mut task = AbortOnDrop(crate::sandbox::spread::spawn(async move {
+                    crate::sandbox::spread::off_the_front(async move {
                         host.call_resolved(found, call, &env).await
-                    }));
-                    (&mut task.0).await.map_err(|e| e.to_string())
+                    })
+                    .await
+                    .map_err(|e| e.to_string())
                 }
             };
             results[i] =

@@ -57,16 +57,21 @@ fn counter(_: Nothing) -> Result<Output, ToolError> {
     ))
 }
 
-/// Burns CPU forever: stopped only by fuel or the deadline.
+/// Burns CPU forever: stopped only by fuel or the deadline. It first
+/// reports progress, so that a client can tell it runs (and cancel it then,
+/// not before it started).
 fn spin(_: Nothing) -> Result<Output, ToolError> {
+    toolhost_guest::progress(0.0, None, Some("spinning"));
     let mut x: u64 = 0;
     loop {
         x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
     }
 }
 
-/// Sleeps `n` milliseconds inside a host call (wasi:clocks), not burning fuel.
+/// Sleeps `n` milliseconds inside a host call (wasi:clocks), not burning
+/// fuel, after reporting progress, as `spin` does.
 fn sleep(args: Amount) -> Result<Output, ToolError> {
+    toolhost_guest::progress(0.0, Some(args.n as f64), Some("sleeping"));
     std::thread::sleep(std::time::Duration::from_millis(args.n));
     Ok(Output::text("awake"))
 }

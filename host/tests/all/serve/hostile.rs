@@ -533,11 +533,12 @@ fn sigterm_over_stdio_answers_the_call_in_flight_refuses_new_requests_and_exits_
     server.send(&initialize_2025(1));
     server.reply(1);
     server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    server.send(&sleep_call(2, 5000));
-    // The call is running once its instance is: a progress-free probe, so
-    // wait on a ping answered after the call was read.
-    server.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
-    server.reply(3);
+    // The probe's sleep reports progress before it sleeps: the signal
+    // comes once the call runs.
+    let mut call = sleep_call(2, 5000);
+    call["params"]["_meta"] = json!({"progressToken": "nap"});
+    server.send(&call);
+    server.notification("notifications/progress");
     sigterm(&server.child);
     // Draining once it says so (its log is on stderr).
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -557,8 +558,13 @@ fn sigterm_over_stdio_answers_the_call_in_flight_refuses_new_requests_and_exits_
 
 /// A server with a session open and `spin` (which runs until its ten-minute
 /// deadline) called in it and running; the session's id and the call.
+/// The server logs at info, for the line that says what stopped a call.
 async fn spin_in_a_session() -> (Arc<Server>, String, tokio::task::JoinHandle<McpResponse>) {
-    let server = Arc::new(Server::start(&manifest(Some(LONG_PROBE)), &[]));
+    let server = Arc::new(Server::start_with_env(
+        &manifest(Some(LONG_PROBE)),
+        &[],
+        &[("RUST_LOG", "warn,toolhost=info")],
+    ));
     let session = open_session(&server).await;
     let call = tokio::spawn({
         let server = server.clone();
@@ -581,9 +587,22 @@ async fn ending_a_session_stops_its_running_calls_at_once() {
     let (server, session, call) = spin_in_a_session().await;
     let closed = server.close_session(&session).await;
     assert!(closed.status().is_success(), "{}", closed.status());
-    // Stopped, not left to rmcp's five-second drain or its ten-minute deadline.
+    // Stopped by the session's end, not left to rmcp's five-second drain of
+    // the ended service or to its ten-minute deadline: the server says so.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !server
+        .stderr()
+        .contains("the session ended: stopping its 1 running call(s)")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "ending the session stopped no call\n{}",
+            server.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let stopped = server
-        .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(3))
+        .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(60))
         .await;
     assert!(
         stopped.is_some(),

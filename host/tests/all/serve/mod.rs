@@ -7,6 +7,7 @@
 //! the test expects stopped has a ten-minute deadline, so "stopped" is never
 //! told from "ran to its deadline" by a clock.
 
+use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -1556,6 +1557,21 @@ async fn a_dropped_tool_calls_request_stops_its_instance() {
 
 // 8. Graceful shutdown.
 
+/// Waits for `server`, sent SIGTERM at `signalled` with a ten-minute drain,
+/// to exit with status 0. One still running 60 s later waits out the drain,
+/// which no test does: the panic says `why` it would.
+async fn exited_zero_after_sigterm(server: &mut Server, signalled: Instant, why: &str) {
+    let exit = wait_exit_async(&mut server.child, Duration::from_secs(60)).await;
+    let status = exit.unwrap_or_else(|| {
+        panic!(
+            "still running {:?} after SIGTERM: {why}\n{}",
+            signalled.elapsed(),
+            server.stderr()
+        )
+    });
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", server.stderr());
+}
+
 #[tokio::test]
 async fn sigterm_lets_calls_in_flight_finish_then_exits_zero() {
     // A drain no test waits out: a server that kept it would not exit within
@@ -1594,15 +1610,12 @@ async fn sigterm_lets_calls_in_flight_finish_then_exits_zero() {
     assert_eq!(answers[0]["content"], "awake", "{text}");
     // Once nothing is in flight the process ends at once, not after the
     // ten minutes it grants requests that never finish.
-    let exit = wait_exit_async(&mut server.child, Duration::from_secs(60)).await;
-    let status = exit.unwrap_or_else(|| {
-        panic!(
-            "still running {:?} after SIGTERM: the shutdown waits out its drain time\n{}",
-            signalled.elapsed(),
-            server.stderr()
-        )
-    });
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", server.stderr());
+    exited_zero_after_sigterm(
+        &mut server,
+        signalled,
+        "the shutdown waits out its drain time",
+    )
+    .await;
     // The server says the signal found the sleep in flight: the test saw
     // what it is about.
     let log = server.stderr_when_closed().await;
@@ -1622,15 +1635,12 @@ async fn sigterm_ends_open_mcp_event_streams_and_exits_promptly() {
     let pid = rustix::process::Pid::from_child(&server.child);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let signalled = Instant::now();
-    let exit = wait_exit_async(&mut server.child, Duration::from_secs(60)).await;
-    let status = exit.unwrap_or_else(|| {
-        panic!(
-            "still running {:?} after SIGTERM: an open event stream holds the shutdown to its drain time\n{}",
-            signalled.elapsed(),
-            server.stderr()
-        )
-    });
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", server.stderr());
+    exited_zero_after_sigterm(
+        &mut server,
+        signalled,
+        "an open event stream holds the shutdown to its drain time",
+    )
+    .await;
     // Ended by the server, not given up on after the wait for connections.
     let log = server.stderr_when_closed().await;
     assert!(
@@ -1749,6 +1759,9 @@ struct StdioServer {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
+    /// Messages read while waiting for another, in order: a later wait may
+    /// want one.
+    read: VecDeque<Value>,
     stderr: Arc<Mutex<String>>,
     _dir: tempfile::TempDir,
 }
@@ -1778,6 +1791,7 @@ impl StdioServer {
             child,
             stdin,
             lines,
+            read: VecDeque::new(),
             stderr,
             _dir: dir,
         }
@@ -1791,18 +1805,34 @@ impl StdioServer {
 
     /// Read lines until the response to `id`; every line must be JSON-RPC.
     fn reply(&mut self, id: u64) -> Value {
+        self.read_until(&format!("a reply to {id}"), |m| m["id"] == json!(id))
+    }
+
+    /// Read lines until a notification of `method`, skipping the rest.
+    fn notification(&mut self, method: &str) -> Value {
+        self.read_until(method, |m| m["id"].is_null() && m["method"] == method)
+    }
+
+    /// The first message `wanted` accepts, among those read before or the
+    /// lines to come; every line must be JSON-RPC.
+    fn read_until(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        if let Some(at) = self.read.iter().position(&wanted) {
+            return self.read.remove(at).expect("found above");
+        }
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| {
-                panic!("no reply to {id}\nstderr:\n{}", self.stderr.lock().unwrap())
-            });
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {what}\nstderr:\n{}", self.stderr.lock().unwrap()));
             let message: Value = serde_json::from_str(&line)
                 .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC, got ({e}): {line}"));
             assert_eq!(message["jsonrpc"], "2.0", "{line}");
-            if message["id"] == json!(id) {
+            if wanted(&message) {
                 return message;
             }
+            self.read.push_back(message);
         }
     }
 }
