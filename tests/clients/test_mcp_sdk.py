@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
-from conftest import PATIENT_MANIFEST, serve_stdio_args
+from conftest import PATIENT_MANIFEST, metric_samples, serve_stdio_args
 from mcp import ClientSession, StdioServerParameters, types
 
 try:  # mcp 2.x
@@ -42,6 +43,8 @@ ERAS = ["legacy", "modern"] if MCP_MAJOR >= 2 else ["legacy"]
 HANDSHAKE_VERSION = "2025-11-25"
 MODERN_VERSION = "2026-07-28"
 ERROR_KEY = "toolhost/error"
+# What the probe's spin and sleep report before they work.
+PROBE_PROGRESS = {"spinning", "sleeping"}
 # No test here needs longer: the slowest waits for the manifest's 2 s timeout.
 TEST_DEADLINE_S = 60.0
 
@@ -76,6 +79,9 @@ class Connection:
         self.session = session
         self.protocol_version = protocol_version
         self.server_name = server_name
+        # Over HTTP, whether the server runs a tool instance now (its
+        # /metrics); None over stdio, where the tool's own progress says so.
+        self.running: Callable[[], Awaitable[bool]] | None = None
 
     async def list_tools(self) -> dict[str, dict[str, Any]]:
         result = await self._caller.list_tools()
@@ -85,29 +91,37 @@ class Connection:
         return wire(await self._caller.call_tool(name, arguments))
 
     async def abandon(self, name: str, arguments: dict[str, Any]) -> None:
-        """Start a call of a tool that reports progress before it works (the
-        probe's spin and sleep), give up on it once that report arrives, so
-        the tool is running, not still on its way, and let the server know the
-        way a user of this SDK does. The same on every transport; the
-        connection's deadline is the patience."""
+        """Start a call of the probe's spin or sleep, give up on it once it
+        runs, not while it is still on its way, and let the server know the
+        way a user of this SDK does. Over HTTP the server's /metrics says the
+        call runs, so the request is a plain one (on 2026-07-28, the fast
+        path's); over stdio the tool's own progress report says so (the
+        host's, that a call waits for its component's compilation, does not
+        count). The connection's deadline is the patience."""
         # mcp 1.x sends nothing when a caller gives up: the notification below
         # names the request id the call is about to take.
         request_id = None if MCP_MAJOR >= 2 else self.session._request_id  # noqa: SLF001
-        running = anyio.Event()
+        reported = anyio.Event()
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            running.set()
+            if message in PROBE_PROGRESS:
+                reported.set()
 
         async def give_up(scope: anyio.CancelScope) -> None:
-            await running.wait()
+            if self.running is None:
+                await reported.wait()
+            else:
+                while not await self.running():
+                    await anyio.sleep(0.02)
             scope.cancel()
 
+        progress = {"progress_callback": on_progress} if self.running is None else {}
         async with anyio.create_task_group() as tasks:
             with anyio.CancelScope() as scope:
                 tasks.start_soon(give_up, scope)
                 # mcp 2.x cancels for us: `notifications/cancelled` on stdio and
                 # legacy HTTP; on 2026-07-28 HTTP it aborts the request's POST.
-                await self._caller.call_tool(name, arguments, progress_callback=on_progress)
+                await self._caller.call_tool(name, arguments, **progress)
             cancelled = scope.cancelled_caught
             tasks.cancel_scope.cancel()
         assert cancelled, f"{name} answered before it was cancelled"
@@ -190,7 +204,24 @@ def open_patient_connection(request: pytest.FixtureRequest, toolhost: Path) -> C
     transport, era = request.param
     url = request.getfixturevalue("patient_mcp_url") if transport == "http" else None
     stdio_args = serve_stdio_args(PATIENT_MANIFEST)
-    return lambda: connect(transport, era, toolhost, url, stdio_args=stdio_args)
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[Connection]:
+        async with connect(transport, era, toolhost, url, stdio_args=stdio_args) as conn:
+            if url is not None:
+                conn.running = lambda: instances_running(url.removesuffix("/mcp"))
+            yield conn
+
+    return opened
+
+
+async def instances_running(base: str) -> bool:
+    """Whether the server at `base` runs a tool instance now (its /metrics)."""
+    async with httpx.AsyncClient(trust_env=False, timeout=10.0) as http:
+        text = (await http.get(f"{base}/metrics")).text
+    return any(
+        name == "toolhost_instances_in_flight" and value >= 1 for name, _, value in metric_samples(text)
+    )
 
 
 async def test_initialize_and_list_tools(open_connection: Connector) -> None:
@@ -306,8 +337,8 @@ async def test_unknown_tool_is_a_protocol_error(open_connection: Connector) -> N
 async def test_cancellation_stops_the_call(open_patient_connection: Connector) -> None:
     """A cancelled call frees its instance: the probe runs one call at a time
     with a ten-minute deadline, so the next probe call is answered (within the
-    test's deadline) only if the spin, cancelled once it reported that it
-    runs, really stopped. No clock decides it."""
+    test's deadline) only if the spin, cancelled once it runs, really
+    stopped. No clock decides it."""
     async with open_patient_connection() as conn:
         await conn.list_tools()
         await conn.abandon("spin", {})

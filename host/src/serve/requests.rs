@@ -272,7 +272,7 @@ impl Intake {
     /// How the client's side ended, as the operator's log says it.
     fn client_gone(self) -> &'static str {
         match self {
-            Self::Here => "the client closed stdin",
+            Self::Here => "stdin ended",
             Self::Before => "the session ended",
         }
     }
@@ -389,12 +389,13 @@ impl<T: Transport<RoleServer> + 'static> Transport<RoleServer> for Tracked<T> {
                         .filter_map(|id| cancel_message(id, "the client went away"))
                         .collect();
                     // Says that this stop, not rmcp's drain of the ended
-                    // service seconds later, ended the calls.
+                    // service seconds later, ends the requests: those in
+                    // flight, calls queued or waiting for admission included.
                     if !self.ending.is_empty() {
                         tracing::info!(
-                            "{}: stopping its {} running call(s)",
+                            in_flight = self.ending.len(),
+                            "{}: cancelling its requests in flight",
                             self.intake.client_gone(),
-                            self.ending.len()
                         );
                     }
                     continue;

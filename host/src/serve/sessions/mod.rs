@@ -10,7 +10,8 @@
 //! - **Ending a session stops its calls at once.** When a session ends
 //!   (DELETE, expiry, shutdown), every call it has in flight is cancelled
 //!   then and there, rather than running on for rmcp's five-second drain
-//!   (logged at info: "the session ended: stopping its N running call(s)").
+//!   (logged at info: "the session ended: cancelling its requests in
+//!   flight").
 //! - **A dropped request stops its call**, once the client has had
 //!   [`RESUME_GRACE`] to resume its stream (`Last-Event-ID`), as the
 //!   protocol lets it: nobody is left to collect the answer.

@@ -538,7 +538,7 @@ fn sigterm_over_stdio_answers_the_call_in_flight_refuses_new_requests_and_exits_
     let mut call = sleep_call(2, 5000);
     call["params"]["_meta"] = json!({"progressToken": "nap"});
     server.send(&call);
-    server.notification("notifications/progress");
+    server.progress("sleeping");
     sigterm(&server.child);
     // Draining once it says so (its log is on stderr).
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -558,12 +558,14 @@ fn sigterm_over_stdio_answers_the_call_in_flight_refuses_new_requests_and_exits_
 
 /// A server with a session open and `spin` (which runs until its ten-minute
 /// deadline) called in it and running; the session's id and the call.
-/// The server logs at info, for the line that says what stopped a call.
+/// The server logs what ends a session's requests (toolhost at info) and
+/// rmcp's service loop (`serve finished`, at info; its drain's timeout is a
+/// warning).
 async fn spin_in_a_session() -> (Arc<Server>, String, tokio::task::JoinHandle<McpResponse>) {
     let server = Arc::new(Server::start_with_env(
         &manifest(Some(LONG_PROBE)),
         &[],
-        &[("RUST_LOG", "warn,toolhost=info")],
+        &[("RUST_LOG", "warn,toolhost=info,rmcp::service=info")],
     ));
     let session = open_session(&server).await;
     let call = tokio::spawn({
@@ -585,28 +587,45 @@ async fn spin_in_a_session() -> (Arc<Server>, String, tokio::task::JoinHandle<Mc
 #[tokio::test]
 async fn ending_a_session_stops_its_running_calls_at_once() {
     let (server, session, call) = spin_in_a_session().await;
+    let finished = |log: &str| log.matches("serve finished").count();
+    let services_ended = finished(&server.stderr());
     let closed = server.close_session(&session).await;
     assert!(closed.status().is_success(), "{}", closed.status());
-    // Stopped by the session's end, not left to rmcp's five-second drain of
-    // the ended service or to its ten-minute deadline: the server says so.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !server
-        .stderr()
-        .contains("the session ended: stopping its 1 running call(s)")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "ending the session stopped no call\n{}",
-            server.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    server
+        .logged(
+            &[
+                "the session ended: cancelling its requests in flight",
+                "in_flight=1",
+            ],
+            "the session's end cancelled nothing",
+        )
+        .await;
     let stopped = server
         .wait_for_metric("toolhost_instances_in_flight", 0.0, Duration::from_secs(60))
         .await;
     assert!(
         stopped.is_some(),
         "the session's call still runs\n{}",
+        server.stderr()
+    );
+    // Stopped by the session's end, not by rmcp's five-second drain of the
+    // ended service, which stops a handler still running only once it has
+    // timed out, and says so before the service's end. (Its ten-minute
+    // deadline is further still.)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while finished(&server.stderr()) == services_ended {
+        assert!(
+            Instant::now() < deadline,
+            "the session's service never ended\n{}",
+            server.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !server
+            .stderr()
+            .contains("timed out draining in-flight responses"),
+        "the call ran on until rmcp's drain gave up on it\n{}",
         server.stderr()
     );
     call.abort();
@@ -658,11 +677,7 @@ async fn a_draining_server_lets_a_client_resume_the_stream_of_its_call() {
     };
     drop(body);
     sigterm(&server.child);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !server.stderr().contains("shutting down") {
-        assert!(Instant::now() < deadline, "no shutdown began");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    server.logged(&["shutting down"], "no shutdown began").await;
     let resumed = server
         .http
         .get(server.url("/mcp"))

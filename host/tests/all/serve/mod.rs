@@ -252,6 +252,23 @@ impl Server {
         }
     }
 
+    /// Waits, with 60 s of patience, for a line on stderr that holds every
+    /// one of `parts`; panics saying `why` it should have come.
+    async fn logged(&self, parts: &[&str], why: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = self.stderr();
+            if let Some(line) = text.lines().find(|l| parts.iter().all(|p| l.contains(p))) {
+                return line.to_owned();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{why}: no line with {parts:?}\n{text}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// `POST /v1/tool_calls` with `body` as JSON.
     async fn tool_calls(&self, query: &str, body: &Value) -> reqwest::Response {
         self.http
@@ -1808,9 +1825,13 @@ impl StdioServer {
         self.read_until(&format!("a reply to {id}"), |m| m["id"] == json!(id))
     }
 
-    /// Read lines until a notification of `method`, skipping the rest.
-    fn notification(&mut self, method: &str) -> Value {
-        self.read_until(method, |m| m["id"].is_null() && m["method"] == method)
+    /// Read lines until a progress notification with `message`: the tool's
+    /// own report, not the host's (which says, with the same token, that the
+    /// call waits for its component's compilation).
+    fn progress(&mut self, message: &str) -> Value {
+        self.read_until(&format!("progress \"{message}\""), |m| {
+            m["method"] == "notifications/progress" && m["params"]["message"] == message
+        })
     }
 
     /// The first message `wanted` accepts, among those read before or the
