@@ -612,15 +612,12 @@ async fn ending_a_session_stops_its_running_calls_at_once() {
     // ended service, which stops a handler still running only once it has
     // timed out, and says so before the service's end. (Its ten-minute
     // deadline is further still.)
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while finished(&server.stderr()) == services_ended {
-        assert!(
-            Instant::now() < deadline,
-            "the session's service never ended\n{}",
-            server.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    server
+        .logged_where(
+            |log| finished(log) > services_ended,
+            "the session's service never ended",
+        )
+        .await;
     assert!(
         !server
             .stderr()

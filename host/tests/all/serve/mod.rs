@@ -255,16 +255,24 @@ impl Server {
     /// Waits, with 60 s of patience, for a line on stderr that holds every
     /// one of `parts`; panics saying `why` it should have come.
     async fn logged(&self, parts: &[&str], why: &str) {
+        let line = |l: &str| parts.iter().all(|p| l.contains(p));
+        self.logged_where(
+            |text| text.lines().any(line),
+            &format!("{why}: no line with {parts:?}"),
+        )
+        .await;
+    }
+
+    /// Waits, with 60 s of patience, until what the server wrote on stderr
+    /// satisfies `done`; panics saying `why` it should have.
+    async fn logged_where(&self, done: impl Fn(&str) -> bool, why: &str) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let text = self.stderr();
-            if text.lines().any(|l| parts.iter().all(|p| l.contains(p))) {
+            if done(&text) {
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "{why}: no line with {parts:?}\n{text}"
-            );
+            assert!(Instant::now() < deadline, "{why}\n{text}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
