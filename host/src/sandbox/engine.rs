@@ -134,7 +134,6 @@ impl SandboxOptions {
 /// The engine's configuration for `options`, with room in its pool for
 /// `ahead` instances made ahead of their calls.
 pub(super) fn engine_config(options: &SandboxOptions, ahead: u32) -> Config {
-    let instances = options.max_instances.saturating_add(ahead);
     // Where the kernel can say which pages a call dirtied (PAGEMAP_SCAN,
     // Linux 6.7+), memories are filled by copying the component's data
     // into pages that stay resident, and only the pages a call dirtied are
@@ -144,7 +143,29 @@ pub(super) fn engine_config(options: &SandboxOptions, ahead: u32) -> Config {
     // call itself takes 0.2 ms, and the copy is made ahead of the call, see
     // `ready`). The price is memory: a pool slot keeps up to
     // `KEEP_RESIDENT_COPIED` of the pages its instances touched.
-    let copied = PoolingAllocationConfig::is_pagemap_scan_available();
+    //
+    // Not where the kernel may swap: wasmtime 48's reset looks only at the
+    // pages present in memory, so a page a call wrote that was swapped out
+    // before the reset would be neither cleared nor given back, and the next
+    // instance in its slot, of any component, would read it (wasmtime pull
+    // request 14357, open). There memories are reset the older way, which
+    // clears or gives back every page wherever it is.
+    let pagemap = PoolingAllocationConfig::is_pagemap_scan_available();
+    let copied = pagemap && !swap_in_use();
+    if pagemap && !copied {
+        tracing::info!(
+            "swap is on (or /proc/swaps cannot be read): instance memories are reset without PAGEMAP_SCAN, \
+             so no call's pages can reach the next call; Python and JavaScript calls are slower for it"
+        );
+    }
+    memory_config(options, ahead, copied)
+}
+
+/// The engine's configuration for `options` and `ahead` instances made
+/// ahead, its memories filled by copying and reset with `PAGEMAP_SCAN`
+/// when `copied`, else mapped copy-on-write and reset without it.
+fn memory_config(options: &SandboxOptions, ahead: u32, copied: bool) -> Config {
+    let instances = options.max_instances.saturating_add(ahead);
     let memory_resident = if copied {
         KEEP_RESIDENT_COPIED
     } else {
@@ -174,7 +195,11 @@ pub(super) fn engine_config(options: &SandboxOptions, ahead: u32) -> Config {
         // reset, so a large resident window costs nothing extra, and the
         // next call neither faults pages in again nor makes the kernel
         // flush other cores' TLBs.
-        .pagemap_scan(wasmtime::Enabled::Auto)
+        .pagemap_scan(if copied {
+            wasmtime::Enabled::Auto
+        } else {
+            wasmtime::Enabled::No
+        })
         .linear_memory_keep_resident(memory_resident)
         .table_keep_resident(KEEP_RESIDENT)
         .async_stack_keep_resident(KEEP_RESIDENT);
@@ -186,6 +211,19 @@ pub(super) fn engine_config(options: &SandboxOptions, ahead: u32) -> Config {
         .memory_init_cow(!copied)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     config
+}
+
+/// Whether the kernel may swap out pages of instance memories: a swap
+/// area (a disk, a file or zram) is listed in `/proc/swaps`, or that
+/// cannot be read.
+fn swap_in_use() -> bool {
+    swap_listed(std::fs::read_to_string("/proc/swaps").ok().as_deref())
+}
+
+/// Whether `swaps`, the text of `/proc/swaps` (`None`: unreadable), lists
+/// a swap area: any line after its header.
+fn swap_listed(swaps: Option<&str>) -> bool {
+    swaps.is_none_or(|text| text.lines().skip(1).any(|line| !line.trim().is_empty()))
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
@@ -220,5 +258,128 @@ impl Drop for EpochTicker {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swap_is_in_use_when_proc_swaps_lists_an_area_or_cannot_be_read() {
+        let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+        assert!(!swap_listed(Some(header)));
+        assert!(!swap_listed(Some(&format!("{header}\n"))));
+        let zram = format!("{header}/dev/zram0  partition\t4194300\t\t0\t\t100\n");
+        assert!(swap_listed(Some(&zram)));
+        let file = format!("{header}/swapfile  file\t1048572\t\t0\t\t-2\n");
+        assert!(swap_listed(Some(&file)));
+        assert!(swap_listed(None), "unknown counts as on");
+    }
+
+    /// A core module with two pages of memory, "hi" at address 0, and
+    /// `write(address, value)` and `read(address)` of an i32:
+    ///
+    /// ```wat
+    /// (module
+    ///   (memory (export "m") 2)
+    ///   (data (i32.const 0) "hi")
+    ///   (func (export "write") (param i32 i32) local.get 0 local.get 1 i32.store)
+    ///   (func (export "read") (param i32) (result i32) local.get 0 i32.load))
+    /// ```
+    const SCRATCH: &[u8] = &[
+        0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+        0x01, 0x0b, 0x02, 0x60, 0x02, 0x7f, 0x7f, 0x00, 0x60, 0x01, 0x7f, 0x01, 0x7f, // types
+        0x03, 0x03, 0x02, 0x00, 0x01, // functions
+        0x05, 0x03, 0x01, 0x00, 0x02, // memory
+        0x07, 0x14, 0x03, 0x01, b'm', 0x02, 0x00, 0x05, b'w', b'r', b'i', b't', b'e', 0x00, 0x00,
+        0x04, b'r', b'e', b'a', b'd', 0x00, 0x01, // exports
+        0x0a, 0x13, 0x02, 0x09, 0x00, 0x20, 0x00, 0x20, 0x01, 0x36, 0x02, 0x00, 0x0b, 0x07, 0x00,
+        0x20, 0x00, 0x28, 0x02, 0x00, 0x0b, // code
+        0x0b, 0x08, 0x01, 0x00, 0x41, 0x00, 0x0b, 0x02, b'h', b'i', // data
+    ];
+
+    /// Three instances of [`SCRATCH`], one after another in the one slot of
+    /// an engine made with `config`, each writing over its data and over
+    /// zeros on both of its pages: each must find the module's data and
+    /// zeros, nothing of the one before. With `page_out`, the memory's
+    /// pages are handed to swap before the instance is dropped, as the
+    /// kernel may do to a long call's pages under memory pressure.
+    fn instances_one_after_another(config: &Config, page_out: bool, what: &str) {
+        let engine = Engine::new(config).expect("an engine");
+        let module = wasmtime::Module::new(&engine, SCRATCH).expect("the module compiles");
+        for round in 0..3 {
+            let mut store = wasmtime::Store::new(&engine, ());
+            store.set_fuel(1_000_000).expect("fuel is on");
+            store.set_epoch_deadline(1_000_000);
+            let instance = wasmtime::Instance::new(&mut store, &module, &[]).expect("instantiates");
+            let read = instance
+                .get_typed_func::<i32, i32>(&mut store, "read")
+                .expect("read");
+            let write = instance
+                .get_typed_func::<(i32, i32), ()>(&mut store, "write")
+                .expect("write");
+            let what = format!("{what}, instance {round}");
+            assert_eq!(
+                read.call(&mut store, 0).unwrap(),
+                0x6968,
+                "{what}: its data"
+            );
+            assert_eq!(
+                read.call(&mut store, 64).unwrap(),
+                0,
+                "{what}: beside its data"
+            );
+            assert_eq!(
+                read.call(&mut store, 70_000).unwrap(),
+                0,
+                "{what}: its second page"
+            );
+            write.call(&mut store, (0, 0x1234)).unwrap();
+            write.call(&mut store, (64, 0x5678)).unwrap();
+            write.call(&mut store, (70_000, 0x0dea_d000)).unwrap();
+            if page_out {
+                let memory = instance.get_memory(&mut store, "m").expect("m");
+                let (start, len) = (memory.data_ptr(&store), memory.data_size(&store));
+                page_out_now(start, len);
+            }
+        }
+    }
+
+    /// Asks the kernel to swap out the `len` bytes at `start` now (a no-op
+    /// where there is no swap).
+    #[allow(unsafe_code)]
+    fn page_out_now(start: *mut u8, len: usize) {
+        // SAFETY: `start..start + len` is the live memory of an instance
+        // this thread holds, and MADV_PAGEOUT changes where its pages are
+        // kept, never what they hold.
+        let rc = unsafe { libc::madvise(start.cast(), len, libc::MADV_PAGEOUT) };
+        assert_eq!(rc, 0, "madvise: {}", std::io::Error::last_os_error());
+    }
+
+    fn one_instance() -> SandboxOptions {
+        SandboxOptions::default().with_max_instances(std::num::NonZeroU32::new(1).expect("one"))
+    }
+
+    /// Each way of resetting memories, with and without `PAGEMAP_SCAN`,
+    /// leaves the next instance in a slot nothing of the last one.
+    #[test]
+    fn no_instance_reads_what_the_last_one_in_its_slot_wrote() {
+        for copied in [true, false] {
+            let config = memory_config(&one_instance(), 0, copied);
+            instances_one_after_another(&config, false, &format!("copied = {copied}"));
+        }
+    }
+
+    /// The same with each instance's pages swapped out before it is
+    /// dropped, on the configuration this machine gets. It bites only where
+    /// swap is on: there, wasmtime 48's `PAGEMAP_SCAN` reset would leave the
+    /// swapped pages as they were (measured: the next instance read the
+    /// last one's 0x5678), so the host must have chosen the other reset.
+    #[test]
+    fn no_instance_reads_what_the_last_one_wrote_even_with_its_pages_swapped_out() {
+        let config = engine_config(&one_instance(), 0);
+        let what = format!("swap in use: {}", swap_in_use());
+        instances_one_after_another(&config, true, &what);
     }
 }
